@@ -1,0 +1,1 @@
+"""Hydra config groups of the built-in plugins (found through the `framework.conf` entry point)."""

@@ -1,0 +1,122 @@
+"""RunContext: what the core hands an agent — config, seeds, envs and the run's services."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig
+
+from framework.checkpoint import Checkpointer
+from framework.contracts import Agent, EnvPlugin, Tracker
+from framework.evaluation import record_video, run_episodes
+from framework.progress import ProgressDisplay
+
+#: Offset between training and evaluation env seeds, so evaluation never replays training resets.
+EVAL_SEED_OFFSET = 10_000
+
+
+@dataclass
+class RunContext:
+    """The resolved run: typed plugin configs, seeded RNG, env factory and services."""
+
+    cfg: DictConfig
+    env_plugin: EnvPlugin
+    agent_cfg: Any
+    seed: int
+    rng: np.random.Generator
+    device: str
+    total_steps: int
+    tracker: Tracker
+    checkpointer: Checkpointer
+    progress: ProgressDisplay
+    run_dir: Path
+    start_step: int = 0
+    buffer: Any = None
+    search: Any = None
+    stop: threading.Event = field(default_factory=threading.Event)
+    resume_from: Path | None = None
+    run_id: str = ""
+    last_eval: dict[str, float] = field(default_factory=dict)
+    _eval_env: Any = None
+    _last_step: int = 0
+    _perf_mark: tuple[float, int] = (0.0, 0)
+
+    def __post_init__(self) -> None:
+        self._last_step = self.start_step
+        self._perf_mark = (time.perf_counter(), self.start_step)
+
+    @property
+    def n_envs(self) -> int:
+        return int(getattr(self.env_plugin, "n_envs", 1))
+
+    def make_env(self, index: int = 0, *, evaluation: bool = False, render_mode: str | None = None) -> Any:
+        """A new env instance; training instances differ by `index` in their seeds."""
+        return self.env_plugin.make(
+            seed=self.seed + index, index=index, evaluation=evaluation, render_mode=render_mode
+        )
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        self.tracker.log_metrics(metrics, step)
+
+    def after_step(self, step: int, agent: Agent) -> bool:
+        """Call once per env step (or vector step): progress, evaluation, checkpoints. False = stop."""
+        previous, self._last_step = self._last_step, step
+        if self.progress.update(step):
+            now = time.perf_counter()
+            t0, s0 = self._perf_mark
+            if now > t0 and step > s0:
+                self.log_metrics({"perf/env_steps_per_s": (step - s0) / (now - t0)}, step)
+            self._perf_mark = (now, step)
+        every = int(self.cfg.eval.every_steps)
+        if every > 0 and step // every > previous // every and step < self.total_steps:
+            self.evaluate(agent, step)
+        if self.checkpointer.due(step, previous):
+            self.save_checkpoint(step, agent)
+        return not self.stop.is_set()
+
+    def evaluate(self, agent: Agent, step: int, *, video_dir: Path | None = None) -> dict[str, float]:
+        """Deterministic evaluation episodes on the eval env; logs eval/* at `step`."""
+        episodes = int(self.cfg.eval.episodes)
+        if episodes == 0:
+            return {}
+        deterministic = bool(self.cfg.eval.deterministic)
+        if video_dir is not None:
+            env = record_video(
+                self.make_env(0, evaluation=True, render_mode="rgb_array"),
+                video_dir,
+                int(self.cfg.eval.video_episodes),
+            )
+        else:
+            if self._eval_env is None:
+                self._eval_env = self.make_env(0, evaluation=True)
+            env = self._eval_env
+        try:
+            metrics = run_episodes(
+                lambda obs: agent.act(obs, deterministic=deterministic),
+                env,
+                episodes=episodes,
+                seed=self.seed + EVAL_SEED_OFFSET,
+            )
+        finally:
+            if video_dir is not None:
+                env.close()
+        self.last_eval = metrics
+        self.log_metrics(metrics, step)
+        self.progress.set_eval(metrics["eval/return_mean"])
+        return metrics
+
+    def save_checkpoint(self, step: int, agent: Agent) -> Path:
+        return self.checkpointer.save(
+            step, agent.save, {"run_id": self.run_id, "seed": self.seed, "last_eval": self.last_eval}
+        )
+
+    def close(self) -> None:
+        if self._eval_env is not None:
+            self._eval_env.close()
+            self._eval_env = None
+        self.progress.close()

@@ -1,0 +1,44 @@
+"""Evaluation episodes on a separate, separately seeded environment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+Policy = Callable[[Any], Any]
+
+
+def run_episodes(
+    act: Policy, env: Any, *, episodes: int, seed: int, max_steps: int = 1_000_000
+) -> dict[str, float]:
+    """Play `episodes` full episodes with `act`; the first reset is seeded, so results repeat."""
+    returns, lengths = [], []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed if episode == 0 else None)
+        total, length, done = 0.0, 0, False
+        while not done and length < max_steps:
+            obs, reward, terminated, truncated, _ = env.step(act(obs))
+            total += float(reward)
+            length += 1
+            done = bool(terminated or truncated)
+        returns.append(total)
+        lengths.append(length)
+    return {
+        "eval/return_mean": float(np.mean(returns)),
+        "eval/return_std": float(np.std(returns)),
+        "eval/return_min": float(np.min(returns)),
+        "eval/return_max": float(np.max(returns)),
+        "eval/length_mean": float(np.mean(lengths)),
+    }
+
+
+def record_video(env: Any, folder: Path, episodes: int) -> Any:
+    """Wrap an `rgb_array` env so its first `episodes` episodes are written as mp4 to `folder`."""
+    from gymnasium.wrappers import RecordVideo
+
+    return RecordVideo(
+        env, str(folder), episode_trigger=lambda e: e < episodes, name_prefix="eval", disable_logger=True
+    )

@@ -1,0 +1,63 @@
+"""A tracker that records nothing (`tracking=none`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class NullTrackerConfig:
+    pass
+
+
+class NullTracker:
+    """Tracks nothing: metrics and artifacts stay in the run directory only."""
+
+    Config = NullTrackerConfig
+
+    def __init__(self, cfg: Any) -> None:
+        self.run_id: str | None = None
+
+    def start_run(
+        self,
+        *,
+        run_name: str | None,
+        tags: Mapping[str, str],
+        parent_run_id: str | None = None,
+        resume_run_id: str | None = None,
+    ) -> str:
+        self.run_id = resume_run_id or uuid.uuid4().hex
+        return self.run_id
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        pass
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        pass
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        pass
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        pass
+
+    def end_run(self, status: str) -> None:
+        self.run_id = None
+
+    def run_tags(self, run_id: str) -> dict[str, str]:
+        raise LookupError(
+            f"resume={run_id!r}: tracking=none keeps no runs; resume from a run directory instead"
+        )
+
+    def download_artifacts(self, run_id: str, path: str, dst: Path) -> Path:
+        raise LookupError(f"tracking=none keeps no artifacts for run {run_id!r}")
+
+    def start_parent(self, *, run_name: str, tags: Mapping[str, str]) -> str:
+        return uuid.uuid4().hex
+
+    def end_parent(self, run_id: str, status: str) -> None:
+        pass

@@ -1,0 +1,68 @@
+"""What a run records about itself: flattened params and provenance tags."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from framework import __version__
+
+#: Packages whose versions are tagged on every run, when installed.
+TRACKED_PACKAGES = (
+    "numpy",
+    "gymnasium",
+    "torch",
+    "stable-baselines3",
+    "sb3-contrib",
+    "ale-py",
+    "mlflow",
+    "hydra-core",
+    "omegaconf",
+)
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, str]:
+    """`{"a": {"b": 1}}` → `{"a.b": "1"}`; lists stay whole, as their string form."""
+    flat: dict[str, str] = {}
+    if isinstance(tree, Mapping):
+        for key, value in tree.items():
+            flat.update(flatten(value, f"{prefix}{key}."))
+    else:
+        flat[prefix[:-1]] = str(tree)
+    return flat
+
+
+def git_commit(cwd: Path | None = None) -> str | None:
+    """The commit checked out in the working directory's repository, if any."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def run_tags(plugins: Mapping[str, str], run_dir: Path, overrides: Sequence[str]) -> dict[str, str]:
+    tags = {
+        "framework.version": __version__,
+        "framework.run_dir": str(run_dir.resolve()),
+        "framework.overrides": " ".join(overrides)[:5000],
+        "versions.python": sys.version.split()[0],
+    }
+    for kind, name in plugins.items():
+        tags[f"plugin.{kind}"] = name
+    for package in TRACKED_PACKAGES:
+        try:
+            tags[f"versions.{package}"] = version(package)
+        except PackageNotFoundError:
+            pass
+    commit = git_commit()
+    if commit:
+        tags["git.commit"] = commit
+        tags["mlflow.source.git.commit"] = commit
+    return tags

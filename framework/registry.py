@@ -1,0 +1,163 @@
+"""Plugin discovery through Python entry points, loaded lazily by kind and name."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import importlib.util
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+#: Plugin kinds and the entry-point group each is registered under.
+GROUPS: dict[str, str] = {
+    "env": "framework.envs",
+    "buffer": "framework.buffers",
+    "agent": "framework.agents",
+    "search": "framework.search",
+    "tracker": "framework.trackers",
+    "conf": "framework.conf",
+}
+
+
+class RegistryError(LookupError):
+    """A plugin name that is unknown, ambiguous or of an unknown kind."""
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """One registered plugin, described without importing it."""
+
+    kind: str
+    name: str
+    value: str
+    distribution: str
+    version: str
+    entry_point: EntryPoint
+
+    def description(self) -> str:
+        """First line of the plugin object's docstring, read from source without importing it."""
+        return _docstring_line(self.value) or _summary(self.entry_point)
+
+
+def _check_kind(kind: str) -> str:
+    if kind not in GROUPS:
+        raise RegistryError(f"Unknown plugin kind {kind!r}; valid kinds: {', '.join(GROUPS)}")
+    return GROUPS[kind]
+
+
+def discover(kind: str) -> dict[str, list[PluginInfo]]:
+    """Every plugin of `kind`, by name; a name with two or more entries is a conflict."""
+    group = _check_kind(kind)
+    found: dict[str, list[PluginInfo]] = {}
+    seen: set[tuple[str, str]] = set()
+    for ep in entry_points(group=group):
+        dist = ep.dist.name if ep.dist is not None else "<unknown>"
+        version = ep.dist.version if ep.dist is not None else "?"
+        # The same distribution seen twice on sys.path (an editable install beside a
+        # regular one) is one registration, not a conflict; the first on the path wins.
+        key = (ep.name, _normalise(dist))
+        if key in seen:
+            continue
+        seen.add(key)
+        info = PluginInfo(kind, ep.name, ep.value, dist, version, ep)
+        found.setdefault(ep.name, []).append(info)
+    return dict(sorted(found.items()))
+
+
+def names(kind: str) -> list[str]:
+    """Registered names of one kind, sorted."""
+    return list(discover(kind))
+
+
+def info(kind: str, name: str) -> PluginInfo:
+    """The single registration of `name`, or a RegistryError that says what would be valid."""
+    plugins = discover(kind)
+    if name not in plugins:
+        known = list(plugins)
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise RegistryError(
+            f"Unknown {kind} plugin {name!r}.{hint} Known {kind} plugins: "
+            f"{', '.join(known) if known else '(none installed)'}"
+        )
+    entries = plugins[name]
+    if len(entries) > 1:
+        owners = ", ".join(f"{p.distribution} {p.version} ({p.value})" for p in entries)
+        raise RegistryError(
+            f"The {kind} plugin name {name!r} is registered by more than one distribution: "
+            f"{owners}. Uninstall one of them."
+        )
+    return entries[0]
+
+
+def load(kind: str, name: str) -> Any:
+    """Import and return the object registered as `name` of `kind`."""
+    return info(kind, name).entry_point.load()
+
+
+def conflicts() -> list[str]:
+    """One message per name registered by two or more distributions, across all kinds."""
+    problems = []
+    for kind in GROUPS:
+        for name, entries in discover(kind).items():
+            if len(entries) > 1:
+                owners = " and ".join(f"{p.distribution} {p.version}" for p in entries)
+                problems.append(f"{kind} {name!r} is registered by {owners}")
+    return problems
+
+
+def _normalise(dist: str) -> str:
+    return dist.lower().replace("_", "-").replace(".", "-")
+
+
+def _summary(ep: EntryPoint) -> str:
+    if ep.dist is None:
+        return ""
+    return str(ep.dist.metadata.get("Summary") or "")
+
+
+def _docstring_line(value: str, depth: int = 0) -> str:
+    """Docstring of `module:attr` parsed from the module's source, so nothing is imported."""
+    module, _, attr = value.partition(":")
+    try:
+        spec = importlib.util.find_spec(module.strip())
+    except (ImportError, ValueError):
+        return ""
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return ""
+    try:
+        with open(spec.origin, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError):
+        return ""
+    node: ast.AST | None = tree
+    for part in [p for p in attr.strip().split(".") if p]:
+        body = getattr(node, "body", [])
+        node = next(
+            (
+                n
+                for n in body
+                if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                and n.name == part
+            ),
+            None,
+        )
+        if node is None:
+            return _reexported(tree, spec.name, part, depth)
+    assert isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+    doc = ast.get_docstring(node) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+def _reexported(tree: ast.Module | ast.AST, module: str, name: str, depth: int) -> str:
+    """Follow `from .agent import Name` in a package's __init__ to where `Name` is defined."""
+    if depth > 3 or not isinstance(tree, ast.Module):
+        return ""
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and any(a.name == name and a.asname is None for a in node.names):
+            base = module.split(".")
+            source = ".".join(base[: len(base) - node.level + 1] if node.level else []) if node.level else ""
+            target = f"{source}.{node.module}" if source and node.module else (node.module or source)
+            return _docstring_line(f"{target}:{name}", depth + 1)
+    return ""

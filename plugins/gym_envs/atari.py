@@ -1,0 +1,123 @@
+"""Atari games through ale-py, with the standard DQN preprocessing."""
+
+# Optional[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
+import difflib
+from dataclasses import dataclass
+from typing import Any, Optional, SupportsFloat
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+gym.register_envs(ale_py)
+
+
+@dataclass
+class AtariConfig:
+    game: str = "Pong"
+    """ALE game name, as in ALE/<game>-v5 (Pong, Breakout, SpaceInvaders, ...)."""
+    n_envs: int = 8
+    """Parallel env instances an agent trains on."""
+    frame_skip: int = 4
+    """Agent steps every k-th frame, repeating its action (max-pooled over the last two)."""
+    noop_max: int = 30
+    """Up to this many no-op actions after each reset."""
+    screen_size: int = 84
+    """Frames are resized to screen_size × screen_size."""
+    grayscale: bool = True
+    """Grayscale frames."""
+    terminal_on_life_loss: bool = True
+    """Training episodes end on a life lost (the game resets only at game over)."""
+    clip_reward: bool = True
+    """Training rewards are clipped to their sign."""
+    frame_stack: int = 4
+    """Stack the last k frames in the observation (1: no stacking, e.g. when a buffer stacks)."""
+    repeat_action_probability: float = 0.25
+    """Sticky actions (ALE v5 default 0.25)."""
+    max_episode_steps: Optional[int] = 27_000
+    """Truncate after this many agent steps (108k frames at frame skip 4)."""
+
+
+class Atari:
+    """Atari 2600 games (ALE): noop reset, frame skip, 84×84 grayscale, episodic life, clipping."""
+
+    Config = AtariConfig
+
+    def __init__(self, cfg: AtariConfig) -> None:
+        self.cfg = cfg
+        self.n_envs = int(cfg.n_envs)
+        self.env_id = f"ALE/{cfg.game}-v5"
+        if self.env_id not in gym.registry:
+            games = sorted(k[4:-3] for k in gym.registry if k.startswith("ALE/") and k.endswith("-v5"))
+            close = difflib.get_close_matches(cfg.game, games, n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise ValueError(f"Unknown Atari game env.game={cfg.game!r}.{hint} ({len(games)} games ship with ale-py)")
+
+    def make(
+        self, *, seed: int, index: int, evaluation: bool = False, render_mode: Optional[str] = None
+    ) -> gym.Env:
+        cfg = self.cfg
+        env = gym.make(
+            self.env_id,
+            frameskip=1,
+            repeat_action_probability=cfg.repeat_action_probability,
+            render_mode=render_mode,
+            max_episode_steps=cfg.max_episode_steps * cfg.frame_skip if cfg.max_episode_steps else None,
+        )
+        env = AtariPreprocessing(
+            env,
+            noop_max=cfg.noop_max,
+            frame_skip=cfg.frame_skip,
+            screen_size=cfg.screen_size,
+            grayscale_obs=cfg.grayscale,
+        )
+        if cfg.terminal_on_life_loss and not evaluation:
+            env = EpisodicLife(env)
+        if "FIRE" in env.unwrapped.get_action_meanings():
+            env = FireReset(env)
+        if cfg.clip_reward and not evaluation:
+            env = gym.wrappers.TransformReward(env, lambda r: float(np.sign(r)))
+        if cfg.frame_stack > 1:
+            env = FrameStackObservation(env, cfg.frame_stack)
+        env.action_space.seed(seed)
+        return env
+
+
+class EpisodicLife(gym.Wrapper):
+    """A lost life ends the training episode; the game itself resets only when it is over."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = terminated or truncated
+        lives = self.env.unwrapped.ale.lives()
+        if 0 < lives < self.lives:
+            terminated = True
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        if self.game_over:
+            obs, info = self.env.reset(**kwargs)
+        else:
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+        self.lives = self.env.unwrapped.ale.lives()
+        return obs, info
+
+
+class FireReset(gym.Wrapper):
+    """Press FIRE after each reset, for games that wait for it to start."""
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self.env.reset(**kwargs)
+        obs, _, terminated, truncated, info = self.env.step(1)
+        if terminated or truncated:
+            obs, info = self.env.reset(**kwargs)
+        return obs, info

@@ -1,0 +1,25 @@
+"""Vectorised envs for SB3, built from the env plugin (never from the RunContext, which holds live clients)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+
+
+def _monitored(env_plugin: Any, seed: int, index: int, in_worker: bool) -> Any:
+    if in_worker:
+        import torch
+
+        torch.set_num_threads(1)
+    return Monitor(env_plugin.make(seed=seed + index, index=index))
+
+
+def make_vec_env(env_plugin: Any, n_envs: int, *, seed: int, kind: str) -> VecEnv:
+    """`n_envs` monitored instances; SB3 seeds their resets with seed + i."""
+    subproc = kind == "subproc" and n_envs > 1
+    fns = [partial(_monitored, env_plugin, seed, i, subproc) for i in range(n_envs)]
+    venv: VecEnv = SubprocVecEnv(fns, start_method="forkserver") if subproc else DummyVecEnv(fns)
+    return venv

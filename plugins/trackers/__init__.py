@@ -1,0 +1,1 @@
+"""Built-in trackers: MLflow (the default) and none."""

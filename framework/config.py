@@ -65,7 +65,13 @@ class FrameworkConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
 
-PLUGIN_SECTIONS = {"env": "env", "agent": "agent", "buffer": "buffer", "search": "search", "tracking": "tracker"}
+PLUGIN_SECTIONS = {
+    "env": "env",
+    "agent": "agent",
+    "buffer": "buffer",
+    "search": "search",
+    "tracking": "tracker",
+}
 PROGRESS_MODES = ("auto", "bar", "log", "off")
 
 
@@ -77,7 +83,9 @@ def register_schema() -> None:
 def check_root(cfg: DictConfig) -> None:
     """Checks on root values that their type alone does not express."""
     if cfg.progress not in PROGRESS_MODES:
-        raise ConfigError(f"progress={cfg.progress!r} is not valid; choose one of {', '.join(PROGRESS_MODES)}")
+        raise ConfigError(
+            f"progress={cfg.progress!r} is not valid; choose one of {', '.join(PROGRESS_MODES)}"
+        )
     for key in ("total_steps", "eval.every_steps", "eval.episodes", "checkpoint.every_steps"):
         if OmegaConf.select(cfg, key) < 0:
             raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} must be >= 0")

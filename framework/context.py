@@ -40,7 +40,6 @@ class RunContext:
     search: Any = None
     stop: threading.Event = field(default_factory=threading.Event)
     resume_from: Path | None = None
-    run_id: str = ""
     last_eval: dict[str, float] = field(default_factory=dict)
     _eval_env: Any = None
     _last_step: int = 0
@@ -49,6 +48,11 @@ class RunContext:
     def __post_init__(self) -> None:
         self._last_step = self.start_step
         self._perf_mark = (time.perf_counter(), self.start_step)
+
+    @property
+    def run_id(self) -> str:
+        """The tracked run's id (waits, with a timeout, until the tracker has created the run)."""
+        return str(self.tracker.run_id)
 
     @property
     def n_envs(self) -> int:
@@ -67,6 +71,8 @@ class RunContext:
         """Call once per env step (or vector step): progress, evaluation, checkpoints. False = stop."""
         previous, self._last_step = self._last_step, step
         if self.progress.update(step):
+            # A tracker that cannot create its run fails the run here, within one log interval.
+            self.run_id  # noqa: B018
             now = time.perf_counter()
             t0, s0 = self._perf_mark
             if now > t0 and step > s0:

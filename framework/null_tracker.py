@@ -11,7 +11,7 @@ from typing import Any
 
 @dataclass
 class NullTrackerConfig:
-    pass
+    """`tracking=none` takes no settings."""
 
 
 class NullTracker:
@@ -20,7 +20,7 @@ class NullTracker:
     Config = NullTrackerConfig
 
     def __init__(self, cfg: Any) -> None:
-        self.run_id: str | None = None
+        self.run_id = ""
 
     def start_run(
         self,
@@ -29,24 +29,23 @@ class NullTracker:
         tags: Mapping[str, str],
         parent_run_id: str | None = None,
         resume_run_id: str | None = None,
-    ) -> str:
+    ) -> None:
         self.run_id = resume_run_id or uuid.uuid4().hex
-        return self.run_id
 
     def log_params(self, params: Mapping[str, Any]) -> None:
-        pass
+        """Params are not recorded (the resolved config is in the run directory)."""
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        pass
+        """Metrics are not recorded."""
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
-        pass
+        """Artifacts stay where they are, in the run directory."""
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
-        pass
+        """Tags are not recorded."""
 
     def end_run(self, status: str) -> None:
-        self.run_id = None
+        """Nothing to close."""
 
     def run_tags(self, run_id: str) -> dict[str, str]:
         raise LookupError(
@@ -60,4 +59,7 @@ class NullTracker:
         return uuid.uuid4().hex
 
     def end_parent(self, run_id: str, status: str) -> None:
-        pass
+        """Nothing to close."""
+
+    def close(self) -> None:
+        """Nothing to release."""

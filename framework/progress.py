@@ -52,7 +52,9 @@ class ProgressDisplay:
         now = time.perf_counter()
         due = now - self._last_log >= self.log_every_s
         if self._bar is not None and (due or now - self._last_log >= 0.25):
-            self._bar.update(self._task, completed=step, rate=f"{self.steps_per_s:.0f}", eval=self._eval_text())
+            self._bar.update(
+                self._task, completed=step, rate=f"{self.steps_per_s:.0f}", eval=self._eval_text()
+            )
         if due:
             self._last_log = now
             if self.mode == "log":

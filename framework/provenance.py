@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -57,10 +58,8 @@ def run_tags(plugins: Mapping[str, str], run_dir: Path, overrides: Sequence[str]
     for kind, name in plugins.items():
         tags[f"plugin.{kind}"] = name
     for package in TRACKED_PACKAGES:
-        try:
+        with contextlib.suppress(PackageNotFoundError):
             tags[f"versions.{package}"] = version(package)
-        except PackageNotFoundError:
-            pass
     commit = git_commit()
     if commit:
         tags["git.commit"] = commit

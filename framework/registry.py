@@ -62,7 +62,7 @@ def discover(kind: str) -> dict[str, list[PluginInfo]]:
         seen.add(key)
         info = PluginInfo(kind, ep.name, ep.value, dist, version, ep)
         found.setdefault(ep.name, []).append(info)
-    return dict(sorted(found.items()))
+    return {name: sorted(found[name], key=lambda p: _normalise(p.distribution)) for name in sorted(found)}
 
 
 def names(kind: str) -> list[str]:
@@ -114,7 +114,7 @@ def _normalise(dist: str) -> str:
 def _summary(ep: EntryPoint) -> str:
     if ep.dist is None:
         return ""
-    return str(ep.dist.metadata.get("Summary") or "")
+    return str(ep.dist.metadata["Summary"] or "")
 
 
 def _docstring_line(value: str, depth: int = 0) -> str:
@@ -138,8 +138,7 @@ def _docstring_line(value: str, depth: int = 0) -> str:
             (
                 n
                 for n in body
-                if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-                and n.name == part
+                if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and n.name == part
             ),
             None,
         )

@@ -49,13 +49,30 @@ def run(
     run_dir: Path,
     overrides: Sequence[str] = (),
     parent_run_id: str | None = None,
+    job_label: str | None = None,
 ) -> dict[str, float]:
     """Run one experiment end to end; returns the final evaluation metrics."""
     config.check_root(cfg)
-    # Every plugin section is validated before anything starts.
     tracking = config.plugin_section(cfg, "tracking")
-    _required(cfg, "env"), _required(cfg, "agent")
+    # The tracker starts first: a tracker that works in the background gets going while the
+    # plugins below are imported and validated; it writes nothing until start_run.
     tracker = tracking[1](tracking[2]) if tracking else _null_tracker()
+    try:
+        return _run(cfg, tracker, run_dir, overrides, parent_run_id, job_label)
+    finally:
+        tracker.close()
+
+
+def _run(
+    cfg: DictConfig,
+    tracker: Any,
+    run_dir: Path,
+    overrides: Sequence[str],
+    parent_run_id: str | None,
+    job_label: str | None,
+) -> dict[str, float]:
+    # Every plugin section is validated before anything starts.
+    _required(cfg, "env"), _required(cfg, "agent")
     resume = _resume_point(cfg, tracker, overrides) if cfg.resume else None
     if resume is not None:
         cfg = resume.config
@@ -70,8 +87,8 @@ def run(
     plugins = {"env": env_name, "agent": agent_name}
     plugins.update({s: v[0] for s, v in extras.items() if v is not None})
     tags = run_tags(plugins, run_dir, overrides)
-    run_id = tracker.start_run(
-        run_name=_run_name(cfg, env_name),
+    tracker.start_run(
+        run_name=_run_name(cfg, env_name) + (f" {job_label}" if job_label else ""),
         tags=tags,
         parent_run_id=parent_run_id,
         resume_run_id=resume.run_id if resume else None,
@@ -80,7 +97,6 @@ def run(
         tracker.log_params(flatten(OmegaConf.to_container(cfg, resolve=True)))
     else:
         tracker.set_tags({"framework.resumed_from_step": str(resume.step)})
-    log.info("run %s: env=%s agent=%s dir=%s", run_id, env_name, agent_name, run_dir)
 
     checkpointer = Checkpointer(
         run_dir / "checkpoints",
@@ -104,18 +120,21 @@ def run(
             tracker=tracker,
             checkpointer=checkpointer,
             progress=ProgressDisplay(
-                int(cfg.total_steps), mode=str(cfg.progress), start=start_step, log_every_s=float(cfg.log_every_s)
+                int(cfg.total_steps),
+                mode=str(cfg.progress),
+                start=start_step,
+                log_every_s=float(cfg.log_every_s),
             ),
             run_dir=run_dir,
             start_step=start_step,
             buffer=_build(extras["buffer"]),
             search=_build(extras["search"]),
             resume_from=resume.checkpoint if resume else None,
-            run_id=run_id,
         )
         agent = agent_cls(agent_cfg)
         if resume is not None:
             agent.load(resume.checkpoint / AGENT_DIR)
+        log.info("run started: env=%s agent=%s dir=%s", env_name, agent_name, run_dir)
         with _stop_on_sigint(ctx.stop):
             agent.learn(ctx)
         step = ctx.progress.step
@@ -126,30 +145,35 @@ def run(
         last = ctx.save_checkpoint(step, agent)
         _log_artifacts(tracker, run_dir, last, model=True)
         tracker.end_run("FINISHED")
-        log.info("run %s FINISHED at step %d: %s", run_id, step, _fmt(final))
+        log.info("run %s FINISHED at step %d: %s", ctx.run_id, step, _fmt(final))
         return final
     except KeyboardInterrupt:
-        last = _last_checkpoint(ctx, agent)
-        _log_artifacts(tracker, run_dir, last, model=False)
-        tracker.end_run("KILLED")
+        saved = _last_checkpoint(ctx, agent)
+        _end_safely(tracker, run_dir, saved, "KILLED")
         where = f"step {ctx.progress.step}" if ctx else "start-up"
+        run_id = _known_run_id(tracker)
         print(
-            f"\nRun {run_id} KILLED at {where}; checkpoint: {last}. "
+            f"\nRun {run_id} KILLED at {where}; checkpoint: {saved}. "
             f"Continue with: python -m framework resume={run_id or run_dir}",
             file=sys.stderr,
         )
         raise RunKilled(EXIT_KILLED) from None
     except BaseException:
-        (run_dir / "traceback.txt").write_text(traceback.format_exc())
-        tracker.log_artifact(run_dir / "traceback.txt")
-        tracker.set_tags({"framework.error": traceback.format_exc().strip().splitlines()[-1][:5000]})
-        last = _last_checkpoint(ctx, agent)
-        _log_artifacts(tracker, run_dir, last, model=False)
-        tracker.end_run("FAILED")
+        trace = traceback.format_exc()
+        (run_dir / "traceback.txt").write_text(trace)
+        saved = _last_checkpoint(ctx, agent)
+        _end_safely(tracker, run_dir, saved, "FAILED", trace)
         raise
     finally:
         if ctx is not None:
             ctx.close()
+
+
+def _known_run_id(tracker: Any) -> str:
+    try:
+        return str(tracker.run_id)
+    except Exception:  # the tracker never got as far as creating the run
+        return ""
 
 
 def _required(cfg: DictConfig, section: str) -> tuple[str, Any, Any]:
@@ -205,6 +229,22 @@ def _last_checkpoint(ctx: RunContext | None, agent: Any) -> Path | None:
     return ctx.checkpointer.latest()
 
 
+def _end_safely(tracker: Any, run_dir: Path, saved: Path | None, status: str, trace: str = "") -> None:
+    """End the run KILLED or FAILED; a tracker that fails too must not hide the original error."""
+    try:
+        if trace:
+            tracker.log_artifact(run_dir / "traceback.txt")
+            tracker.set_tags({"framework.error": trace.strip().splitlines()[-1][:5000]})
+        _log_artifacts(tracker, run_dir, saved, model=False)
+    except Exception:
+        log.exception("could not log the artifacts of a %s run", status)
+    finally:
+        try:
+            tracker.end_run(status)
+        except Exception:
+            log.exception("could not mark the run %s", status)
+
+
 def _log_artifacts(tracker: Any, run_dir: Path, checkpoint: Path | None, *, model: bool) -> None:
     if checkpoint is not None:
         (run_dir / CONFIG_FILE).write_text((checkpoint / CONFIG_FILE).read_text())
@@ -221,7 +261,7 @@ def _resume_point(cfg: DictConfig, tracker: Any, overrides: Sequence[str]) -> Re
     """Find the checkpoint named by `resume=` (a run directory or a tracked run id)."""
     target = str(cfg.resume)
     run_id: str | None = None
-    checkpoint = find_latest(Path(target)) if Path(target).is_dir() else None
+    checkpoint: Path | None = find_latest(Path(target)) if Path(target).is_dir() else None
     if checkpoint is None and not Path(target).is_dir():
         run_id = target
         tags = tracker.run_tags(run_id)
@@ -287,4 +327,4 @@ def _fmt(metrics: dict[str, float]) -> str:
     return ", ".join(f"{k}={v:.2f}" for k, v in metrics.items() if k.endswith("mean"))
 
 
-__all__ = ["run", "RunKilled", "EXIT_KILLED", "__version__"]
+__all__ = ["EXIT_KILLED", "RunKilled", "__version__", "run"]

@@ -31,7 +31,10 @@ class SweepParentRun(Callback):
         overrides = " ".join(config.hydra.overrides.task)
         self._run_id = self._tracker.start_parent(
             run_name=f"sweep {overrides}"[:250],
-            tags={"framework.sweep_dir": str(config.hydra.sweep.dir), "framework.overrides": overrides[:5000]},
+            tags={
+                "framework.sweep_dir": str(config.hydra.sweep.dir),
+                "framework.overrides": overrides[:5000],
+            },
         )
         os.environ[PARENT_RUN_ENV] = self._run_id
         # A job that raises ends the sweep without on_multirun_end: the parent still ends, FAILED.
@@ -45,7 +48,10 @@ class SweepParentRun(Callback):
             return
         run_id, self._run_id = self._run_id, None
         os.environ.pop(PARENT_RUN_ENV, None)
-        self._tracker.end_parent(run_id, status)
+        try:
+            self._tracker.end_parent(run_id, status)
+        finally:
+            self._tracker.close()
 
 
 def _tracking(cfg: DictConfig) -> tuple[str, Any, Any] | None:

@@ -52,7 +52,9 @@ class Atari:
             games = sorted(k[4:-3] for k in gym.registry if k.startswith("ALE/") and k.endswith("-v5"))
             close = difflib.get_close_matches(cfg.game, games, n=3)
             hint = f" Did you mean {', '.join(close)}?" if close else ""
-            raise ValueError(f"Unknown Atari game env.game={cfg.game!r}.{hint} ({len(games)} games ship with ale-py)")
+            raise ValueError(
+                f"Unknown Atari game env.game={cfg.game!r}.{hint} ({len(games)} games ship with ale-py)"
+            )
 
     def make(
         self, *, seed: int, index: int, evaluation: bool = False, render_mode: Optional[str] = None
@@ -74,10 +76,10 @@ class Atari:
         )
         if cfg.terminal_on_life_loss and not evaluation:
             env = EpisodicLife(env)
-        if "FIRE" in env.unwrapped.get_action_meanings():
+        if "FIRE" in _ale_env(env).get_action_meanings():
             env = FireReset(env)
         if cfg.clip_reward and not evaluation:
-            env = gym.wrappers.TransformReward(env, lambda r: float(np.sign(r)))
+            env = gym.wrappers.TransformReward(env, lambda r: float(np.sign(float(r))))
         if cfg.frame_stack > 1:
             env = FrameStackObservation(env, cfg.frame_stack)
         env.action_space.seed(seed)
@@ -95,7 +97,7 @@ class EpisodicLife(gym.Wrapper):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.game_over = terminated or truncated
-        lives = self.env.unwrapped.ale.lives()
+        lives = _ale_env(self.env).ale.lives()
         if 0 < lives < self.lives:
             terminated = True
         self.lives = lives
@@ -108,7 +110,7 @@ class EpisodicLife(gym.Wrapper):
             obs, _, terminated, truncated, info = self.env.step(0)
             if terminated or truncated:
                 obs, info = self.env.reset(**kwargs)
-        self.lives = self.env.unwrapped.ale.lives()
+        self.lives = _ale_env(self.env).ale.lives()
         return obs, info
 
 
@@ -121,3 +123,8 @@ class FireReset(gym.Wrapper):
         if terminated or truncated:
             obs, info = self.env.reset(**kwargs)
         return obs, info
+
+
+def _ale_env(env: gym.Env) -> Any:
+    """The underlying AtariEnv, whose `ale` interface knows lives and action meanings."""
+    return env.unwrapped

@@ -1,10 +1,12 @@
-"""Vectorised envs for SB3, built from the env plugin (never from the RunContext, which holds live clients)."""
+"""Vectorised envs for SB3, built from the env plugin alone (the RunContext holds live clients)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import gymnasium as gym
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
@@ -20,6 +22,8 @@ def _monitored(env_plugin: Any, seed: int, index: int, in_worker: bool) -> Any:
 def make_vec_env(env_plugin: Any, n_envs: int, *, seed: int, kind: str) -> VecEnv:
     """`n_envs` monitored instances; SB3 seeds their resets with seed + i."""
     subproc = kind == "subproc" and n_envs > 1
-    fns = [partial(_monitored, env_plugin, seed, i, subproc) for i in range(n_envs)]
+    fns: list[Callable[[], gym.Env]] = [
+        partial(_monitored, env_plugin, seed, i, subproc) for i in range(n_envs)
+    ]
     venv: VecEnv = SubprocVecEnv(fns, start_method="forkserver") if subproc else DummyVecEnv(fns)
     return venv

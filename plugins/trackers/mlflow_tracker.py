@@ -1,21 +1,13 @@
 """MLflow tracking: the local SQLite store ./mlflow.db by default, or any tracking URI."""
 
 # Optional[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
-
-import time
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from mlflow.entities import Metric, Param, RunTag
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
-
-#: MLflow's per-request limits on a log_batch call.
-MAX_METRICS_PER_BATCH = 1000
-MAX_PARAMS_PER_BATCH = 100
-MAX_PARAM_VALUE = 6000
+from .tracking_process import TrackingError, TrackingProcess
 
 
 @dataclass
@@ -28,6 +20,14 @@ class MlflowConfig:
     """Run name; default `<env>-<algo>-s<seed>`."""
     flush_every_s: float = 1.0
     """Metrics are sent in batches at most this often (and at the end of the run)."""
+    http_timeout_s: int = 30
+    """Per-request timeout against a tracking server (MLFLOW_HTTP_REQUEST_TIMEOUT)."""
+    http_retries: int = 2
+    """Retries of a failed request to a tracking server (MLFLOW_HTTP_REQUEST_MAX_RETRIES)."""
+    start_timeout_s: float = 300.0
+    """Longest wait for the run to be created (a new SQLite store is migrated first)."""
+    finish_timeout_s: float = 600.0
+    """Longest wait at the end of a run for metrics and artifacts to be written."""
 
 
 class MlflowTracker:
@@ -38,21 +38,19 @@ class MlflowTracker:
     def __init__(self, cfg: MlflowConfig) -> None:
         self.cfg = cfg
         self.uri = absolute_uri(cfg.uri)
-        self.client = MlflowClient(tracking_uri=self.uri)
-        self.run_id: str | None = None
-        self._pending: list[Metric] = []
-        self._last_flush = time.monotonic()
-
-    def _experiment_id(self) -> str:
-        exp = self.client.get_experiment_by_name(self.cfg.experiment)
-        if exp is not None:
-            return str(exp.experiment_id)
-        try:
-            return str(self.client.create_experiment(self.cfg.experiment))
-        except MlflowException:  # another job of the sweep created it first
-            exp = self.client.get_experiment_by_name(self.cfg.experiment)
-            assert exp is not None
-            return str(exp.experiment_id)
+        # MLflow's own defaults (7 retries, 120 s timeouts) stall a run for minutes on a dead server.
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(cfg.http_timeout_s))
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(cfg.http_retries))
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+        self._process = TrackingProcess(
+            "framework_plugins.trackers.mlflow_session:MlflowSession",
+            self.uri,
+            cfg.experiment,
+            cfg.flush_every_s,
+        )
+        self._start_ticket: int | None = None
+        self._start_error: TrackingError | None = None
+        self._run_id: str | None = None
 
     def start_run(
         self,
@@ -61,82 +59,73 @@ class MlflowTracker:
         tags: Mapping[str, str],
         parent_run_id: str | None = None,
         resume_run_id: str | None = None,
-    ) -> str:
-        if resume_run_id is not None:
-            self._get_run(resume_run_id)
-            self.client.update_run(resume_run_id, status="RUNNING")
-            self.run_id = resume_run_id
-            self.set_tags(tags)
-            return resume_run_id
-        all_tags = dict(tags)
-        if parent_run_id:
-            all_tags["mlflow.parentRunId"] = parent_run_id
-        run = self.client.create_run(
-            self._experiment_id(), run_name=self.cfg.run_name or run_name, tags=all_tags
+    ) -> None:
+        self._run_id, self._start_error = None, None
+        self._start_ticket = self._process.ask(
+            "start_run",
+            run_name=self.cfg.run_name or run_name,
+            tags=dict(tags),
+            parent_run_id=parent_run_id,
+            resume_run_id=resume_run_id,
         )
-        self.run_id = str(run.info.run_id)
-        return self.run_id
+
+    @property
+    def run_id(self) -> str:
+        """The run's id; the first access waits until the tracking process has created the run."""
+        if self._run_id is None:
+            if self._start_error is not None:
+                raise self._start_error
+            if self._start_ticket is None:
+                raise TrackingError("No MLflow run was started")
+            try:
+                self._run_id = str(self._process.wait(self._start_ticket, timeout=self.cfg.start_timeout_s))
+            except TrackingError as e:
+                self._start_error = TrackingError(f"MLflow tracking URI {self.uri} cannot be used: {e}")
+                raise self._start_error from None
+        return self._run_id
 
     def log_params(self, params: Mapping[str, Any]) -> None:
-        items = [Param(k, str(v)[:MAX_PARAM_VALUE]) for k, v in params.items()]
-        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
-            self.client.log_batch(self._active(), params=items[i : i + MAX_PARAMS_PER_BATCH])
+        self._process.send("log_params", dict(params))
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        stamp = int(time.time() * 1000)
-        self._pending.extend(Metric(k, float(v), stamp, int(step)) for k, v in metrics.items())
-        if time.monotonic() - self._last_flush >= self.cfg.flush_every_s:
-            self.flush()
-
-    def flush(self) -> None:
-        pending, self._pending = self._pending, []
-        for i in range(0, len(pending), MAX_METRICS_PER_BATCH):
-            self.client.log_batch(self._active(), metrics=pending[i : i + MAX_METRICS_PER_BATCH])
-        self._last_flush = time.monotonic()
+        self._process.send("log_metrics", {k: float(v) for k, v in metrics.items()}, int(step))
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
-        if path.is_dir():
-            self.client.log_artifacts(self._active(), str(path), artifact_path)
-        else:
-            self.client.log_artifact(self._active(), str(path), artifact_path)
+        self._process.send("log_artifact", Path(path).resolve(), artifact_path)
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
-        items = [RunTag(k, str(v)) for k, v in tags.items()]
-        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
-            self.client.log_batch(self._active(), tags=items[i : i + MAX_PARAMS_PER_BATCH])
+        self._process.send("set_tags", {k: str(v) for k, v in tags.items()})
 
     def end_run(self, status: str) -> None:
-        if self.run_id is None:
+        """Waits until every metric and artifact of the run is written, then ends it as `status`."""
+        if self._start_ticket is None:
             return
-        try:
-            self.flush()
-        finally:
-            self.client.set_terminated(self.run_id, status)
-            self.run_id = None
+        self._start_ticket = None
+        self._process.call("end_run", status, timeout=self.cfg.finish_timeout_s)
 
     def run_tags(self, run_id: str) -> dict[str, str]:
-        return dict(self._get_run(run_id).data.tags)
+        try:
+            tags: dict[str, str] = self._process.call("run_tags", run_id, timeout=self.cfg.start_timeout_s)
+        except TrackingError as e:
+            raise LookupError(str(e)) from None
+        return tags
 
     def download_artifacts(self, run_id: str, path: str, dst: Path) -> Path:
-        return Path(self.client.download_artifacts(run_id, path, str(dst)))
+        return Path(
+            self._process.call("download_artifacts", run_id, path, dst, timeout=self.cfg.finish_timeout_s)
+        )
 
     def start_parent(self, *, run_name: str, tags: Mapping[str, str]) -> str:
-        run = self.client.create_run(self._experiment_id(), run_name=run_name, tags=dict(tags))
-        return str(run.info.run_id)
+        run_id: str = self._process.call(
+            "start_parent", run_name=run_name, tags=dict(tags), timeout=self.cfg.start_timeout_s
+        )
+        return run_id
 
     def end_parent(self, run_id: str, status: str) -> None:
-        self.client.set_terminated(run_id, status)
+        self._process.call("end_parent", run_id, status, timeout=self.cfg.finish_timeout_s)
 
-    def _active(self) -> str:
-        if self.run_id is None:
-            raise RuntimeError("No MLflow run is active: call start_run first")
-        return self.run_id
-
-    def _get_run(self, run_id: str) -> Any:
-        try:
-            return self.client.get_run(run_id)
-        except MlflowException as e:
-            raise LookupError(f"No MLflow run {run_id!r} in {self.uri}: {e.message}") from None
+    def close(self) -> None:
+        self._process.close()
 
 
 def absolute_uri(uri: str) -> str:

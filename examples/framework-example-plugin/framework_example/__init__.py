@@ -1,0 +1,1 @@
+"""Example third-party plugin for framework: the Corridor environment."""

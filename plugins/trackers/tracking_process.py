@@ -1,0 +1,188 @@
+"""Tracking I/O in a process of its own: the training loop never waits on a database or server.
+
+The training process writes JSON-line requests to the child's stdin (from a writer thread,
+so a slow store never blocks a step) and reads JSON-line answers from its stdout. One-way
+requests (metrics, params, tags, artifacts) return at once; requests that need an answer
+wait for it with a timeout. The child runs in its own session, so Ctrl-C in a terminal stops
+training but not the tracking that must record the run as KILLED; when the training process
+dies, the child sees its stdin close and ends the open run FAILED.
+
+    python -m framework_plugins.trackers.tracking_process MODULE:FACTORY JSON_ARGS
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+#: How often an idle tracking process flushes buffered metrics.
+IDLE_POLL_S = 0.25
+CLOSE = "__close__"
+
+
+class TrackingError(RuntimeError):
+    """A tracking request that failed, timed out, or found the tracking process gone."""
+
+
+class TrackingProcess:
+    """Runs `factory(*args)` ("module:attr") in a child process and forwards method calls to it."""
+
+    def __init__(self, factory: str, *args: Any) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", __name__, factory, json.dumps(args)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            start_new_session=True,
+        )
+        self._seq = 0
+        self._outbox: queue.Queue[str | None] = queue.Queue()
+        self._answers: dict[int, tuple[bool, Any]] = {}
+        self._inbox: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._write, daemon=True, name="tracking-writer").start()
+        threading.Thread(target=self._read, daemon=True, name="tracking-reader").start()
+
+    def send(self, method: str, *args: Any, **kwargs: Any) -> None:
+        """A one-way request; a failure is reported on the tracking process's stderr."""
+        self._put(method, args, kwargs, reply=False)
+
+    def ask(self, method: str, *args: Any, **kwargs: Any) -> int:
+        """Send a request whose answer `wait` collects later."""
+        return self._put(method, args, kwargs, reply=True)
+
+    def call(self, method: str, *args: Any, timeout: float, **kwargs: Any) -> Any:
+        return self.wait(self.ask(method, *args, **kwargs), timeout=timeout)
+
+    def wait(self, ticket: int, *, timeout: float) -> Any:
+        deadline = time.monotonic() + timeout
+        while ticket not in self._answers:
+            try:
+                answer = self._inbox.get(timeout=0.1)
+                self._answers[int(answer["id"])] = (bool(answer["ok"]), answer["value"])
+            except queue.Empty:
+                if self.process.poll() is not None:
+                    raise TrackingError(
+                        f"The tracking process exited (code {self.process.returncode}) before answering"
+                    ) from None
+                if time.monotonic() > deadline:
+                    raise TrackingError(
+                        f"No answer from the tracking process within {timeout:.0f} s"
+                    ) from None
+        ok, value = self._answers.pop(ticket)
+        if not ok:
+            raise TrackingError(value)
+        return value
+
+    def close(self, timeout: float = 30.0) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(TrackingError):
+                self.call(CLOSE, timeout=timeout)
+        self._outbox.put(None)
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+
+    def _put(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, reply: bool) -> int:
+        if self.process.poll() is not None:
+            raise TrackingError(f"The tracking process is not running (exit code {self.process.returncode})")
+        self._seq += 1
+        message = {"id": self._seq, "method": method, "args": args, "kwargs": kwargs, "reply": reply}
+        self._outbox.put(json.dumps(message, default=_encode))
+        return self._seq
+
+    def _write(self) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        while (line := self._outbox.get()) is not None:
+            try:
+                stdin.write(line + "\n")
+                stdin.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                return
+        with contextlib.suppress(OSError):
+            stdin.close()
+
+    def _read(self) -> None:
+        stdout = self.process.stdout
+        assert stdout is not None
+        for line in stdout:
+            with contextlib.suppress(ValueError):
+                self._inbox.put(json.loads(line))
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"Cannot send {type(value).__name__} to the tracking process")
+
+
+def serve(factory: str, args: list[Any], requests: TextIO, answers: TextIO) -> None:
+    """The tracking process: build the session, then serve requests until closed or orphaned."""
+    module, _, attr = factory.partition(":")
+    session = getattr(importlib.import_module(module), attr)(*args)
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in requests:
+            lines.put(line)
+        lines.put(None)  # stdin closed: the training process is gone
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        try:
+            line = lines.get(timeout=IDLE_POLL_S)
+        except queue.Empty:
+            if session.due():
+                _guarded(session.flush)
+            continue
+        if line is None:
+            _guarded(lambda: session.abandon("the training process ended without ending its run"))
+            return
+        request = json.loads(line)
+        if request["method"] == CLOSE:
+            _guarded(session.flush)
+            _answer(answers, request["id"], True, None)
+            return
+        try:
+            value, ok = getattr(session, request["method"])(*request["args"], **request["kwargs"]), True
+        except Exception as e:
+            value, ok = f"{type(e).__name__}: {e}", False
+            if not request["reply"]:
+                print(f"tracking: {request['method']} failed: {value}", file=sys.stderr, flush=True)
+        if request["reply"]:
+            _answer(answers, request["id"], ok, value)
+
+
+def _answer(answers: TextIO, seq: int, ok: bool, value: Any) -> None:
+    answers.write(json.dumps({"id": seq, "ok": ok, "value": value}, default=_encode) + "\n")
+    answers.flush()
+
+
+def _guarded(fn: Any) -> None:
+    try:
+        fn()
+    except Exception as e:
+        print(f"tracking: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+
+
+def main() -> None:
+    # Answers get the real stdout; anything a library prints goes to stderr instead.
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    serve(sys.argv[1], json.loads(sys.argv[2]), sys.stdin, answers)
+
+
+if __name__ == "__main__":
+    main()

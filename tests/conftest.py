@@ -1,0 +1,120 @@
+"""Shared fixtures: a real MLflow server on 127.0.0.1, and a runner for the command line."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: Small budgets that keep an end-to-end PPO run on CartPole to a few seconds.
+FAST = [
+    "total_steps=1024",
+    "eval.every_steps=512",
+    "eval.episodes=2",
+    "checkpoint.every_steps=512",
+    "log_every_s=0.5",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class MlflowServer:
+    uri: str
+    process: subprocess.Popen[bytes]
+
+    def client(self):
+        from mlflow.tracking import MlflowClient
+
+        return MlflowClient(tracking_uri=self.uri)
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
+    """`mlflow server` on 127.0.0.1 with a SQLite backend and proxied artifacts."""
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = free_port()
+    log = open(root / "server.log", "wb")  # noqa: SIM115 - held open for the server's lifetime
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "mlflow", "server",
+            "--host", "127.0.0.1",
+            "--port", str(port),
+            "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+            "--artifacts-destination", str(root / "artifacts"),
+            "--workers", "1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=root,
+    )  # fmt: skip
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"mlflow server did not start: {(root / 'server.log').read_text()[-3000:]}")
+        time.sleep(0.5)
+    yield MlflowServer(uri, process)
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def run_cli(*args: str, cwd: Path, timeout: float = 300, env: dict[str, str] | None = None) -> CliResult:
+    """`python -m framework ARGS` in `cwd`, as a user would type it."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0", **(env or {})}
+    p = subprocess.run(
+        [sys.executable, "-m", "framework", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        stdin=subprocess.DEVNULL,
+    )
+    return CliResult(p.returncode, p.stdout, p.stderr)
+
+
+@pytest.fixture
+def cli(tmp_path: Path):
+    """Run the command line in a fresh directory (so ./mlflow.db and outputs/ are the test's own)."""
+
+    def call(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> CliResult:
+        return run_cli(*args, cwd=tmp_path, timeout=timeout, env=env)
+
+    return call

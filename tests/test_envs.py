@@ -1,0 +1,79 @@
+"""Env plugins: gymnasium ids, LunarLander (Box2D) and Atari preprocessing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from framework import config
+from framework.app import compose
+
+
+def env_plugin(*overrides: str):
+    cfg = compose(list(overrides))
+    _, plugin_cls, typed = config.plugin_section(cfg, "env")
+    return plugin_cls(typed)
+
+
+def test_cartpole_instances_are_seeded_by_index() -> None:
+    plugin = env_plugin("env=cartpole")
+    a, b = plugin.make(seed=0, index=0), plugin.make(seed=1, index=1)
+    oa, _ = a.reset(seed=0)
+    oa2, _ = plugin.make(seed=0, index=0).reset(seed=0)
+    ob, _ = b.reset(seed=1)
+    assert np.array_equal(oa, oa2) and not np.array_equal(oa, ob)
+
+
+def test_gym_plugin_rejects_unknown_ids_with_close_matches() -> None:
+    with pytest.raises(ValueError, match="Unknown gymnasium env id 'CartPole-v9'.*CartPole-v1"):
+        env_plugin("env=gym", "env.id=CartPole-v9")
+
+
+def test_lunarlander_discrete_and_continuous() -> None:
+    discrete = env_plugin("env=lunarlander").make(seed=0, index=0)
+    continuous = env_plugin("env=lunarlander", "env.continuous=true").make(seed=0, index=0)
+    assert discrete.action_space.n == 4
+    assert continuous.action_space.shape == (2,)
+    obs, _ = continuous.reset(seed=0)
+    assert obs.shape == (8,)
+
+
+def test_atari_preprocessing_gives_stacked_84x84_grayscale_frames() -> None:
+    plugin = env_plugin("env=atari", "env.game=Breakout")
+    env = plugin.make(seed=0, index=0)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+    rewards = []
+    for _ in range(300):
+        obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+        rewards.append(reward)
+        if terminated or truncated:
+            env.reset()
+    assert set(rewards) <= {-1.0, 0.0, 1.0}  # clipped for training
+
+
+def test_atari_episodic_life_ends_training_episodes_on_a_lost_life() -> None:
+    train = env_plugin("env=atari", "env.game=Breakout", "env.frame_stack=1").make(seed=0, index=0)
+    train.reset(seed=0)
+    lives = train.unwrapped.ale.lives()
+    terminated = truncated = False
+    steps = 0
+    while not (terminated or truncated):
+        _, _, terminated, truncated, _ = train.step(0)  # NOOP: the ball is lost
+        steps += 1
+    assert train.unwrapped.ale.lives() == lives - 1, "episode must end on the first lost life"
+    train.reset()
+    assert train.unwrapped.ale.lives() == lives - 1, "reset after a lost life continues the same game"
+
+
+def test_atari_eval_env_keeps_raw_rewards_and_lives() -> None:
+    plugin = env_plugin("env=atari", "env.game=Pong", "env.frame_stack=1")
+    env = plugin.make(seed=0, index=0, evaluation=True)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (84, 84)
+    assert "EpisodicLife" not in str(env)
+
+
+def test_atari_unknown_game_suggests_names() -> None:
+    with pytest.raises(ValueError, match="Unknown Atari game env.game='Breakuot'.*Breakout"):
+        env_plugin("env=atari", "env.game=Breakuot")

@@ -1,0 +1,61 @@
+"""The example third-party plugin package, pip-installed and driven through the command line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, run_cli
+
+pytestmark = pytest.mark.slow
+
+EXAMPLE = REPO / "examples" / "framework-example-plugin"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """pip-install the example (a real wheel build) into its own target dir on PYTHONPATH."""
+    target = tmp_path_factory.mktemp("site")
+    source = tmp_path_factory.mktemp("src") / EXAMPLE.name  # setuptools builds in the source tree
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
+         "--target", str(target), str(source)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    return {"PYTHONPATH": os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_example_plugins_are_listed(installed: dict[str, str], tmp_path: Path) -> None:
+    r = run_cli("plugins", cwd=tmp_path, env=installed)
+    assert r.returncode == 0, r.output
+    rows = [line.split() for line in r.stdout.splitlines()]
+    assert ["env", "corridor", "framework-example-plugin", "0.1.0"] in [row[:4] for row in rows]
+    assert ["conf", "framework_example", "framework-example-plugin", "0.1.0"] in [row[:4] for row in rows]
+
+
+def test_example_config_group_shows_in_help(installed: dict[str, str], tmp_path: Path) -> None:
+    r = run_cli("--help", cwd=tmp_path, env=installed)
+    assert "env: atari, cartpole, corridor, gym, lunarlander" in r.stdout
+
+
+def test_example_env_trains_through_the_cli(installed: dict[str, str], tmp_path: Path) -> None:
+    r = run_cli(
+        "env=corridor", "env.length=4", "agent=ppo", "agent.hyperparams.n_steps=128", "total_steps=1024",
+        "eval.episodes=2", "tracking=none",
+        cwd=tmp_path, env=installed,
+    )  # fmt: skip
+    assert r.returncode == 0, r.output[-3000:]
+    assert "env=corridor agent=sb3" in r.output
+    assert "FINISHED at step 1024" in r.output
+
+
+def test_example_env_validates_its_own_config(installed: dict[str, str], tmp_path: Path) -> None:
+    r = run_cli("env=corridor", "env.length=1", "tracking=none", cwd=tmp_path, env=installed)
+    assert r.returncode == 1
+    assert "env.length=1 must be at least 2" in r.stderr

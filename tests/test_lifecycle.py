@@ -1,0 +1,135 @@
+"""Run lifecycle against the embedded store: KILLED + resume, FAILED with traceback, seeding."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import FAST
+
+pytestmark = pytest.mark.slow
+
+
+def store(tmp_path: Path) -> MlflowClient:
+    return MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+
+def only_run(client: MlflowClient):
+    exp = client.get_experiment_by_name("framework")
+    runs = client.search_runs([exp.experiment_id])
+    assert len(runs) == 1, [r.info.run_name for r in runs]
+    return runs[0]
+
+
+def test_sigint_ends_killed_with_checkpoint_and_resume_continues_the_step_count(tmp_path: Path) -> None:
+    args = [
+        "total_steps=400000",
+        "checkpoint.every_steps=2048",
+        "eval.every_steps=0",
+        "hydra.run.dir=outputs/first",
+    ]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "framework", *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    checkpoints = tmp_path / "outputs/first/checkpoints"
+    deadline = time.monotonic() + 120
+    while not (checkpoints / "latest").exists():
+        assert p.poll() is None, p.stdout.read() if p.stdout else ""
+        assert time.monotonic() < deadline, "no checkpoint within 120 s"
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 130, out[-3000:]
+
+    run = only_run(store(tmp_path))
+    assert run.info.status == "KILLED"
+    killed_step = int((checkpoints / "latest").read_text().removeprefix("step_"))
+    assert 2048 <= killed_step < 400000
+    assert f"KILLED at step {killed_step}" in out
+    assert {a.path for a in store(tmp_path).list_artifacts(run.info.run_id)} >= {"checkpoint", "config.yaml"}
+
+    target = killed_step + 2048
+    r = subprocess.run(
+        [sys.executable, "-m", "framework", f"resume={run.info.run_id}", f"total_steps={target}",
+         "hydra.run.dir=outputs/second"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    client = store(tmp_path)
+    resumed = only_run(client)  # the same run, not a new one
+    assert resumed.info.run_id == run.info.run_id
+    assert resumed.info.status == "FINISHED"
+    losses = client.get_metric_history(run.info.run_id, "train/loss")
+    steps = [m.step for m in losses]
+    assert max(steps) >= target
+    assert any(s > killed_step for s in steps) and any(s <= killed_step for s in steps)
+    evals = client.get_metric_history(run.info.run_id, "eval/return_mean")
+    assert evals and evals[-1].step >= target
+    assert resumed.data.tags["framework.resumed_from_step"] == str(killed_step)
+
+
+def test_resume_from_a_run_directory(cli, tmp_path: Path) -> None:
+    first = cli(*FAST, "tracking=none", "hydra.run.dir=outputs/a")
+    assert first.returncode == 0, first.output[-3000:]
+    again = cli(
+        f"resume={tmp_path / 'outputs/a'}", "total_steps=2048", "tracking=none", "hydra.run.dir=outputs/b"
+    )
+    assert again.returncode == 0, again.output[-3000:]
+    assert "FINISHED at step 2048" in again.output
+    assert (tmp_path / "outputs/b/checkpoints/step_0000002048").is_dir()
+
+
+def test_resume_refuses_to_change_the_env(cli, tmp_path: Path) -> None:
+    assert cli(*FAST, "tracking=none", "hydra.run.dir=outputs/a").returncode == 0
+    r = cli(f"resume={tmp_path / 'outputs/a'}", "env=lunarlander", "tracking=none")
+    assert r.returncode == 1
+    assert "Cannot change env on resume: the run used env='cartpole', not 'lunarlander'" in r.stderr
+
+
+def test_exception_ends_failed_with_the_traceback(cli, tmp_path: Path) -> None:
+    r = cli(*FAST, "+env.kwargs.no_such_option=1")
+    assert r.returncode == 1
+    run = only_run(store(tmp_path))
+    assert run.info.status == "FAILED"
+    assert "no_such_option" in run.data.tags["framework.error"]
+    local = store(tmp_path).download_artifacts(run.info.run_id, "traceback.txt", str(tmp_path))
+    text = Path(local).read_text()
+    assert text.startswith("Traceback (most recent call last)") and "no_such_option" in text
+
+
+def test_identical_seeds_give_identical_metrics(cli, tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        r = cli(*FAST, "seed=7", f"tracking.run_name={name}")
+        assert r.returncode == 0, r.output[-3000:]
+    client = store(tmp_path)
+    exp = client.get_experiment_by_name("framework")
+    runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
+    a, b = runs["a"], runs["b"]
+    keys = {k for k in a.data.metrics if not k.startswith(("perf/", "time/"))}
+    assert {"eval/return_mean", "train/loss", "rollout/ep_rew_mean"} <= keys
+    assert keys == {k for k in b.data.metrics if not k.startswith(("perf/", "time/"))}
+    for key in sorted(keys):
+        ha = [(m.step, m.value) for m in client.get_metric_history(a.info.run_id, key)]
+        hb = [(m.step, m.value) for m in client.get_metric_history(b.info.run_id, key)]
+        assert ha == hb, key
+
+
+def test_different_seeds_give_different_metrics(cli, tmp_path: Path) -> None:
+    for seed in (1, 2):
+        assert cli(*FAST, f"seed={seed}", f"tracking.run_name=s{seed}").returncode == 0
+    client = store(tmp_path)
+    exp = client.get_experiment_by_name("framework")
+    runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
+    assert runs["s1"].data.metrics["train/loss"] != runs["s2"].data.metrics["train/loss"]

@@ -1,0 +1,57 @@
+"""A regular (non-editable) install carries the core, the built-in plugins and the configs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def wheel_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = tmp_path_factory.mktemp("src") / "framework"
+    shutil.copytree(
+        REPO,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", "outputs", "multirun", "build", "*.egg-info", "__pycache__", "mlruns"
+        ),
+    )
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
+         "--target", str(target), str(source)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    shutil.rmtree(source)  # nothing may depend on the source tree
+    return target
+
+
+def test_installed_distribution_holds_plugins_and_configs(wheel_install: Path) -> None:
+    assert (wheel_install / "framework" / "run.py").is_file()
+    assert (wheel_install / "framework_plugins" / "sb3" / "agent.py").is_file()
+    assert (wheel_install / "framework_conf" / "config.yaml").is_file()
+    assert (wheel_install / "framework_conf" / "tuned" / "ppo_cartpole.yaml").is_file()
+
+
+def test_installed_cli_runs_from_any_directory(wheel_install: Path, tmp_path: Path) -> None:
+    env = {"PYTHONPATH": str(wheel_install)}
+    where = subprocess.run(
+        [sys.executable, "-c", "import framework, framework_conf; print(framework.__file__)"],
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, **env}, check=True,
+    )  # fmt: skip
+    assert where.stdout.startswith(str(wheel_install))
+    r = run_cli(
+        "total_steps=256", "agent.hyperparams.n_steps=32", "eval.episodes=1", "tracking=none",
+        cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert r.returncode == 0, r.output[-3000:]
+    assert "FINISHED at step 256" in r.output

@@ -102,6 +102,10 @@ def main() -> None:
             )  # fmt: skip
 
         sb3(512, 0), framework(512, 0)  # warm-up: file caches, and the MLflow store
+        short: dict[str, list[float]] = {"sb3 direct": [], "python -m framework": []}
+        for rep in range(args.repeats):
+            short["sb3 direct"].append(sb3(512, rep)[0])
+            short["python -m framework"].append(framework(512, rep)[0])
         for rep in range(args.repeats):
             seed = args.seed + rep
             wall, out = sb3(args.steps, seed)
@@ -112,15 +116,22 @@ def main() -> None:
             print(f"repeat {rep + 1}/{args.repeats}: {times}", flush=True)
 
     base = statistics.median(w for w, _ in rows["sb3 direct"])
-    print(f"\nPPO on CartPole-v1, {args.steps} steps, {args.repeats} repeats")
+    print(f"\nPPO on CartPole-v1, {args.steps} steps, {args.repeats} repeats alternating")
     print("median whole-process wall time, imports included")
-    print(f"{'side':<22}{'median s':>10}{'ratio':>8}{'steps/s':>10}  final eval returns")
+    print(f"{'side':<22}{'512 steps s':>12}{'wall s':>9}{'ratio':>8}{'steps/s':>9}  final eval returns")
     for name, results in rows.items():
         med = statistics.median(w for w, _ in results)
+        fixed = statistics.median(short[name])
         returns = " ".join(f"{r:.0f}" for _, r in results)
-        print(f"{name:<22}{med:>10.1f}{med / base:>8.3f}{args.steps / med:>10.0f}  {returns}")
+        print(f"{name:<22}{fixed:>12.2f}{med:>9.1f}{med / base:>8.3f}{args.steps / med:>9.0f}  {returns}")
+    paired = statistics.median(
+        f / d for (f, _), (d, _) in zip(rows["python -m framework"], rows["sb3 direct"], strict=True)
+    )
+    fixed_cost = statistics.median(short["python -m framework"]) - statistics.median(short["sb3 direct"])
     overhead = statistics.median(w for w, _ in rows["python -m framework"]) / base - 1
-    print(f"\nframework overhead: {overhead * 100:+.1f}% (goal: within 5%)")
+    print(f"\nframework overhead: {overhead * 100:+.1f}% of median wall time (goal: within 5%)")
+    print(f"median of paired ratios (framework / sb3, same seed, back to back): {paired:.3f}")
+    print(f"fixed cost per run (512-step runs): {fixed_cost:+.2f} s")
 
 
 if __name__ == "__main__":

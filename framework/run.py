@@ -82,7 +82,7 @@ def _run(
     resolved_yaml = OmegaConf.to_yaml(cfg, resolve=True)
 
     _seed_everything(int(cfg.seed))
-    device = _setup_torch(str(cfg.device), int(cfg.threads))
+    device = _setup_torch(str(cfg.device), int(cfg.threads), int(cfg.seed))
     run_dir.mkdir(parents=True, exist_ok=True)
     plugins = {"env": env_name, "agent": agent_name}
     plugins.update({s: v[0] for s, v in extras.items() if v is not None})
@@ -204,12 +204,13 @@ def _seed_everything(seed: int) -> None:
     os.environ.setdefault("PYTHONHASHSEED", str(seed))
 
 
-def _setup_torch(device: str, threads: int) -> str:
+def _setup_torch(device: str, threads: int, seed: int) -> str:
     """Seed and configure torch if a plugin brought it in; resolve `auto` to the GPU when present."""
     if "torch" not in sys.modules:
         return "cpu" if device == "auto" else device
     import torch
 
+    torch.manual_seed(seed)
     if threads > 0:
         torch.set_num_threads(threads)
     if device == "auto":

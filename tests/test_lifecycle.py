@@ -133,3 +133,25 @@ def test_different_seeds_give_different_metrics(cli, tmp_path: Path) -> None:
     exp = client.get_experiment_by_name("framework")
     runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
     assert runs["s1"].data.metrics["train/loss"] != runs["s2"].data.metrics["train/loss"]
+
+
+def test_resume_by_run_id_fetches_the_checkpoint_artifact_when_the_run_dir_is_gone(
+    cli, tmp_path: Path
+) -> None:
+    import shutil
+
+    assert cli(*FAST, "hydra.run.dir=outputs/a").returncode == 0
+    run = only_run(store(tmp_path))
+    shutil.rmtree(tmp_path / "outputs/a")
+    r = cli(f"resume={run.info.run_id}", "total_steps=2048", "hydra.run.dir=outputs/b")
+    assert r.returncode == 0, r.output[-3000:]
+    assert "FINISHED at step 2048" in r.output
+    resumed = only_run(store(tmp_path))
+    assert resumed.data.tags["framework.resumed_from_step"] == "1024"
+
+
+def test_resume_of_an_unknown_run_id_says_so(cli, tmp_path: Path) -> None:
+    assert cli(*FAST).returncode == 0
+    r = cli("resume=0123456789abcdef0123456789abcdef")
+    assert r.returncode == 1
+    assert "No MLflow run '0123456789abcdef0123456789abcdef'" in r.stderr

@@ -1,0 +1,90 @@
+"""Checkpoints on disk and the progress display."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from framework.checkpoint import Checkpointer, find_latest, read_state
+from framework.progress import ProgressDisplay
+
+
+def save_agent(path: Path) -> None:
+    (path / "weights.bin").write_bytes(b"w")
+
+
+def test_checkpoints_keep_the_newest_and_point_latest_at_the_last(tmp_path: Path) -> None:
+    ck = Checkpointer(tmp_path / "checkpoints", every_steps=100, keep=2, config_yaml="seed: 1\n")
+    for step in (100, 200, 300):
+        ck.save(step, save_agent, {"run_id": "abc"})
+    kept = sorted(p.name for p in (tmp_path / "checkpoints").glob("step_*"))
+    assert kept == ["step_0000000200", "step_0000000300"]
+    latest = find_latest(tmp_path)
+    assert latest is not None and latest.name == "step_0000000300"
+    assert read_state(latest) == {"run_id": "abc", "step": 300}
+    assert (latest / "agent" / "weights.bin").read_bytes() == b"w"
+    assert (latest / "config.yaml").read_text() == "seed: 1\n"
+
+
+def test_a_failed_save_leaves_the_previous_checkpoint_latest(tmp_path: Path) -> None:
+    ck = Checkpointer(tmp_path, every_steps=100, keep=2, config_yaml="")
+    ck.save(100, save_agent, {})
+
+    def broken(path: Path) -> None:
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        ck.save(200, broken, {})
+    latest = find_latest(tmp_path)
+    assert latest is not None and json.loads((latest / "state.json").read_text())["step"] == 100
+
+
+@pytest.mark.parametrize(
+    ("previous", "step", "due"), [(0, 99, False), (99, 100, True), (100, 150, False), (150, 216, True)]
+)
+def test_checkpoint_is_due_when_a_multiple_is_crossed(previous: int, step: int, due: bool) -> None:
+    assert Checkpointer(Path("."), every_steps=100, keep=1, config_yaml="").due(step, previous) is due
+
+
+def test_log_mode_prints_steps_per_second_and_eval_return(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="framework")
+    progress = ProgressDisplay(1000, mode="log", log_every_s=0.0)
+    progress.set_eval(123.4)
+    assert progress.update(500)
+    assert "step 500/1000 (50%)" in caplog.text and "eval/return_mean 123.4" in caplog.text
+    assert "steps/s" in caplog.text
+
+
+@pytest.mark.slow
+def test_a_terminal_gets_a_progress_bar(tmp_path: Path) -> None:
+    """On a TTY the run shows a rich bar with steps/s and the latest eval return."""
+    import pty
+
+    master, slave = pty.openpty()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "framework", "total_steps=2048", "eval.every_steps=1024", "eval.episodes=1",
+         "tracking=none"],
+        cwd=tmp_path, stdin=slave, stdout=slave, stderr=slave, env={**os.environ, "COLUMNS": "160"},
+    )  # fmt: skip
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert p.wait(timeout=120) == 0
+    screen = b"".join(chunks).decode(errors="replace")
+    assert "━" in screen  # rich's bar
+    assert "steps/s" in screen
+    assert re.search(r"eval \d+\.\d", screen), "the latest eval return is shown"
+    assert "2048/2048" in screen

@@ -14,19 +14,28 @@ Policy = Callable[[Any], Any]
 def run_episodes(
     act: Policy, env: Any, *, episodes: int, seed: int, max_steps: int = 1_000_000
 ) -> dict[str, float]:
-    """Play `episodes` full episodes with `act`; the first reset is seeded, so results repeat."""
+    """Play `episodes` full episodes with `act`; the first reset is seeded, so results repeat.
+
+    An env may report per-episode numbers in `info["episode_stats"]` on an episode's last
+    step (a fighting game's win, damage dealt); their means are returned as `eval/<name>`.
+    """
     returns, lengths = [], []
+    stats: dict[str, list[float]] = {}
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed if episode == 0 else None)
         total, length, done = 0.0, 0, False
+        info: dict[str, Any] = {}
         while not done and length < max_steps:
-            obs, reward, terminated, truncated, _ = env.step(act(obs))
+            obs, reward, terminated, truncated, info = env.step(act(obs))
             total += float(reward)
             length += 1
             done = bool(terminated or truncated)
         returns.append(total)
         lengths.append(length)
+        for key, value in info.get("episode_stats", {}).items():
+            stats.setdefault(key, []).append(float(value))
     return {
+        **{f"eval/{key}": float(np.mean(values)) for key, values in stats.items()},
         "eval/return_mean": float(np.mean(returns)),
         "eval/return_std": float(np.std(returns)),
         "eval/return_min": float(np.min(returns)),

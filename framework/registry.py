@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import importlib.util
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -46,12 +47,23 @@ def _check_kind(kind: str) -> str:
     return GROUPS[kind]
 
 
+@functools.cache
+def _entry_points(group: str) -> tuple[EntryPoint, ...]:
+    # Scanning every installed distribution costs ~15 ms; once per process is enough.
+    return tuple(entry_points(group=group))
+
+
+def refresh() -> None:
+    """Forget what was discovered, e.g. after installing a plugin into the running process."""
+    _entry_points.cache_clear()
+
+
 def discover(kind: str) -> dict[str, list[PluginInfo]]:
     """Every plugin of `kind`, by name; a name with two or more entries is a conflict."""
     group = _check_kind(kind)
     found: dict[str, list[PluginInfo]] = {}
     seen: set[tuple[str, str]] = set()
-    for ep in entry_points(group=group):
+    for ep in _entry_points(group):
         dist = ep.dist.name if ep.dist is not None else "<unknown>"
         version = ep.dist.version if ep.dist is not None else "?"
         # The same distribution seen twice on sys.path (an editable install beside a

@@ -50,7 +50,7 @@ def test_plugins_lists_kind_name_distribution_version_and_description(cli) -> No
 def test_help_lists_config_groups(cli) -> None:
     r = cli("--help")
     assert r.returncode == 0
-    assert "env: atari, cartpole, gym, lunarlander" in r.stdout
+    assert "env: atari, cartpole, fighter, gym, lunarlander" in r.stdout
     assert "agent: a2c, dqn, ppo" in r.stdout
 
 

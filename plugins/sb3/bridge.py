@@ -20,6 +20,9 @@ class FrameworkCallback(BaseCallback):
         self.agent = agent
 
     def _on_step(self) -> bool:
+        for info in self.locals.get("infos", ()):
+            for key, value in info.get("episode_stats", {}).items():
+                self.logger.record_mean(f"rollout/{key}", value)
         return self.ctx.after_step(int(self.num_timesteps), self.agent)
 
 

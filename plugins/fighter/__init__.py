@@ -1,0 +1,1 @@
+"""A two-fighter browser game driven over WebRTC, with a Python twin of its rules."""

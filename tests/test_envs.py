@@ -77,3 +77,17 @@ def test_atari_eval_env_keeps_raw_rewards_and_lives() -> None:
 def test_atari_unknown_game_suggests_names() -> None:
     with pytest.raises(ValueError, match="Unknown Atari game env.game='Breakuot'.*Breakout"):
         env_plugin("env=atari", "env.game=Breakuot")
+
+
+def test_atari_eval_env_restarts_play_after_a_lost_life() -> None:
+    """A policy that never presses FIRE must still see a Breakout evaluation episode end."""
+    env = env_plugin("env=atari", "env.game=Breakout", "env.frame_stack=1").make(
+        seed=0, index=0, evaluation=True
+    )
+    env.reset(seed=0)
+    steps, done = 0, False
+    while not done:
+        _, _, terminated, truncated, _ = env.step(0)
+        done = terminated or truncated
+        steps += 1
+    assert terminated and steps < 2000, steps

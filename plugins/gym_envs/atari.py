@@ -115,14 +115,29 @@ class EpisodicLife(gym.Wrapper):
 
 
 class FireReset(gym.Wrapper):
-    """Press FIRE after each reset, for games that wait for it to start."""
+    """Press FIRE to start, for games that wait for it: after each reset and each lost life."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.lives = 0
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         self.env.reset(**kwargs)
         obs, _, terminated, truncated, info = self.env.step(1)
         if terminated or truncated:
             obs, info = self.env.reset(**kwargs)
+        self.lives = _ale_env(self.env).ale.lives()
         return obs, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = _ale_env(self.env).ale.lives()
+        if lives < self.lives and not (terminated or truncated):
+            # Without episodic life (evaluation), the game would wait for FIRE forever.
+            obs, extra, terminated, truncated, info = self.env.step(1)
+            reward = float(reward) + float(extra)
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
 
 
 def _ale_env(env: gym.Env) -> Any:

@@ -60,6 +60,9 @@ def test_cfg_job_shows_tuned_hyperparameters_for_the_chosen_pair(cli) -> None:
     assert "n_steps: 32" in r.stdout and "learning_rate: lin_0.001" in r.stdout
     other = cli("--cfg", "job", "env=lunarlander", "agent=ppo")
     assert "n_steps: 1024" in other.stdout
+    assert "total_steps: 1000000" in other.stdout  # a preset's budget wins over the root default
+    overridden = cli("--cfg", "job", "env=lunarlander", "agent=ppo", "total_steps=5")
+    assert "total_steps: 5" in overridden.stdout  # and the command line wins over the preset
 
 
 def test_misspelled_override_key_fails_naming_the_key(cli) -> None:

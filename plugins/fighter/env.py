@@ -9,6 +9,8 @@ import numpy as np
 
 from . import rules
 from .rules import S
+from .transports import InProcessTransport, Transport
+from .webrtc import PeerGone
 
 #: Observation layout, documented field by field (README and `FightingEnv.observation_fields`).
 FIGHTER_FIELDS = (
@@ -42,6 +44,8 @@ class FightingEnv(gym.Env[np.ndarray, np.int64]):
         damage_reward: float = 1.0,
         win_reward: float = 1.0,
         render_mode: str | None = None,
+        transport: Transport | None = None,
+        reconnect_timeout_s: float = 0.0,
     ) -> None:
         self.C = rules.load_constants()
         if opponent not in self.C["opponents"]:
@@ -57,6 +61,8 @@ class FightingEnv(gym.Env[np.ndarray, np.int64]):
         self.action_space = gym.spaces.Discrete(len(self.C["actions"]))
         self.observation_space = gym.spaces.Box(-4.0, 4.0, shape=(len(OBSERVATION_FIELDS),), dtype=np.float32)
         self.observation_fields = OBSERVATION_FIELDS
+        self.transport = transport if transport is not None else InProcessTransport()
+        self.reconnect_timeout_s = reconnect_timeout_s
         self.game: rules.Game = rules.new_game(self.C, 0, opponent)
         self._dealt = [0, 0]
 
@@ -65,7 +71,7 @@ class FightingEnv(gym.Env[np.ndarray, np.int64]):
     ) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         # The opponent's randomness comes from the env's seeded generator, so seeded resets repeat.
-        self.game = rules.new_game(self.C, int(self.np_random.integers(0, 2**31 - 1)), self.opponent)
+        (self.game,) = self.transport.reset([int(self.np_random.integers(0, 2**31 - 1))], self.opponent)
         self._dealt = [0, 0]
         return observe(self.C, self.game), {}
 
@@ -74,7 +80,14 @@ class FightingEnv(gym.Env[np.ndarray, np.int64]):
             raise ValueError(f"action {action!r} is not in {self.action_space}")
         if self.game["done"]:
             raise RuntimeError("step() after the round ended: call reset()")
-        rules.step(self.C, self.game, int(action))
+        try:
+            (self.game,) = self.transport.step([int(action)])
+        except PeerGone:
+            if self.reconnect_timeout_s <= 0:
+                raise
+            # A reloaded page: the round in progress is lost, so it ends truncated; training goes on.
+            self.transport.reconnect(self.reconnect_timeout_s)
+            return observe(self.C, self.game), 0.0, False, True, {"reconnected": True}
         return self.outcome()
 
     def outcome(self) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -94,6 +107,9 @@ class FightingEnv(gym.Env[np.ndarray, np.int64]):
                 "round_length": float(g["frame"]),
             }
         return observe(self.C, g), float(reward), bool(g["done"]), False, info
+
+    def close(self) -> None:
+        self.transport.close()
 
     def render(self) -> np.ndarray | None:
         if self.render_mode != "rgb_array":

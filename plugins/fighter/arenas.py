@@ -1,0 +1,42 @@
+"""The game side of the protocol, in Python: n arenas of the twin answering reset and step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import rules
+from .protocol import ProtocolError
+
+
+class Arenas:
+    """What the browser page does, done by the Python twin: one game per arena."""
+
+    def __init__(self, constants: dict[str, Any] | None = None) -> None:
+        self.C = constants or rules.load_constants()
+        self.games: list[rules.Game] = []
+        self.episode = -1
+        self.step_id = 0
+
+    def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A checked reset or step message → its result message."""
+        if message["type"] == "reset":
+            self.games = [rules.new_game(self.C, seed, message["opponent"]) for seed in message["seeds"]]
+            self.episode, self.step_id = message["episode"], 0
+        elif message["type"] == "step":
+            actions = message["actions"]
+            if message["episode"] != self.episode:
+                raise ProtocolError(
+                    f"step for episode {message['episode']}, but episode {self.episode} is running"
+                )
+            if len(actions) != len(self.games):
+                raise ProtocolError(f"{len(actions)} actions for {len(self.games)} arenas")
+            n_actions = len(self.C["actions"])
+            for game, action in zip(self.games, actions, strict=True):
+                if not 0 <= action < n_actions:
+                    raise ProtocolError(f"action {action} is not in 0..{n_actions - 1}")
+                if not game["done"]:
+                    rules.step(self.C, game, action)
+            self.step_id = message["step"]
+        else:
+            raise ProtocolError(f"arenas cannot handle {message['type']!r} messages")
+        return {"type": "result", "episode": self.episode, "step": self.step_id, "games": self.games}

@@ -1,0 +1,118 @@
+"""The data-channel protocol between the trainer (controller) and a game client, with its checks.
+
+Every message is one JSON object. Messages are size-limited and checked field by field before
+use; nothing received is ever unpickled or evaluated.
+
+controller → game:  {"type": "reset", "episode": E, "seeds": [s, ...], "opponent": name}
+                    {"type": "step", "episode": E, "step": t, "actions": [a, ...]}
+                    {"type": "ping", "id": n}
+game → controller:  {"type": "hello", "client": "browser" | "python"}
+                    {"type": "result", "episode": E, "step": t, "games": [state, ...]}
+                    {"type": "pong", "id": n}
+                    {"type": "error", "message": text}
+A reset's result has step 0; the n-th step's result has step n. One message carries every
+arena's action, one reply every arena's state.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+#: Largest message accepted, in bytes (16 arenas' states take about 6 KB).
+MAX_MESSAGE_BYTES = 64 * 1024
+
+FIGHTER_KEYS = ("x", "y", "vx", "vy", "hp", "facing", "state", "timer", "elapsed", "hit", "cooldown")
+GAME_INT_KEYS = ("frame", "rng", "winner", "hold", "held")
+
+
+class ProtocolError(ValueError):
+    """A message that is too large, not JSON, or not of the protocol's schema."""
+
+
+def encode(message: dict[str, Any]) -> str:
+    return json.dumps(message, separators=(",", ":"))
+
+
+def decode(raw: str | bytes, *, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """Parse and check one message whose type must be one of `allowed`."""
+    size = len(raw.encode() if isinstance(raw, str) else raw)
+    if size > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"message of {size} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit")
+    try:
+        message = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ProtocolError(f"malformed JSON message: {e}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError(f"a message must be a JSON object, got {type(message).__name__}")
+    kind = message.get("type")
+    if kind not in allowed:
+        raise ProtocolError(f"unexpected message type {kind!r}; expected one of {', '.join(allowed)}")
+    CHECKS[kind](message)
+    return message
+
+
+def _int(message: dict[str, Any], key: str, where: str = "") -> int:
+    value = message.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ProtocolError(f"field {where}{key!r} must be an integer, got {value!r}")
+    return value
+
+
+def _int_list(message: dict[str, Any], key: str) -> list[int]:
+    values = message.get(key)
+    if not isinstance(values, list) or not values:
+        raise ProtocolError(f"field {key!r} must be a non-empty list, got {values!r}")
+    for i, v in enumerate(values):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise ProtocolError(f"field {key!r}[{i}] must be an integer, got {v!r}")
+    return values
+
+
+def _str(message: dict[str, Any], key: str) -> str:
+    value = message.get(key)
+    if not isinstance(value, str):
+        raise ProtocolError(f"field {key!r} must be a string, got {value!r}")
+    return value
+
+
+def _check_game(game: Any, i: int) -> None:
+    where = f"games[{i}]."
+    if not isinstance(game, dict):
+        raise ProtocolError(f"{where[:-1]} must be an object")
+    for key in GAME_INT_KEYS:
+        _int(game, key, where)
+    if not isinstance(game.get("done"), bool):
+        raise ProtocolError(f"field {where}'done' must be a boolean, got {game.get('done')!r}")
+    dealt = game.get("dealt")
+    if not (isinstance(dealt, list) and len(dealt) == 2 and all(isinstance(d, int) for d in dealt)):
+        raise ProtocolError(f"field {where}'dealt' must be two integers, got {dealt!r}")
+    fighters = game.get("fighters")
+    if not (isinstance(fighters, list) and len(fighters) == 2):
+        raise ProtocolError(f"field {where}'fighters' must list two fighters")
+    for j, fighter in enumerate(fighters):
+        if not isinstance(fighter, dict):
+            raise ProtocolError(f"{where}fighters[{j}] must be an object")
+        for key in FIGHTER_KEYS:
+            _int(fighter, key, f"{where}fighters[{j}].")
+
+
+def _check_result(message: dict[str, Any]) -> None:
+    _int(message, "episode")
+    _int(message, "step")
+    games = message.get("games")
+    if not isinstance(games, list) or not games:
+        raise ProtocolError(f"field 'games' must be a non-empty list, got {games!r}")
+    for i, game in enumerate(games):
+        _check_game(game, i)
+
+
+CHECKS = {
+    "reset": lambda m: (_int(m, "episode"), _int_list(m, "seeds"), _str(m, "opponent")),
+    "step": lambda m: (_int(m, "episode"), _int(m, "step"), _int_list(m, "actions")),
+    "ping": lambda m: _int(m, "id"),
+    "hello": lambda m: _str(m, "client"),
+    "result": _check_result,
+    "pong": lambda m: _int(m, "id"),
+    "error": lambda m: _str(m, "message"),
+}

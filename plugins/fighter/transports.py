@@ -1,0 +1,134 @@
+"""Where the game runs: in this process (the twin), or in a game client over WebRTC."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from typing import Any, Protocol
+
+from . import rules
+from .arenas import Arenas
+from .protocol import ProtocolError
+from .webrtc import PeerGone, WebRTCClient
+
+
+class Transport(Protocol):
+    """n arenas behind one connection: one call carries every arena's action."""
+
+    def reset(self, seeds: list[int], opponent: str) -> list[rules.Game]: ...
+    def step(self, actions: list[int]) -> list[rules.Game]: ...
+    def reconnect(self, timeout: float) -> None: ...
+    def close(self) -> None: ...
+
+
+class InProcessTransport:
+    """The Python twin of the rules, called directly: no network, fastest training."""
+
+    def __init__(self) -> None:
+        self.arenas = Arenas()
+        self.episode = -1
+
+    def reset(self, seeds: list[int], opponent: str) -> list[rules.Game]:
+        self.episode += 1
+        message = {"type": "reset", "episode": self.episode, "seeds": seeds, "opponent": opponent}
+        games: list[rules.Game] = self.arenas.handle(message)["games"]
+        return games
+
+    def step(self, actions: list[int]) -> list[rules.Game]:
+        message = {
+            "type": "step",
+            "episode": self.episode,
+            "step": self.arenas.step_id + 1,
+            "actions": actions,
+        }
+        games: list[rules.Game] = self.arenas.handle(message)["games"]
+        return games
+
+    def reconnect(self, timeout: float) -> None:
+        raise PeerGone("the in-process game cannot disconnect")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class WebRTCTransport:
+    """A game client (the Python peer, or the browser page) over an RTCDataChannel."""
+
+    def __init__(
+        self,
+        client: str,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        connect_timeout_s: float = 30.0,
+        step_timeout_s: float = 5.0,
+        heartbeat_timeout_s: float = 2.0,
+    ) -> None:
+        self.step_timeout_s = step_timeout_s
+        self.connection = WebRTCClient(host=host, port=port, heartbeat_timeout_s=heartbeat_timeout_s)
+        self.episode = -1
+        self.step_id = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        try:
+            if client == "python":
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "framework_plugins.fighter.python_peer",
+                     self.connection.offer_url, self.connection.token],
+                    stdin=subprocess.PIPE,
+                    start_new_session=True,  # Ctrl-C stops the trainer, which then ends the game
+                )  # fmt: skip
+            self.connection.wait_connected(connect_timeout_s)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def url(self) -> str:
+        return self.connection.url
+
+    def reset(self, seeds: list[int], opponent: str) -> list[rules.Game]:
+        self.episode += 1
+        self.step_id = 0
+        message = {"type": "reset", "episode": self.episode, "seeds": seeds, "opponent": opponent}
+        return self._request(message, len(seeds))
+
+    def step(self, actions: list[int]) -> list[rules.Game]:
+        self.step_id += 1
+        message = {"type": "step", "episode": self.episode, "step": self.step_id, "actions": actions}
+        return self._request(message, len(actions))
+
+    def reconnect(self, timeout: float) -> None:
+        """Wait for the game client to come back (a reloaded page connects anew)."""
+        self.connection.wait_connected(timeout)
+        while not self.connection.inbox.empty():  # what the old connection left behind
+            self.connection.inbox.get_nowait()
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()  # the peer exits when its stdin closes
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+        self.connection.close()
+
+    def _request(self, message: dict[str, Any], arenas: int) -> list[rules.Game]:
+        if not self.connection.connected.is_set():
+            raise PeerGone("the game client is not connected")
+        self.connection.send(message)
+        deadline = time.monotonic() + self.step_timeout_s
+        while True:
+            kind, payload = self.connection.receive(timeout=max(0.0, deadline - time.monotonic()))
+            if kind == "gone":
+                raise PeerGone(f"the game client disconnected: {payload}")
+            if kind == "error":
+                raise ProtocolError(payload)
+            if (payload["episode"], payload["step"]) != (self.episode, self.step_id):
+                continue  # a late reply to an earlier request (before a reset): dropped
+            games: list[rules.Game] = payload["games"]
+            if len(games) != arenas:
+                raise ProtocolError(f"the game client answered for {len(games)} arenas, not {arenas}")
+            return games

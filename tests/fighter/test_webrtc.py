@@ -1,0 +1,144 @@
+"""The WebRTC transport with a real aiortc game client (the Python peer): contract and faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+from framework_plugins.fighter.env import FightingEnv
+from framework_plugins.fighter.protocol import ProtocolError, decode
+from framework_plugins.fighter.transports import WebRTCTransport
+from framework_plugins.fighter.webrtc import PeerGone
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def transport():
+    t = WebRTCTransport("python", connect_timeout_s=30, step_timeout_s=10)
+    yield t
+    t.close()
+
+
+def test_python_transport_passes_the_env_checkers(transport: WebRTCTransport) -> None:
+    from gymnasium.utils.env_checker import check_env as gym_check
+    from stable_baselines3.common.env_checker import check_env as sb3_check
+
+    env = FightingEnv(transport=transport)
+    gym_check(env)
+    sb3_check(env, warn=True)
+
+
+def test_the_twin_over_webrtc_plays_exactly_as_in_process(transport: WebRTCTransport) -> None:
+    actions = np.random.default_rng(0).integers(0, 9, 200)
+
+    def play(env: FightingEnv) -> list[float]:
+        obs, _ = env.reset(seed=5)
+        out = list(obs)
+        for a in actions:
+            obs, reward, terminated, _, _ = env.step(int(a))
+            out += [*obs, reward]
+            if terminated:
+                break
+        return out
+
+    assert play(FightingEnv(transport=transport, opponent="random")) == play(FightingEnv(opponent="random"))
+
+
+def test_wrong_or_missing_token_is_refused(transport: WebRTCTransport) -> None:
+    base = transport.url.split("?")[0]
+    for url in (base, base + "?token=wrong"):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(url, timeout=5)
+        assert err.value.code == 403
+    offer = json.dumps({"sdp": "v=0", "type": "offer", "token": "wrong"}).encode()
+    request = urllib.request.Request(transport.connection.offer_url, data=offer, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(request, timeout=5)
+    assert err.value.code == 403
+    with urllib.request.urlopen(transport.url, timeout=5) as page:  # the right token opens the page
+        assert page.status == 200
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "frozen"])
+def test_a_dead_or_frozen_peer_is_a_clear_error_within_2_seconds(
+    transport: WebRTCTransport, sig: int
+) -> None:
+    env = FightingEnv(transport=transport)
+    env.reset(seed=0)
+    env.step(0)
+    assert transport.process is not None
+    os.kill(transport.process.pid, sig)
+    t0 = time.monotonic()
+    with pytest.raises(PeerGone, match="no heartbeat|closed|disconnected"):
+        for _ in range(10_000):
+            env.step(0)
+    assert time.monotonic() - t0 < 2.5
+    if sig == signal.SIGSTOP:
+        os.kill(transport.process.pid, signal.SIGKILL)
+
+
+def test_a_malformed_message_from_the_game_is_a_clear_error(transport: WebRTCTransport) -> None:
+    env = FightingEnv(transport=transport)
+    env.reset(seed=0)
+    # Delivered through the same handler as every data-channel message.
+    transport.connection._loop.call_soon_threadsafe(
+        transport.connection._on_message, '{"type": "result", "episode"'
+    )
+    with pytest.raises(ProtocolError, match="malformed message from the game client: malformed JSON"):
+        env.step(0)
+
+
+def test_a_late_reply_from_before_a_reset_is_dropped(transport: WebRTCTransport) -> None:
+    env = FightingEnv(transport=transport)
+    env.reset(seed=0)
+    obs_before, *_ = env.step(2)
+    stale = {"type": "result", "episode": transport.episode - 1, "step": 1, "games": [env.game]}
+    transport.connection.inbox.put(("result", stale))
+    obs, *_ = env.step(2)
+    assert env.game["frame"] == 2 * 4  # the stale result was skipped, not taken for this step
+    assert not np.array_equal(obs, obs_before)
+
+
+def test_a_reconnecting_client_truncates_the_round_and_play_goes_on(transport: WebRTCTransport) -> None:
+    env = FightingEnv(transport=transport, reconnect_timeout_s=30)
+    env.reset(seed=0)
+    env.step(0)
+    assert transport.process is not None
+    transport.process.kill()  # the page goes away ...
+    transport.process.wait()
+    time.sleep(2.5)  # ... the heartbeat notices ...
+    transport.process = subprocess.Popen(  # ... and a reloaded page connects again
+        [sys.executable, "-m", "framework_plugins.fighter.python_peer", transport.connection.offer_url,
+         transport.connection.token],
+        stdin=subprocess.PIPE,
+    )  # fmt: skip
+    _, reward, terminated, truncated, info = env.step(0)
+    assert truncated and not terminated and info["reconnected"] and reward == 0.0
+    env.reset(seed=1)
+    _, _, _, truncated, _ = env.step(0)
+    assert not truncated
+
+
+def test_protocol_rejects_oversized_and_schema_violating_messages() -> None:
+    with pytest.raises(ProtocolError, match="exceeds the 65536-byte limit"):
+        decode("x" * 70_000, allowed=("result",))
+    with pytest.raises(ProtocolError, match="unexpected message type 'step'; expected one of result"):
+        decode('{"type": "step", "episode": 0, "step": 1, "actions": [1]}', allowed=("result",))
+    with pytest.raises(ProtocolError, match="field 'step' must be an integer, got 'one'"):
+        decode('{"type": "result", "episode": 0, "step": "one", "games": []}', allowed=("result",))
+    with pytest.raises(ProtocolError, match=r"field games\[0\].fighters\[1\].'hp' must be an integer"):
+        game = {"frame": 0, "rng": 1, "winner": -1, "hold": 0, "held": 0, "done": False, "dealt": [0, 0],
+                "fighters": [{k: 0 for k in ("x", "y", "vx", "vy", "hp", "facing", "state", "timer", "elapsed",
+                                             "hit", "cooldown")}] * 2}  # fmt: skip
+        game["fighters"] = [game["fighters"][0], {**game["fighters"][0], "hp": "full"}]
+        decode(json.dumps({"type": "result", "episode": 0, "step": 0, "games": [game]}), allowed=("result",))

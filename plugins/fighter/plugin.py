@@ -8,8 +8,9 @@ import gymnasium as gym
 
 from .env import FightingEnv
 from .rules import load_constants
+from .transports import WebRTCTransport
 
-TRANSPORTS = ("inprocess",)
+TRANSPORTS = ("inprocess", "python", "browser")
 
 
 @dataclass
@@ -17,7 +18,22 @@ class FighterConfig:
     opponent: str = "aggressive"
     """Scripted opponent: idle, random, aggressive or defensive."""
     transport: str = "inprocess"
-    """Where the game runs: inprocess (the Python twin of the rules, no network)."""
+    """Where the game runs: inprocess (the Python twin, no network), python (the twin behind an
+    aiortc peer: WebRTC without a browser) or browser (the JavaScript game page over WebRTC)."""
+    headless: bool = True
+    """browser transport: launch a headless Chromium (false: print the URL and open your browser)."""
+    host: str = "127.0.0.1"
+    """Address the game page and its signaling endpoint are served on."""
+    port: int = 0
+    """Port of the first training env's page (0: any free port); others take free ports."""
+    connect_timeout_s: float = 60.0
+    """Longest wait for the game client to connect (and to reconnect after a page reload)."""
+    step_timeout_s: float = 10.0
+    """Longest wait for the game's answer to one step."""
+    heartbeat_timeout_s: float = 2.0
+    """A game client silent for this long is declared gone."""
+    reconnect: bool = True
+    """After a disconnect (a reloaded page), truncate the round and wait for the client to return."""
     n_envs: int = 1
     """Parallel game instances an agent trains on."""
     damage_reward: float = 1.0
@@ -49,11 +65,25 @@ class Fighter:
     def make(
         self, *, seed: int, index: int, evaluation: bool = False, render_mode: Optional[str] = None
     ) -> gym.Env:
+        cfg = self.cfg
+        transport = None
+        if cfg.transport != "inprocess":
+            transport = WebRTCTransport(
+                cfg.transport,
+                headless=cfg.headless,
+                host=cfg.host,
+                port=cfg.port if index == 0 and not evaluation else 0,
+                connect_timeout_s=cfg.connect_timeout_s,
+                step_timeout_s=cfg.step_timeout_s,
+                heartbeat_timeout_s=cfg.heartbeat_timeout_s,
+            )
         env = FightingEnv(
-            opponent=self.cfg.opponent,
-            damage_reward=self.cfg.damage_reward,
-            win_reward=self.cfg.win_reward,
+            opponent=cfg.opponent,
+            damage_reward=cfg.damage_reward,
+            win_reward=cfg.win_reward,
             render_mode=render_mode,
+            transport=transport,
+            reconnect_timeout_s=cfg.connect_timeout_s if cfg.reconnect else 0.0,
         )
         env.action_space.seed(seed)
         return env

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from . import rules
 from .arenas import Arenas
+from .browser import HeadlessChromium, open_in_users_browser
 from .protocol import ProtocolError
 from .webrtc import PeerGone, WebRTCClient
 
@@ -59,6 +60,7 @@ class WebRTCTransport:
         self,
         client: str,
         *,
+        headless: bool = True,
         host: str = "127.0.0.1",
         port: int = 0,
         connect_timeout_s: float = 30.0,
@@ -70,18 +72,38 @@ class WebRTCTransport:
         self.episode = -1
         self.step_id = 0
         self.process: subprocess.Popen[bytes] | None = None
+        self.browser: HeadlessChromium | None = None
         try:
-            if client == "python":
+            if client == "browser" and headless:
+                self.browser = HeadlessChromium(self.connection.url)
+            elif client == "browser":
+                open_in_users_browser(self.connection.url)
+            elif client == "python":
                 self.process = subprocess.Popen(
                     [sys.executable, "-m", "framework_plugins.fighter.python_peer",
                      self.connection.offer_url, self.connection.token],
                     stdin=subprocess.PIPE,
                     start_new_session=True,  # Ctrl-C stops the trainer, which then ends the game
                 )  # fmt: skip
-            self.connection.wait_connected(connect_timeout_s)
+            else:
+                raise ValueError(f"Unknown game client {client!r}; choose python or browser")
+            self._wait_connected(connect_timeout_s)
         except BaseException:
             self.close()
             raise
+
+    def _wait_connected(self, timeout: float) -> None:
+        """Wait for the client's hello, failing early if the process meant to send it dies."""
+        deadline = time.monotonic() + timeout
+        while not self.connection.connected.wait(0.2):
+            if self.browser is not None:
+                self.browser.check_alive()
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"The Python game peer exited with code {self.process.returncode}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"No game client connected to {self.connection.url} within {timeout:.0f} s"
+                )
 
     @property
     def url(self) -> str:
@@ -113,6 +135,8 @@ class WebRTCTransport:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=5)
+        if self.browser is not None:
+            self.browser.close()
         self.connection.close()
 
     def _request(self, message: dict[str, Any], arenas: int) -> list[rules.Game]:

@@ -137,8 +137,9 @@ def test_protocol_rejects_oversized_and_schema_violating_messages() -> None:
     with pytest.raises(ProtocolError, match="field 'step' must be an integer, got 'one'"):
         decode('{"type": "result", "episode": 0, "step": "one", "games": []}', allowed=("result",))
     with pytest.raises(ProtocolError, match=r"field games\[0\].fighters\[1\].'hp' must be an integer"):
+        from framework_plugins.fighter.protocol import FIGHTER_KEYS
+
+        fighter = dict.fromkeys(FIGHTER_KEYS, 0)
         game = {"frame": 0, "rng": 1, "winner": -1, "hold": 0, "held": 0, "done": False, "dealt": [0, 0],
-                "fighters": [{k: 0 for k in ("x", "y", "vx", "vy", "hp", "facing", "state", "timer", "elapsed",
-                                             "hit", "cooldown")}] * 2}  # fmt: skip
-        game["fighters"] = [game["fighters"][0], {**game["fighters"][0], "hp": "full"}]
+                "fighters": [fighter, {**fighter, "hp": "full"}]}  # fmt: skip
         decode(json.dumps({"type": "result", "episode": 0, "step": 0, "games": [game]}), allowed=("result",))

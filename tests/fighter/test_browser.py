@@ -1,0 +1,83 @@
+"""The browser transport: the JavaScript game page in a real headless Chromium, over WebRTC."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from framework_plugins.fighter.browser import HeadlessChromium
+from framework_plugins.fighter.env import FightingEnv
+from framework_plugins.fighter.transports import WebRTCTransport
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def test_chromium_is_installed() -> None:
+    assert shutil.which("chromium"), "the browser tests need Debian's chromium package (.ci/run installs it)"
+
+
+@pytest.fixture
+def transport():
+    t = WebRTCTransport("browser", connect_timeout_s=60, step_timeout_s=10)
+    yield t
+    t.close()
+
+
+def test_browser_transport_passes_the_env_checkers(transport: WebRTCTransport) -> None:
+    from gymnasium.utils.env_checker import check_env as gym_check
+    from stable_baselines3.common.env_checker import check_env as sb3_check
+
+    assert transport.connection.client_kind == "browser"
+    env = FightingEnv(transport=transport)
+    gym_check(env)
+    sb3_check(env, warn=True)
+
+
+def test_the_page_plays_exactly_like_the_python_twin(transport: WebRTCTransport) -> None:
+    actions = np.random.default_rng(1).integers(0, 9, 300)
+
+    def play(env: FightingEnv) -> list[float]:
+        obs, _ = env.reset(seed=9)
+        out = list(obs)
+        for a in actions:
+            obs, reward, terminated, _, _ = env.step(int(a))
+            out += [*obs, reward]
+            if terminated:
+                break
+        return out
+
+    assert play(FightingEnv(transport=transport, opponent="aggressive")) == play(
+        FightingEnv(opponent="aggressive")
+    )
+
+
+def test_a_reloaded_page_reconnects_and_play_goes_on(transport: WebRTCTransport) -> None:
+    env = FightingEnv(transport=transport, reconnect_timeout_s=60)
+    env.reset(seed=0)
+    env.step(2)
+    assert transport.browser is not None
+    transport.browser.close()  # the page goes away; a new one loads the same URL
+    transport.browser = HeadlessChromium(transport.url)
+    truncated = False
+    for _ in range(100):
+        _, _, terminated, truncated, info = env.step(0)
+        if truncated:
+            break
+    assert truncated and info.get("reconnected")
+    env.reset(seed=1)
+    assert not env.step(0)[3]
+
+
+def test_ppo_trains_over_the_browser_page_through_the_cli(tmp_path: Path) -> None:
+    r = run_cli(
+        "env=fighter", "env.transport=browser", "env.n_envs=1", "agent=ppo", "agent.hyperparams.n_steps=128",
+        "agent.hyperparams.batch_size=64", "total_steps=384", "eval.episodes=1", "eval.every_steps=0",
+        "tracking=none",
+        cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.output[-3000:]
+    assert "FINISHED at step 384" in r.output

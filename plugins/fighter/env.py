@@ -71,7 +71,14 @@ class FightingEnv(gym.Env[np.ndarray, np.int64]):
     ) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         # The opponent's randomness comes from the env's seeded generator, so seeded resets repeat.
-        (self.game,) = self.transport.reset([int(self.np_random.integers(0, 2**31 - 1))], self.opponent)
+        seeds = [int(self.np_random.integers(0, 2**31 - 1))]
+        try:
+            (self.game,) = self.transport.reset(seeds, self.opponent)
+        except PeerGone:
+            if self.reconnect_timeout_s <= 0:
+                raise
+            self.transport.reconnect(self.reconnect_timeout_s)
+            (self.game,) = self.transport.reset(seeds, self.opponent)
         self._dealt = [0, 0]
         return observe(self.C, self.game), {}
 

@@ -67,6 +67,8 @@ def test_a_reloaded_page_reconnects_and_play_goes_on(transport: WebRTCTransport)
         _, _, terminated, truncated, info = env.step(0)
         if truncated:
             break
+        if terminated:
+            env.reset()
     assert truncated and info.get("reconnected")
     env.reset(seed=1)
     assert not env.step(0)[3]

@@ -20,7 +20,16 @@ class Arenas:
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         """A checked reset or step message → its result message."""
         if message["type"] == "reset":
-            self.games = [rules.new_game(self.C, seed, message["opponent"]) for seed in message["seeds"]]
+            fresh = [rules.new_game(self.C, seed, message["opponent"]) for seed in message["seeds"]]
+            which = message.get("arenas")
+            if which is None:
+                self.games = fresh
+            else:
+                if len(which) != len(fresh) or not all(0 <= i < len(self.games) for i in which):
+                    n = len(self.games)
+                    raise ProtocolError(f"cannot restart arenas {which} of {n} with {len(fresh)} seeds")
+                for i, game in zip(which, fresh, strict=True):
+                    self.games[i] = game
             self.episode, self.step_id = message["episode"], 0
         elif message["type"] == "step":
             actions = message["actions"]

@@ -99,21 +99,8 @@ class FightingEnv(gym.Env[np.ndarray, np.int64]):
 
     def outcome(self) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Observation, reward, terminated, truncated and info for the game's current state."""
-        g = self.game
-        dealt, taken = g["dealt"]
-        self._dealt[0] += dealt
-        self._dealt[1] += taken
-        reward = self.damage_reward * (dealt - taken) / self.C["max_hp"]
-        info: dict[str, Any] = {"winner": g["winner"], "frame": g["frame"]}
-        if g["done"]:
-            reward += self.win_reward * (1 if g["winner"] == 0 else -1 if g["winner"] == 1 else 0)
-            info["episode_stats"] = {
-                "win_rate": float(g["winner"] == 0),
-                "damage_dealt": float(self._dealt[0]),
-                "damage_taken": float(self._dealt[1]),
-                "round_length": float(g["frame"]),
-            }
-        return observe(self.C, g), float(reward), bool(g["done"]), False, info
+        reward, info = score(self.C, self.game, self._dealt, self.damage_reward, self.win_reward)
+        return observe(self.C, self.game), reward, bool(self.game["done"]), False, info
 
     def close(self) -> None:
         self.transport.close()
@@ -122,6 +109,26 @@ class FightingEnv(gym.Env[np.ndarray, np.int64]):
         if self.render_mode != "rgb_array":
             return None
         return draw(self.C, self.game)
+
+
+def score(
+    C: dict[str, Any], g: rules.Game, totals: list[int], damage_reward: float, win_reward: float
+) -> tuple[float, dict[str, Any]]:
+    """This step's reward and info; `totals` accumulates the round's damage dealt and taken."""
+    dealt, taken = g["dealt"]
+    totals[0] += dealt
+    totals[1] += taken
+    reward = damage_reward * (dealt - taken) / C["max_hp"]
+    info: dict[str, Any] = {"winner": g["winner"], "frame": g["frame"]}
+    if g["done"]:
+        reward += win_reward * (1 if g["winner"] == 0 else -1 if g["winner"] == 1 else 0)
+        info["episode_stats"] = {
+            "win_rate": float(g["winner"] == 0),
+            "damage_dealt": float(totals[0]),
+            "damage_taken": float(totals[1]),
+            "round_length": float(g["frame"]),
+        }
+    return float(reward), info
 
 
 def observe(C: dict[str, Any], g: rules.Game) -> np.ndarray:

@@ -8,7 +8,8 @@ import gymnasium as gym
 
 from .env import FightingEnv
 from .rules import load_constants
-from .transports import WebRTCTransport
+from .transports import InProcessTransport, Transport, WebRTCTransport
+from .vector import FighterVectorEnv
 
 TRANSPORTS = ("inprocess", "python", "browser")
 
@@ -66,27 +67,41 @@ class Fighter:
         self, *, seed: int, index: int, evaluation: bool = False, render_mode: Optional[str] = None
     ) -> gym.Env:
         cfg = self.cfg
-        transport = None
-        if cfg.transport != "inprocess":
-            transport = WebRTCTransport(
-                cfg.transport,
-                headless=cfg.headless,
-                host=cfg.host,
-                port=cfg.port if index == 0 and not evaluation else 0,
-                connect_timeout_s=cfg.connect_timeout_s,
-                step_timeout_s=cfg.step_timeout_s,
-                heartbeat_timeout_s=cfg.heartbeat_timeout_s,
-            )
         env = FightingEnv(
             opponent=cfg.opponent,
             damage_reward=cfg.damage_reward,
             win_reward=cfg.win_reward,
             render_mode=render_mode,
-            transport=transport,
+            transport=self._transport(first=index == 0 and not evaluation),
             reconnect_timeout_s=cfg.connect_timeout_s if cfg.reconnect else 0.0,
         )
         env.action_space.seed(seed)
         return env
+
+    def make_vector(self, *, seed: int, n: int) -> FighterVectorEnv:
+        """All `n` training arenas behind one connection (one page showing a grid of arenas)."""
+        cfg = self.cfg
+        return FighterVectorEnv(
+            n,
+            transport=self._transport(first=True),
+            opponent=cfg.opponent,
+            damage_reward=cfg.damage_reward,
+            win_reward=cfg.win_reward,
+        )
+
+    def _transport(self, *, first: bool) -> Transport:
+        cfg = self.cfg
+        if cfg.transport == "inprocess":
+            return InProcessTransport()
+        return WebRTCTransport(
+            cfg.transport,
+            headless=cfg.headless,
+            host=cfg.host,
+            port=cfg.port if first else 0,
+            connect_timeout_s=cfg.connect_timeout_s,
+            step_timeout_s=cfg.step_timeout_s,
+            heartbeat_timeout_s=cfg.heartbeat_timeout_s,
+        )
 
 
 def describe(env: Any) -> str:

@@ -4,6 +4,7 @@ Every message is one JSON object. Messages are size-limited and checked field by
 use; nothing received is ever unpickled or evaluated.
 
 controller → game:  {"type": "reset", "episode": E, "seeds": [s, ...], "opponent": name}
+                    (with "arenas": [i, ...] only those arenas restart, one seed each)
                     {"type": "step", "episode": E, "step": t, "actions": [a, ...]}
                     {"type": "ping", "id": n}
 game → controller:  {"type": "hello", "client": "browser" | "python"}
@@ -108,7 +109,12 @@ def _check_result(message: dict[str, Any]) -> None:
 
 
 CHECKS = {
-    "reset": lambda m: (_int(m, "episode"), _int_list(m, "seeds"), _str(m, "opponent")),
+    "reset": lambda m: (
+        _int(m, "episode"),
+        _int_list(m, "seeds"),
+        _str(m, "opponent"),
+        "arenas" not in m or _int_list(m, "arenas"),
+    ),
     "step": lambda m: (_int(m, "episode"), _int(m, "step"), _int_list(m, "actions")),
     "ping": lambda m: _int(m, "id"),
     "hello": lambda m: _str(m, "client"),

@@ -17,7 +17,7 @@ from .webrtc import PeerGone, WebRTCClient
 class Transport(Protocol):
     """n arenas behind one connection: one call carries every arena's action."""
 
-    def reset(self, seeds: list[int], opponent: str) -> list[rules.Game]: ...
+    def reset(self, seeds: list[int], opponent: str, arenas: list[int] | None = None) -> list[rules.Game]: ...
     def step(self, actions: list[int]) -> list[rules.Game]: ...
     def reconnect(self, timeout: float) -> None: ...
     def close(self) -> None: ...
@@ -30,9 +30,9 @@ class InProcessTransport:
         self.arenas = Arenas()
         self.episode = -1
 
-    def reset(self, seeds: list[int], opponent: str) -> list[rules.Game]:
+    def reset(self, seeds: list[int], opponent: str, arenas: list[int] | None = None) -> list[rules.Game]:
         self.episode += 1
-        message = {"type": "reset", "episode": self.episode, "seeds": seeds, "opponent": opponent}
+        message = reset_message(self.episode, seeds, opponent, arenas)
         games: list[rules.Game] = self.arenas.handle(message)["games"]
         return games
 
@@ -71,6 +71,7 @@ class WebRTCTransport:
         self.connection = WebRTCClient(host=host, port=port, heartbeat_timeout_s=heartbeat_timeout_s)
         self.episode = -1
         self.step_id = 0
+        self.arena_count = 0
         self.process: subprocess.Popen[bytes] | None = None
         self.browser: HeadlessChromium | None = None
         try:
@@ -109,11 +110,11 @@ class WebRTCTransport:
     def url(self) -> str:
         return self.connection.url
 
-    def reset(self, seeds: list[int], opponent: str) -> list[rules.Game]:
+    def reset(self, seeds: list[int], opponent: str, arenas: list[int] | None = None) -> list[rules.Game]:
         self.episode += 1
         self.step_id = 0
-        message = {"type": "reset", "episode": self.episode, "seeds": seeds, "opponent": opponent}
-        return self._request(message, len(seeds))
+        self.arena_count = len(seeds) if arenas is None else self.arena_count
+        return self._request(reset_message(self.episode, seeds, opponent, arenas), self.arena_count)
 
     def step(self, actions: list[int]) -> list[rules.Game]:
         self.step_id += 1
@@ -156,3 +157,10 @@ class WebRTCTransport:
             if len(games) != arenas:
                 raise ProtocolError(f"the game client answered for {len(games)} arenas, not {arenas}")
             return games
+
+
+def reset_message(episode: int, seeds: list[int], opponent: str, arenas: list[int] | None) -> dict[str, Any]:
+    message: dict[str, Any] = {"type": "reset", "episode": episode, "seeds": seeds, "opponent": opponent}
+    if arenas is not None:
+        message["arenas"] = arenas
+    return message

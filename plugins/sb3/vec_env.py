@@ -20,7 +20,15 @@ def _monitored(env_plugin: Any, seed: int, index: int, in_worker: bool) -> Any:
 
 
 def make_vec_env(env_plugin: Any, n_envs: int, *, seed: int, kind: str) -> VecEnv:
-    """`n_envs` monitored instances; SB3 seeds their resets with seed + i."""
+    """`n_envs` monitored instances; SB3 seeds their resets with seed + i.
+
+    An env plugin that vectorises itself (`make_vector`, e.g. many game arenas behind one
+    connection) is used as one VecEnv instead.
+    """
+    if hasattr(env_plugin, "make_vector"):
+        from .gymnasium_vec_env import GymnasiumVecEnv
+
+        return GymnasiumVecEnv(env_plugin.make_vector(seed=seed, n=n_envs))
     subproc = kind == "subproc" and n_envs > 1
     fns: list[Callable[[], gym.Env]] = [
         partial(_monitored, env_plugin, seed, i, subproc) for i in range(n_envs)

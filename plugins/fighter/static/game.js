@@ -34,10 +34,19 @@
     if (m === null || typeof m !== "object") return { type: "error", message: "a message must be an object" };
     if (m.type === "ping" && isInt(m.id)) return { type: "pong", id: m.id };
     if (m.type === "reset" && isInt(m.episode) && Array.isArray(m.seeds) && m.seeds.every(isInt)) {
+      let fresh;
       try {
-        state.games = m.seeds.map((seed) => Rules.newGame(C, seed, m.opponent));
+        fresh = m.seeds.map((seed) => Rules.newGame(C, seed, m.opponent));
       } catch (e) {
         return { type: "error", message: String(e.message || e) };
+      }
+      if (m.arenas === undefined) {
+        state.games = fresh;
+      } else {
+        const ok = Array.isArray(m.arenas) && m.arenas.length === fresh.length &&
+          m.arenas.every((i) => isInt(i) && i >= 0 && i < state.games.length);
+        if (!ok) return { type: "error", message: "cannot restart arenas " + JSON.stringify(m.arenas) };
+        m.arenas.forEach((i, k) => { state.games[i] = fresh[k]; });
       }
       state.episode = m.episode;
       state.step = 0;

@@ -1,0 +1,86 @@
+"""n arenas over one connection behave exactly like n single envs with the same seeds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from framework_plugins.fighter.env import FightingEnv
+from framework_plugins.fighter.transports import InProcessTransport, WebRTCTransport
+from framework_plugins.fighter.vector import FighterVectorEnv
+from tests.conftest import run_cli
+
+N, STEPS, SEED = 4, 500, 10
+ACTIONS = np.random.default_rng(0).integers(0, 9, (STEPS, N))
+
+
+def single(i: int) -> tuple[list[np.ndarray], list[float]]:
+    env = FightingEnv(opponent="aggressive")
+    obs, _ = env.reset(seed=SEED + i)
+    seen, rewards = [obs], []
+    for t in range(STEPS):
+        obs, reward, terminated, _, _ = env.step(int(ACTIONS[t, i]))
+        rewards.append(reward)
+        if terminated:
+            seen.append(obs)  # the round's last observation
+            obs, _ = env.reset()
+        seen.append(obs)
+    return seen, rewards
+
+
+def vector(transport: object) -> tuple[list[list[np.ndarray]], list[list[float]]]:
+    env = FighterVectorEnv(N, transport=transport, opponent="aggressive")  # type: ignore[arg-type]
+    obs, _ = env.reset(seed=SEED)
+    seen: list[list[np.ndarray]] = [[obs[i]] for i in range(N)]
+    rewards: list[list[float]] = [[] for _ in range(N)]
+    for t in range(STEPS):
+        obs, reward, terminated, truncated, infos = env.step(ACTIONS[t])
+        assert not truncated.any()
+        for i in range(N):
+            rewards[i].append(float(reward[i]))
+            if terminated[i]:
+                seen[i].append(infos["final_obs"][i])
+            seen[i].append(obs[i])
+    env.close()
+    return seen, rewards
+
+
+def assert_same_as_single_envs(transport: object) -> None:
+    seen, rewards = vector(transport)
+    episodes = 0
+    for i in range(N):
+        expected_seen, expected_rewards = single(i)
+        assert rewards[i] == expected_rewards, f"arena {i}"
+        assert len(seen[i]) == len(expected_seen) and all(
+            np.array_equal(a, b) for a, b in zip(seen[i], expected_seen, strict=True)
+        ), f"arena {i}"
+        episodes += len(expected_seen) - STEPS - 1
+    assert episodes >= N, "every arena must finish a round, so restarts are compared too"
+
+
+def test_in_process_arenas_match_single_envs() -> None:
+    assert_same_as_single_envs(InProcessTransport())
+
+
+@pytest.mark.slow
+def test_four_arenas_over_one_webrtc_connection_match_four_single_envs() -> None:
+    assert_same_as_single_envs(WebRTCTransport("python", connect_timeout_s=30))
+
+
+@pytest.mark.slow
+def test_four_arenas_on_one_browser_page_match_four_single_envs() -> None:
+    assert_same_as_single_envs(WebRTCTransport("browser", connect_timeout_s=60))
+
+
+@pytest.mark.slow
+def test_ppo_trains_on_arenas_sharing_one_connection(tmp_path: Path) -> None:
+    r = run_cli(
+        "env=fighter", "env.transport=python", "env.n_envs=4", "agent=ppo", "agent.hyperparams.n_steps=64",
+        "agent.hyperparams.batch_size=64", "total_steps=512", "eval.episodes=1", "eval.every_steps=0",
+        "tracking=none",
+        cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.output[-3000:]
+    assert "FINISHED at step 512" in r.output

@@ -14,6 +14,7 @@ import asyncio
 import ipaddress
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
@@ -23,8 +24,11 @@ from .arenas import Arenas
 from .protocol import ProtocolError, decode, encode
 from .webrtc import restrict_ice_to_loopback
 
+Respond = Callable[[str | bytes], dict[str, Any]]
 
-async def play(offer_url: str, token: str) -> None:
+
+async def play(offer_url: str, token: str, respond: Respond | None = None) -> None:
+    """Connect to the trainer and answer each message with `respond` (default: the twin's arenas)."""
     from aiortc import RTCPeerConnection, RTCSessionDescription
 
     host = urlparse(offer_url).hostname or ""
@@ -35,7 +39,11 @@ async def play(offer_url: str, token: str) -> None:
     threading.Thread(target=_watch_stdin, args=(loop, finished), daemon=True).start()
     pc = RTCPeerConnection()
     channel = pc.createDataChannel("game")
-    arenas = Arenas()
+    if respond is None:
+        arenas = Arenas()
+
+        def respond(raw: str | bytes) -> dict[str, Any]:
+            return answer(arenas, raw)
 
     @channel.on("open")
     def on_open() -> None:
@@ -43,7 +51,7 @@ async def play(offer_url: str, token: str) -> None:
 
     @channel.on("message")
     def on_message(raw: str | bytes) -> None:
-        channel.send(encode(answer(arenas, raw)))
+        channel.send(encode(respond(raw)))
 
     channel.on("close", finished.set)
 

@@ -75,23 +75,27 @@ class WebRTCTransport:
         self.process: subprocess.Popen[bytes] | None = None
         self.browser: HeadlessChromium | None = None
         try:
-            if client == "browser" and headless:
-                self.browser = HeadlessChromium(self.connection.url)
-            elif client == "browser":
-                open_in_users_browser(self.connection.url)
-            elif client == "python":
-                self.process = subprocess.Popen(
-                    [sys.executable, "-m", "framework_plugins.fighter.python_peer",
-                     self.connection.offer_url, self.connection.token],
-                    stdin=subprocess.PIPE,
-                    start_new_session=True,  # Ctrl-C stops the trainer, which then ends the game
-                )  # fmt: skip
-            else:
-                raise ValueError(f"Unknown game client {client!r}; choose python or browser")
+            self._client, self._headless = client, headless
+            self._start_client()
             self._wait_connected(connect_timeout_s)
         except BaseException:
             self.close()
             raise
+
+    def _start_client(self) -> None:
+        if self._client == "browser" and self._headless:
+            self.browser = HeadlessChromium(self.connection.url)
+        elif self._client == "browser":
+            open_in_users_browser(self.connection.url)
+        elif self._client == "python":
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "framework_plugins.fighter.python_peer",
+                 self.connection.offer_url, self.connection.token],
+                stdin=subprocess.PIPE,
+                start_new_session=True,  # Ctrl-C stops the trainer, which then ends the game
+            )  # fmt: skip
+        else:
+            raise ValueError(f"Unknown game client {self._client!r}; choose python or browser")
 
     def _wait_connected(self, timeout: float) -> None:
         """Wait for the client's hello, failing early if the process meant to send it dies."""

@@ -1,0 +1,115 @@
+"""Fighter transports side by side: steps/s and step latency, beside a raw data-channel echo.
+
+One run, one table: the in-process twin, the twin behind an aiortc peer (`python`) and the
+JavaScript page in headless Chromium (`browser`), each with 1 and 16 arenas on one connection,
+and the ceiling: the same WebRTC client and message sizes, answered by a peer that does no
+game work (a canned reply), measured in the same run.
+
+    python benchmarks/fighter_transport.py [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from framework_plugins.fighter import rules
+from framework_plugins.fighter.python_peer import play
+from framework_plugins.fighter.transports import InProcessTransport, Transport, WebRTCTransport
+from framework_plugins.fighter.vector import FighterVectorEnv
+
+
+class EchoTransport(WebRTCTransport):
+    """The WebRTC client with an echo peer: every request answered at once with a canned result."""
+
+    def __init__(self) -> None:
+        super().__init__("python-echo", connect_timeout_s=30)
+
+    def _start_client(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--echo-peer", self.connection.offer_url, self.connection.token],
+            stdin=subprocess.PIPE,
+            start_new_session=True,
+        )
+
+
+def echo_peer(offer_url: str, token: str) -> None:
+    C = rules.load_constants()
+    canned: dict[int, list[rules.Game]] = {}
+
+    def respond(raw: str | bytes) -> dict[str, Any]:
+        m = json.loads(raw)
+        if m["type"] == "ping":
+            return {"type": "pong", "id": m["id"]}
+        n = len(m.get("actions") or m.get("seeds"))
+        games = canned.setdefault(n, [rules.new_game(C, i, "idle") for i in range(n)])
+        return {"type": "result", "episode": m["episode"], "step": m.get("step", 0), "games": games}
+
+    asyncio.run(play(offer_url, token, respond))
+
+
+def measure(transport: Transport, n: int, seconds: float) -> tuple[float, float, float]:
+    """(steps/s counted over all arenas, p50 and p99 latency of one vector step in ms)."""
+    env = FighterVectorEnv(n, transport=transport, opponent="random")
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    latencies: list[float] = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        actions = rng.integers(0, 9, n)
+        t0 = time.perf_counter()
+        env.step(actions)
+        latencies.append(time.perf_counter() - t0)
+    elapsed = time.perf_counter() - start
+    env.close()
+    ms = sorted(x * 1000 for x in latencies)
+    return len(latencies) * n / elapsed, statistics.median(ms), ms[int(0.99 * (len(ms) - 1))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--echo-peer", nargs=2, metavar=("OFFER_URL", "TOKEN"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.echo_peer:
+        echo_peer(*args.echo_peer)
+        return
+    sides: list[tuple[str, Callable[[], Transport]]] = [
+        ("echo ceiling (aiortc)", EchoTransport),
+        ("inprocess", InProcessTransport),
+        ("python (aiortc peer)", lambda: WebRTCTransport("python", connect_timeout_s=30)),
+        ("browser (headless)", lambda: WebRTCTransport("browser", connect_timeout_s=60)),
+    ]
+    results: dict[tuple[str, int], tuple[float, float, float]] = {}
+    for name, make in sides:
+        for n in (1, 16):
+            results[name, n] = measure(make(), n, args.seconds)
+            sps, p50, p99 = results[name, n]
+            print(
+                f"{name:<24} n={n:<3} {sps:>9.0f} steps/s  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms", flush=True
+            )
+
+    ceiling = {n: results["echo ceiling (aiortc)", n][0] for n in (1, 16)}
+    header = (
+        f"{'transport':<24}{'arenas':>7}{'steps/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'vs echo':>9}{'16 vs 1':>9}"
+    )
+    print("\n" + header)
+    for name, _ in sides:
+        for n in (1, 16):
+            sps, p50, p99 = results[name, n]
+            scale = f"{sps / results[name, 1][0]:.1f}x" if n == 16 else ""
+            print(f"{name:<24}{n:>7}{sps:>10.0f}{p50:>9.2f}{p99:>9.2f}{sps / ceiling[n]:>9.2f}{scale:>9}")
+    print("\ngoals: single-env python and browser at >= 0.85 of the echo; 16 arenas at >= 8x one arena")
+
+
+if __name__ == "__main__":
+    main()

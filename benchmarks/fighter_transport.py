@@ -5,7 +5,7 @@ JavaScript page in headless Chromium (`browser`), each with 1 and 16 arenas on o
 and the ceiling: the same WebRTC client and message sizes, answered by a peer that does no
 game work (a canned reply), measured in the same run.
 
-    python benchmarks/fighter_transport.py [--seconds 5]
+    python benchmarks/fighter_transport.py [--seconds 4] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from framework_plugins.fighter import rules
+from framework_plugins.fighter.protocol import pack_game
 from framework_plugins.fighter.python_peer import play
 from framework_plugins.fighter.transports import InProcessTransport, Transport, WebRTCTransport
 from framework_plugins.fighter.vector import FighterVectorEnv
@@ -44,14 +45,14 @@ class EchoTransport(WebRTCTransport):
 
 def echo_peer(offer_url: str, token: str) -> None:
     C = rules.load_constants()
-    canned: dict[int, list[rules.Game]] = {}
+    canned: dict[int, list[list[int]]] = {}
 
     def respond(raw: str | bytes) -> dict[str, Any]:
         m = json.loads(raw)
         if m["type"] == "ping":
             return {"type": "pong", "id": m["id"]}
         n = len(m.get("actions") or m.get("seeds"))
-        games = canned.setdefault(n, [rules.new_game(C, i, "idle") for i in range(n)])
+        games = canned.setdefault(n, [pack_game(rules.new_game(C, i, "idle")) for i in range(n)])
         return {"type": "result", "episode": m["episode"], "step": m.get("step", 0), "games": games}
 
     asyncio.run(play(offer_url, token, respond))
@@ -77,7 +78,8 @@ def measure(transport: Transport, n: int, seconds: float) -> tuple[float, float,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--seconds", type=float, default=4.0, help="measuring time per cell and round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds over all cells; medians are reported")
     parser.add_argument("--echo-peer", nargs=2, metavar=("OFFER_URL", "TOKEN"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo_peer:
@@ -89,14 +91,19 @@ def main() -> None:
         ("python (aiortc peer)", lambda: WebRTCTransport("python", connect_timeout_s=30)),
         ("browser (headless)", lambda: WebRTCTransport("browser", connect_timeout_s=60)),
     ]
-    results: dict[tuple[str, int], tuple[float, float, float]] = {}
-    for name, make in sides:
-        for n in (1, 16):
-            results[name, n] = measure(make(), n, args.seconds)
-            sps, p50, p99 = results[name, n]
-            print(
-                f"{name:<24} n={n:<3} {sps:>9.0f} steps/s  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms", flush=True
-            )
+    runs: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
+    for round_ in range(args.rounds):  # rounds interleave the sides, so drift hits all alike
+        for name, make in sides:
+            for n in (1, 16):
+                sps, p50, p99 = measure(make(), n, args.seconds)
+                runs.setdefault((name, n), []).append((sps, p50, p99))
+                print(
+                    f"round {round_ + 1} {name:<24} n={n:<3} {sps:>9.0f} steps/s  p50 {p50:6.2f} ms",
+                    flush=True,
+                )
+    results = {
+        key: tuple(statistics.median(v[k] for v in values) for k in range(3)) for key, values in runs.items()
+    }
 
     ceiling = {n: results["echo ceiling (aiortc)", n][0] for n in (1, 16)}
     header = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import rules
-from .protocol import ProtocolError
+from .protocol import ProtocolError, pack_game
 
 
 class Arenas:
@@ -17,8 +17,13 @@ class Arenas:
         self.episode = -1
         self.step_id = 0
 
-    def handle(self, message: dict[str, Any]) -> dict[str, Any]:
-        """A checked reset or step message → its result message."""
+    def result(self) -> dict[str, Any]:
+        """The result message for the current state of every arena."""
+        games = [pack_game(g) for g in self.games]
+        return {"type": "result", "episode": self.episode, "step": self.step_id, "games": games}
+
+    def handle(self, message: dict[str, Any]) -> list[rules.Game]:
+        """Apply a checked reset or step message; returns every arena's game."""
         if message["type"] == "reset":
             fresh = [rules.new_game(self.C, seed, message["opponent"]) for seed in message["seeds"]]
             which = message.get("arenas")
@@ -48,4 +53,4 @@ class Arenas:
             self.step_id = message["step"]
         else:
             raise ProtocolError(f"arenas cannot handle {message['type']!r} messages")
-        return {"type": "result", "episode": self.episode, "step": self.step_id, "games": self.games}
+        return self.games

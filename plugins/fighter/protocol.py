@@ -8,11 +8,12 @@ controller → game:  {"type": "reset", "episode": E, "seeds": [s, ...], "oppone
                     {"type": "step", "episode": E, "step": t, "actions": [a, ...]}
                     {"type": "ping", "id": n}
 game → controller:  {"type": "hello", "client": "browser" | "python"}
-                    {"type": "result", "episode": E, "step": t, "games": [state, ...]}
+                    {"type": "result", "episode": E, "step": t, "games": [packed, ...]}
                     {"type": "pong", "id": n}
                     {"type": "error", "message": text}
 A reset's result has step 0; the n-th step's result has step n. One message carries every
-arena's action, one reply every arena's state.
+arena's action, one reply every arena's state, each packed as GAME_WIRE_LENGTH integers
+(`pack_game`): small messages keep 16 arenas within a few SCTP chunks.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from typing import Any
 MAX_MESSAGE_BYTES = 64 * 1024
 
 FIGHTER_KEYS = ("x", "y", "vx", "vy", "hp", "facing", "state", "timer", "elapsed", "hit", "cooldown")
-GAME_INT_KEYS = ("frame", "rng", "winner", "hold", "held")
+GAME_KEYS = ("frame", "rng", "done", "winner", "hold", "held")
+#: frame, rng, done, winner, hold, held, dealt[0], dealt[1], then both fighters' FIGHTER_KEYS.
+GAME_WIRE_LENGTH = len(GAME_KEYS) + 2 + 2 * len(FIGHTER_KEYS)
 
 
 class ProtocolError(ValueError):
@@ -77,25 +80,32 @@ def _str(message: dict[str, Any], key: str) -> str:
     return value
 
 
+def pack_game(game: dict[str, Any]) -> list[int]:
+    """A game state as GAME_WIRE_LENGTH integers (static/game.js packs it the same way)."""
+    out = [int(game[k]) for k in GAME_KEYS] + [int(d) for d in game["dealt"]]
+    for fighter in game["fighters"]:
+        out += [int(fighter[k]) for k in FIGHTER_KEYS]
+    return out
+
+
+def unpack_game(values: list[int], opponent: str = "") -> dict[str, Any]:
+    n, f = len(GAME_KEYS), len(FIGHTER_KEYS)
+    game: dict[str, Any] = dict(zip(GAME_KEYS, values[:n], strict=True))
+    game["done"] = bool(game["done"])
+    game["dealt"] = values[n : n + 2]
+    game["fighters"] = [
+        dict(zip(FIGHTER_KEYS, values[n + 2 + j * f : n + 2 + (j + 1) * f], strict=True)) for j in range(2)
+    ]
+    game["opponent"] = opponent
+    return game
+
+
 def _check_game(game: Any, i: int) -> None:
-    where = f"games[{i}]."
-    if not isinstance(game, dict):
-        raise ProtocolError(f"{where[:-1]} must be an object")
-    for key in GAME_INT_KEYS:
-        _int(game, key, where)
-    if not isinstance(game.get("done"), bool):
-        raise ProtocolError(f"field {where}'done' must be a boolean, got {game.get('done')!r}")
-    dealt = game.get("dealt")
-    if not (isinstance(dealt, list) and len(dealt) == 2 and all(isinstance(d, int) for d in dealt)):
-        raise ProtocolError(f"field {where}'dealt' must be two integers, got {dealt!r}")
-    fighters = game.get("fighters")
-    if not (isinstance(fighters, list) and len(fighters) == 2):
-        raise ProtocolError(f"field {where}'fighters' must list two fighters")
-    for j, fighter in enumerate(fighters):
-        if not isinstance(fighter, dict):
-            raise ProtocolError(f"{where}fighters[{j}] must be an object")
-        for key in FIGHTER_KEYS:
-            _int(fighter, key, f"{where}fighters[{j}].")
+    if not isinstance(game, list) or len(game) != GAME_WIRE_LENGTH:
+        raise ProtocolError(f"games[{i}] must be a list of {GAME_WIRE_LENGTH} integers, got {game!r:.200}")
+    for j, v in enumerate(game):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise ProtocolError(f"games[{i}][{j}] must be an integer, got {v!r}")
 
 
 def _check_result(message: dict[str, Any]) -> None:

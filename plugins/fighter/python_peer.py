@@ -81,7 +81,8 @@ def answer(arenas: Arenas, raw: str | bytes) -> dict[str, Any]:
         message = decode(raw, allowed=("reset", "step", "ping"))
         if message["type"] == "ping":
             return {"type": "pong", "id": message["id"]}
-        return arenas.handle(message)
+        arenas.handle(message)
+        return arenas.result()
     except (ProtocolError, ValueError) as e:
         return {"type": "error", "message": str(e)}
 

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from . import rules
 from .arenas import Arenas
 from .browser import HeadlessChromium, open_in_users_browser
-from .protocol import ProtocolError
+from .protocol import ProtocolError, unpack_game
 from .webrtc import PeerGone, WebRTCClient
 
 
@@ -32,9 +32,7 @@ class InProcessTransport:
 
     def reset(self, seeds: list[int], opponent: str, arenas: list[int] | None = None) -> list[rules.Game]:
         self.episode += 1
-        message = reset_message(self.episode, seeds, opponent, arenas)
-        games: list[rules.Game] = self.arenas.handle(message)["games"]
-        return games
+        return self.arenas.handle(reset_message(self.episode, seeds, opponent, arenas))
 
     def step(self, actions: list[int]) -> list[rules.Game]:
         message = {
@@ -43,8 +41,7 @@ class InProcessTransport:
             "step": self.arenas.step_id + 1,
             "actions": actions,
         }
-        games: list[rules.Game] = self.arenas.handle(message)["games"]
-        return games
+        return self.arenas.handle(message)
 
     def reconnect(self, timeout: float) -> None:
         raise PeerGone("the in-process game cannot disconnect")
@@ -157,10 +154,10 @@ class WebRTCTransport:
                 raise ProtocolError(payload)
             if (payload["episode"], payload["step"]) != (self.episode, self.step_id):
                 continue  # a late reply to an earlier request (before a reset): dropped
-            games: list[rules.Game] = payload["games"]
-            if len(games) != arenas:
-                raise ProtocolError(f"the game client answered for {len(games)} arenas, not {arenas}")
-            return games
+            packed = payload["games"]
+            if len(packed) != arenas:
+                raise ProtocolError(f"the game client answered for {len(packed)} arenas, not {arenas}")
+            return [unpack_game(g) for g in packed]
 
 
 def reset_message(episode: int, seeds: list[int], opponent: str, arenas: list[int] | None) -> dict[str, Any]:

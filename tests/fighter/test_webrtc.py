@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from framework_plugins.fighter.env import FightingEnv
-from framework_plugins.fighter.protocol import ProtocolError, decode
+from framework_plugins.fighter.protocol import ProtocolError, decode, pack_game, unpack_game
 from framework_plugins.fighter.transports import WebRTCTransport
 from framework_plugins.fighter.webrtc import PeerGone
 
@@ -102,7 +102,7 @@ def test_a_late_reply_from_before_a_reset_is_dropped(transport: WebRTCTransport)
     env = FightingEnv(transport=transport)
     env.reset(seed=0)
     obs_before, *_ = env.step(2)
-    stale = {"type": "result", "episode": transport.episode - 1, "step": 1, "games": [env.game]}
+    stale = {"type": "result", "episode": transport.episode - 1, "step": 1, "games": [pack_game(env.game)]}
     transport.connection.inbox.put(("result", stale))
     obs, *_ = env.step(2)
     assert env.game["frame"] == 2 * 4  # the stale result was skipped, not taken for this step
@@ -136,10 +136,13 @@ def test_protocol_rejects_oversized_and_schema_violating_messages() -> None:
         decode('{"type": "step", "episode": 0, "step": 1, "actions": [1]}', allowed=("result",))
     with pytest.raises(ProtocolError, match="field 'step' must be an integer, got 'one'"):
         decode('{"type": "result", "episode": 0, "step": "one", "games": []}', allowed=("result",))
-    with pytest.raises(ProtocolError, match=r"field games\[0\].fighters\[1\].'hp' must be an integer"):
-        from framework_plugins.fighter.protocol import FIGHTER_KEYS
-
-        fighter = dict.fromkeys(FIGHTER_KEYS, 0)
-        game = {"frame": 0, "rng": 1, "winner": -1, "hold": 0, "held": 0, "done": False, "dealt": [0, 0],
-                "fighters": [fighter, {**fighter, "hp": "full"}]}  # fmt: skip
+    packed = pack_game(FightingEnv().game)
+    with pytest.raises(ProtocolError, match=r"games\[0\]\[12\] must be an integer, got 'full'"):
+        game = [*packed[:12], "full", *packed[13:]]
         decode(json.dumps({"type": "result", "episode": 0, "step": 0, "games": [game]}), allowed=("result",))
+    with pytest.raises(ProtocolError, match=r"games\[0\] must be a list of 30 integers"):
+        decode(
+            json.dumps({"type": "result", "episode": 0, "step": 0, "games": [packed[:-1]]}),
+            allowed=("result",),
+        )
+    assert unpack_game(packed, "aggressive") == FightingEnv().game  # packing loses nothing

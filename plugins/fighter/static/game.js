@@ -67,8 +67,19 @@
     return { type: "error", message: "unexpected or malformed message of type " + JSON.stringify(m.type) };
   }
 
+  const GAME_KEYS = ["frame", "rng", "done", "winner", "hold", "held"];
+  const FIGHTER_KEYS = ["x", "y", "vx", "vy", "hp", "facing", "state", "timer", "elapsed", "hit", "cooldown"];
+
+  function pack(g) {
+    // The wire format of protocol.py's pack_game: 30 integers per arena.
+    const out = GAME_KEYS.map((k) => (k === "done" ? (g.done ? 1 : 0) : g[k]));
+    out.push(g.dealt[0], g.dealt[1]);
+    g.fighters.forEach((f) => FIGHTER_KEYS.forEach((k) => out.push(f[k])));
+    return out;
+  }
+
   function result() {
-    return { type: "result", episode: state.episode, step: state.step, games: state.games };
+    return { type: "result", episode: state.episode, step: state.step, games: state.games.map(pack) };
   }
 
   function loopbackOnly(sdp) {

@@ -140,6 +140,8 @@ def _run(
         step = ctx.progress.step
         if ctx.stop.is_set():
             raise KeyboardInterrupt
+        if ctx.progress.steps_per_s > 0:  # short runs end before their first periodic perf metric
+            ctx.log_metrics({"perf/env_steps_per_s": ctx.progress.steps_per_s}, step)
         video_dir = run_dir / "videos" if cfg.eval.video else None
         final = ctx.evaluate(agent, step, video_dir=video_dir)
         last = ctx.save_checkpoint(step, agent)

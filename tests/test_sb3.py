@@ -90,3 +90,4 @@ def test_eval_video_is_recorded_and_attached(tmp_path: Path, monkeypatch: pytest
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     (r,) = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
     assert [a.path for a in client.list_artifacts(r.info.run_id, "videos")] == [f"videos/{videos[0].name}"]
+    assert r.data.metrics["perf/env_steps_per_s"] > 0  # logged even when the run is shorter than log_every_s

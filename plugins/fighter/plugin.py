@@ -18,16 +18,17 @@ TRANSPORTS = ("inprocess", "python", "browser")
 class FighterConfig:
     opponent: str = "aggressive"
     """Scripted opponent: idle, random, aggressive or defensive."""
-    transport: str = "inprocess"
-    """Where the game runs: inprocess (the Python twin, no network), python (the twin behind an
-    aiortc peer: WebRTC without a browser) or browser (the JavaScript game page over WebRTC)."""
-    headless: bool = True
-    """browser transport: launch a headless Chromium (false: print the URL and open your browser)."""
+    transport: str = "browser"
+    """Where the game runs: browser (the JavaScript game page over WebRTC), python (the twin behind
+    an aiortc peer: WebRTC without a browser) or inprocess (the Python twin, no network)."""
+    headless: bool = False
+    """browser transport: false prints the page's URL and opens your browser (evaluation then plays
+    on the in-process twin, so only one page is yours to watch); true launches a headless Chromium."""
     host: str = "127.0.0.1"
     """Address the game page and its signaling endpoint are served on."""
     port: int = 0
     """Port of the first training env's page (0: any free port); others take free ports."""
-    connect_timeout_s: float = 60.0
+    connect_timeout_s: float = 120.0
     """Longest wait for the game client to connect (and to reconnect after a page reload)."""
     step_timeout_s: float = 10.0
     """Longest wait for the game's answer to one step."""
@@ -72,7 +73,7 @@ class Fighter:
             damage_reward=cfg.damage_reward,
             win_reward=cfg.win_reward,
             render_mode=render_mode,
-            transport=self._transport(first=index == 0 and not evaluation),
+            transport=self._transport(first=index == 0 and not evaluation, evaluation=evaluation),
             reconnect_timeout_s=cfg.connect_timeout_s if cfg.reconnect else 0.0,
         )
         env.action_space.seed(seed)
@@ -87,11 +88,13 @@ class Fighter:
             opponent=cfg.opponent,
             damage_reward=cfg.damage_reward,
             win_reward=cfg.win_reward,
+            reconnect_timeout_s=cfg.connect_timeout_s if cfg.reconnect else 0.0,
         )
 
-    def _transport(self, *, first: bool) -> Transport:
+    def _transport(self, *, first: bool, evaluation: bool = False) -> Transport:
         cfg = self.cfg
-        if cfg.transport == "inprocess":
+        watched = cfg.transport == "browser" and not cfg.headless
+        if cfg.transport == "inprocess" or (evaluation and watched):
             return InProcessTransport()
         return WebRTCTransport(
             cfg.transport,

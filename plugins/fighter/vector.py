@@ -12,6 +12,7 @@ from gymnasium.vector.utils import batch_space
 from . import rules
 from .env import FightingEnv, observe, score
 from .transports import Transport
+from .webrtc import PeerGone
 
 
 class FighterVectorEnv(gym.vector.VectorEnv):
@@ -32,6 +33,7 @@ class FighterVectorEnv(gym.vector.VectorEnv):
         opponent: str = "aggressive",
         damage_reward: float = 1.0,
         win_reward: float = 1.0,
+        reconnect_timeout_s: float = 0.0,
     ) -> None:
         template = FightingEnv(opponent=opponent)  # validates, and defines the spaces
         self.C = template.C
@@ -40,6 +42,7 @@ class FighterVectorEnv(gym.vector.VectorEnv):
         self.opponent = opponent
         self.damage_reward = damage_reward
         self.win_reward = win_reward
+        self.reconnect_timeout_s = reconnect_timeout_s
         self.single_observation_space = template.observation_space
         self.single_action_space = template.action_space
         self.observation_space = batch_space(self.single_observation_space, n)
@@ -59,7 +62,12 @@ class FighterVectorEnv(gym.vector.VectorEnv):
         return np.stack([observe(self.C, g) for g in self.games]), {}
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        self.games = self.transport.step([int(a) for a in np.asarray(actions).reshape(-1)])
+        try:
+            self.games = self.transport.step([int(a) for a in np.asarray(actions).reshape(-1)])
+        except PeerGone:
+            if self.reconnect_timeout_s <= 0:
+                raise
+            return self._after_reconnect()
         n = self.num_envs
         obs = np.stack([observe(self.C, g) for g in self.games])
         rewards = np.zeros(n, dtype=np.float64)
@@ -84,6 +92,21 @@ class FighterVectorEnv(gym.vector.VectorEnv):
                 self._totals[i] = [0, 0]
                 obs[i] = observe(self.C, self.games[i])
         return obs, rewards, terminated, np.zeros(n, dtype=bool), infos
+
+    def _after_reconnect(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """A reloaded page: every round in progress ends truncated, and all arenas start anew."""
+        n = self.num_envs
+        final_obs = np.empty(n, dtype=object)
+        for i, game in enumerate(self.games):
+            final_obs[i] = observe(self.C, game)
+        self.transport.reconnect(self.reconnect_timeout_s)
+        obs, _ = self.reset()
+        infos = {
+            "final_obs": final_obs,
+            "_final_obs": np.ones(n, dtype=bool),
+            "reconnected": np.ones(n, dtype=bool),
+        }
+        return obs, np.zeros(n), np.zeros(n, dtype=bool), np.ones(n, dtype=bool), infos
 
     def close_extras(self, **kwargs: Any) -> None:
         self.transport.close()

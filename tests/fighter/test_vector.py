@@ -7,12 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from framework_plugins.fighter.env import FightingEnv
+from framework_plugins.fighter.env import OBSERVATION_FIELDS, FightingEnv
 from framework_plugins.fighter.transports import InProcessTransport, WebRTCTransport
 from framework_plugins.fighter.vector import FighterVectorEnv
 from tests.conftest import run_cli
 
 N, STEPS, SEED = 4, 500, 10
+OBS_SELF_HP = OBSERVATION_FIELDS.index("self_hp")
 ACTIONS = np.random.default_rng(0).integers(0, 9, (STEPS, N))
 
 
@@ -84,3 +85,31 @@ def test_ppo_trains_on_arenas_sharing_one_connection(tmp_path: Path) -> None:
     )  # fmt: skip
     assert r.returncode == 0, r.output[-3000:]
     assert "FINISHED at step 512" in r.output
+
+
+@pytest.mark.slow
+def test_a_reconnecting_client_truncates_every_arena_and_play_goes_on() -> None:
+    import subprocess
+    import sys
+    import time
+
+    transport = WebRTCTransport("python", connect_timeout_s=30)
+    env = FighterVectorEnv(N, transport=transport, reconnect_timeout_s=30)
+    env.reset(seed=0)
+    env.step(np.zeros(N, dtype=int))
+    assert transport.process is not None
+    transport.process.kill()  # the page goes away; the heartbeat notices; a new page connects
+    transport.process.wait()
+    time.sleep(2.5)
+    transport.process = subprocess.Popen(
+        [sys.executable, "-m", "framework_plugins.fighter.python_peer", transport.connection.offer_url,
+         transport.connection.token],
+        stdin=subprocess.PIPE,
+    )  # fmt: skip
+    obs, rewards, terminated, truncated, infos = env.step(np.zeros(N, dtype=int))
+    assert truncated.all() and not terminated.any() and (rewards == 0).all()
+    assert infos["final_obs"][0].shape == obs[0].shape
+    assert (obs[:, OBS_SELF_HP] == 1.0).all()  # every arena restarted
+    _, _, _, truncated, _ = env.step(np.zeros(N, dtype=int))
+    assert not truncated.any()
+    env.close()

@@ -77,8 +77,8 @@ def test_a_reloaded_page_reconnects_and_play_goes_on(transport: WebRTCTransport)
 def test_ppo_trains_over_the_browser_page_through_the_cli(tmp_path: Path) -> None:
     r = run_cli(
         "env=fighter", "env.transport=browser", "env.headless=true", "env.n_envs=1", "agent=ppo",
-        "agent.hyperparams.n_steps=128", "agent.hyperparams.batch_size=64", "total_steps=384", "eval.episodes=1", "eval.every_steps=0",
-        "tracking=none",
+        "agent.hyperparams.n_steps=128", "agent.hyperparams.batch_size=64", "total_steps=384",
+        "eval.episodes=1", "eval.every_steps=0", "tracking=none",
         cwd=tmp_path, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.output[-3000:]

@@ -97,7 +97,8 @@ def test_ppo_trains_on_fighter_and_logs_win_rate(tmp_path: Path, monkeypatch: py
     final = run(
         compose([
             "env=fighter", "env.transport=inprocess", "env.n_envs=2", "agent=ppo",
-            "agent.hyperparams.n_steps=128", "total_steps=512", "eval.episodes=2", "eval.every_steps=0", "progress=off",
+            "agent.hyperparams.n_steps=128", "total_steps=512", "eval.episodes=2", "eval.every_steps=0",
+            "progress=off",
         ]),
         run_dir=tmp_path / "run",
     )  # fmt: skip

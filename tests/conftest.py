@@ -64,13 +64,7 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowSe
     )  # fmt: skip
     uri = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
+    while not _healthy(uri):
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             raise RuntimeError(f"mlflow server did not start: {(root / 'server.log').read_text()[-3000:]}")
@@ -82,6 +76,14 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowSe
     except subprocess.TimeoutExpired:
         process.kill()
     log.close()
+
+
+def _healthy(uri: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
+            return bool(r.status == 200)
+    except OSError:  # not listening yet
+        return False
 
 
 @dataclass

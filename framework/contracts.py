@@ -15,7 +15,12 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class EnvPlugin(Protocol):
-    """Builds environments; constructed with its validated `env.*` config."""
+    """Builds environments; constructed with its validated `env.*` config.
+
+    It may also offer `make_vector(*, seed, n) -> gymnasium.vector.VectorEnv` (same-step
+    autoreset) when it runs many instances better together, e.g. game arenas sharing one
+    connection; agents then use that instead of n single envs.
+    """
 
     Config: ClassVar[type]
 

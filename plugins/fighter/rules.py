@@ -50,6 +50,11 @@ class A(IntEnum):
 
 ATTACKS = ("punch", "kick", "special")
 
+# Plain ints for the hot paths (IntEnum member lookups cost more than the rules themselves).
+IDLE, WALK, JUMP, CROUCH, BLOCK, PUNCH, KICK, SPECIAL, HITSTUN, KO = (int(s) for s in S)
+ACTIONABLE = frozenset((IDLE, WALK, CROUCH, BLOCK))
+ATTACK_OF_STATE = {PUNCH: "punch", KICK: "kick", SPECIAL: "special"}
+
 
 def load_constants() -> dict[str, Any]:
     """The rules' constants, shared with the JavaScript game."""
@@ -58,7 +63,7 @@ def load_constants() -> dict[str, Any]:
 
 
 def attack_of(state: int) -> str | None:
-    return ATTACKS[state - S.PUNCH] if S.PUNCH <= state <= S.SPECIAL else None
+    return ATTACK_OF_STATE.get(state)
 
 
 def seed_rng(seed: int) -> int:
@@ -99,7 +104,7 @@ def new_game(C: dict[str, Any], seed: int, opponent: str) -> Game:
 
 
 def actionable(f: Fighter) -> bool:
-    return f["state"] in (S.IDLE, S.WALK, S.CROUCH, S.BLOCK) and f["timer"] == 0
+    return f["state"] in ACTIONABLE and f["timer"] == 0
 
 
 def apply_input(C: dict[str, Any], f: Fighter, a: int) -> None:
@@ -142,19 +147,19 @@ def clamp(v: int, lo: int, hi: int) -> int:
 
 def move(C: dict[str, Any], f: Fighter) -> None:
     f["x"] += f["vx"]
-    if f["state"] in (S.HITSTUN, S.KO, S.BLOCK):
+    if f["state"] in (HITSTUN, KO, BLOCK):
         if f["vx"] > 0:
             f["vx"] -= 1
         elif f["vx"] < 0:
             f["vx"] += 1
-    if f["state"] == S.JUMP or f["y"] > 0:
+    if f["state"] == JUMP or f["y"] > 0:
         f["y"] += f["vy"]
         f["vy"] -= C["gravity"]
         if f["y"] <= 0:
             f["y"] = 0
             f["vy"] = 0
-            if f["state"] == S.JUMP:
-                f["state"] = int(S.IDLE)
+            if f["state"] == JUMP:
+                f["state"] = IDLE
                 f["vx"] = 0
     half = C["fighter_width"] // 2
     f["x"] = clamp(f["x"], half, C["stage_width"] - half)
@@ -180,7 +185,7 @@ def separate(C: dict[str, Any], fs: list[Fighter]) -> None:
 
 
 def face(f: Fighter, other: Fighter) -> None:
-    if f["state"] <= S.BLOCK:
+    if f["state"] <= BLOCK:
         if other["x"] > f["x"]:
             f["facing"] = 1
         elif other["x"] < f["x"]:
@@ -189,7 +194,7 @@ def face(f: Fighter, other: Fighter) -> None:
 
 def check_hit(C: dict[str, Any], att: Fighter, df: Fighter) -> str | None:
     name = attack_of(att["state"])
-    if name is None or att["hit"] == 1 or df["state"] == S.KO:
+    if name is None or att["hit"] == 1 or df["state"] == KO:
         return None
     k = C["attacks"][name]
     if att["elapsed"] < k["startup"] or att["elapsed"] >= k["startup"] + k["active"]:
@@ -197,7 +202,7 @@ def check_hit(C: dict[str, Any], att: Fighter, df: Fighter) -> str | None:
     dist = (df["x"] - att["x"]) * att["facing"]
     if dist <= 0 or dist > k["reach"]:
         return None
-    if k["high"] and df["state"] == S.CROUCH:
+    if k["high"] and df["state"] == CROUCH:
         return None
     if k["low"] and df["y"] > C["low_attack_max_y"]:
         return None
@@ -233,8 +238,8 @@ def tick(f: Fighter) -> None:
         f["elapsed"] += 1
     if f["timer"] > 0:
         f["timer"] -= 1
-        if f["timer"] == 0 and f["state"] != S.BLOCK:
-            f["state"] = int(S.IDLE)
+        if f["timer"] == 0 and f["state"] != BLOCK:
+            f["state"] = IDLE
             f["elapsed"] = 0
             f["hit"] = 0
 

@@ -12,6 +12,7 @@ from framework_plugins.fighter.browser import HeadlessChromium
 from framework_plugins.fighter.env import FightingEnv
 from framework_plugins.fighter.transports import WebRTCTransport
 from tests.conftest import run_cli
+from tests.fighter.transport_checks import assert_passes_env_checkers, assert_plays_like_the_twin
 
 pytestmark = pytest.mark.slow
 
@@ -28,31 +29,13 @@ def transport():
 
 
 def test_browser_transport_passes_the_env_checkers(transport: WebRTCTransport) -> None:
-    from gymnasium.utils.env_checker import check_env as gym_check
-    from stable_baselines3.common.env_checker import check_env as sb3_check
-
     assert transport.connection.client_kind == "browser"
-    env = FightingEnv(transport=transport)
-    gym_check(env)
-    sb3_check(env, warn=True)
+    assert_passes_env_checkers(transport)
 
 
 def test_the_page_plays_exactly_like_the_python_twin(transport: WebRTCTransport) -> None:
     actions = np.random.default_rng(1).integers(0, 9, 300)
-
-    def play(env: FightingEnv) -> list[float]:
-        obs, _ = env.reset(seed=9)
-        out = list(obs)
-        for a in actions:
-            obs, reward, terminated, _, _ = env.step(int(a))
-            out += [*obs, reward]
-            if terminated:
-                break
-        return out
-
-    assert play(FightingEnv(transport=transport, opponent="aggressive")) == play(
-        FightingEnv(opponent="aggressive")
-    )
+    assert_plays_like_the_twin(transport, opponent="aggressive", seed=9, actions=actions)
 
 
 def test_a_reloaded_page_reconnects_and_play_goes_on(transport: WebRTCTransport) -> None:

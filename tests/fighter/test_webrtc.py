@@ -18,6 +18,7 @@ from framework_plugins.fighter.env import FightingEnv
 from framework_plugins.fighter.protocol import ProtocolError, decode, pack_game, unpack_game
 from framework_plugins.fighter.transports import WebRTCTransport
 from framework_plugins.fighter.webrtc import PeerGone
+from tests.fighter.transport_checks import assert_passes_env_checkers, assert_plays_like_the_twin
 
 pytestmark = pytest.mark.slow
 
@@ -30,28 +31,12 @@ def transport():
 
 
 def test_python_transport_passes_the_env_checkers(transport: WebRTCTransport) -> None:
-    from gymnasium.utils.env_checker import check_env as gym_check
-    from stable_baselines3.common.env_checker import check_env as sb3_check
-
-    env = FightingEnv(transport=transport)
-    gym_check(env)
-    sb3_check(env, warn=True)
+    assert_passes_env_checkers(transport)
 
 
 def test_the_twin_over_webrtc_plays_exactly_as_in_process(transport: WebRTCTransport) -> None:
     actions = np.random.default_rng(0).integers(0, 9, 200)
-
-    def play(env: FightingEnv) -> list[float]:
-        obs, _ = env.reset(seed=5)
-        out = list(obs)
-        for a in actions:
-            obs, reward, terminated, _, _ = env.step(int(a))
-            out += [*obs, reward]
-            if terminated:
-                break
-        return out
-
-    assert play(FightingEnv(transport=transport, opponent="random")) == play(FightingEnv(opponent="random"))
+    assert_plays_like_the_twin(transport, opponent="random", seed=5, actions=actions)
 
 
 def test_wrong_or_missing_token_is_refused(transport: WebRTCTransport) -> None:

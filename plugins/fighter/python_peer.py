@@ -1,10 +1,11 @@
 """A game client in Python: the rules' twin behind an aiortc peer (WebRTC without a browser).
 
-    python -m framework_plugins.fighter.python_peer OFFER_URL TOKEN
+    FRAMEWORK_FIGHTER_TOKEN=... python -m framework_plugins.fighter.python_peer OFFER_URL
 
 It offers a data channel to the trainer's signaling endpoint, then answers reset/step
 messages exactly as the browser page does. It exits when the channel closes or when its
-standard input does (the trainer that started it is gone).
+standard input does (the trainer that started it is gone). The per-run token travels in
+the environment, not on the command line, where other users of the machine could read it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ipaddress
+import os
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -92,12 +95,27 @@ def _watch_stdin(loop: asyncio.AbstractEventLoop, finished: asyncio.Event) -> No
     loop.call_soon_threadsafe(finished.set)
 
 
+TOKEN_VARIABLE = "FRAMEWORK_FIGHTER_TOKEN"
+
+
+def spawn(offer_url: str, token: str, **popen: Any) -> subprocess.Popen[bytes]:
+    """Start the peer in a child process; it exits when the returned process's stdin closes."""
+    return subprocess.Popen(
+        [sys.executable, "-m", __name__, offer_url],
+        stdin=subprocess.PIPE,
+        env={**os.environ, TOKEN_VARIABLE: token},
+        **popen,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("offer_url")
-    parser.add_argument("token")
     args = parser.parse_args()
-    asyncio.run(play(args.offer_url, args.token))
+    token = os.environ.get(TOKEN_VARIABLE)
+    if not token:
+        parser.error(f"set {TOKEN_VARIABLE} to the run's token (the trainer's page URL shows it)")
+    asyncio.run(play(args.offer_url, token))
 
 
 if __name__ == "__main__":

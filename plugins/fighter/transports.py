@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from typing import Any, Protocol
 
-from . import rules
+from . import python_peer, rules
 from .arenas import Arenas
 from .browser import HeadlessChromium, open_in_users_browser
 from .protocol import ProtocolError, unpack_game
@@ -85,12 +84,11 @@ class WebRTCTransport:
         elif self._client == "browser":
             open_in_users_browser(self.connection.url)
         elif self._client == "python":
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "framework_plugins.fighter.python_peer",
-                 self.connection.offer_url, self.connection.token],
-                stdin=subprocess.PIPE,
+            self.process = python_peer.spawn(
+                self.connection.offer_url,
+                self.connection.token,
                 start_new_session=True,  # Ctrl-C stops the trainer, which then ends the game
-            )  # fmt: skip
+            )
         else:
             raise ValueError(f"Unknown game client {self._client!r}; choose python or browser")
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from framework_plugins.fighter import python_peer
 from framework_plugins.fighter.env import OBSERVATION_FIELDS, FightingEnv
 from framework_plugins.fighter.transports import InProcessTransport, WebRTCTransport
 from framework_plugins.fighter.vector import FighterVectorEnv
@@ -89,8 +90,6 @@ def test_ppo_trains_on_arenas_sharing_one_connection(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_reconnecting_client_truncates_every_arena_and_play_goes_on() -> None:
-    import subprocess
-    import sys
     import time
 
     transport = WebRTCTransport("python", connect_timeout_s=30)
@@ -101,11 +100,7 @@ def test_a_reconnecting_client_truncates_every_arena_and_play_goes_on() -> None:
     transport.process.kill()  # the page goes away; the heartbeat notices; a new page connects
     transport.process.wait()
     time.sleep(2.5)
-    transport.process = subprocess.Popen(
-        [sys.executable, "-m", "framework_plugins.fighter.python_peer", transport.connection.offer_url,
-         transport.connection.token],
-        stdin=subprocess.PIPE,
-    )  # fmt: skip
+    transport.process = python_peer.spawn(transport.connection.offer_url, transport.connection.token)
     obs, rewards, terminated, truncated, infos = env.step(np.zeros(N, dtype=int))
     assert truncated.all() and not terminated.any() and (rewards == 0).all()
     assert infos["final_obs"][0].shape == obs[0].shape

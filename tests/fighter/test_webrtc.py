@@ -14,6 +14,7 @@ import urllib.request
 import numpy as np
 import pytest
 
+from framework_plugins.fighter import python_peer
 from framework_plugins.fighter.env import FightingEnv
 from framework_plugins.fighter.protocol import ProtocolError, decode, pack_game, unpack_game
 from framework_plugins.fighter.transports import WebRTCTransport
@@ -52,6 +53,26 @@ def test_wrong_or_missing_token_is_refused(transport: WebRTCTransport) -> None:
     assert err.value.code == 403
     with urllib.request.urlopen(transport.url, timeout=5) as page:  # the right token opens the page
         assert page.status == 200
+
+
+def test_a_token_that_looks_like_a_flag_still_connects(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("secrets.token_urlsafe", lambda n: "-h--leading-dash-token")
+    t = WebRTCTransport("python", connect_timeout_s=30)
+    try:
+        assert t.connection.token == "-h--leading-dash-token"
+        assert len(t.reset([0], "idle")) == 1
+    finally:
+        t.close()
+
+
+def test_the_python_peer_refuses_to_start_without_a_token() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "framework_plugins.fighter.python_peer", "http://127.0.0.1:9/offer"],
+        capture_output=True, text=True, timeout=60, env={k: v for k, v in os.environ.items()
+                                                        if k != python_peer.TOKEN_VARIABLE},
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert "set FRAMEWORK_FIGHTER_TOKEN" in r.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "frozen"])
@@ -102,11 +123,9 @@ def test_a_reconnecting_client_truncates_the_round_and_play_goes_on(transport: W
     transport.process.kill()  # the page goes away ...
     transport.process.wait()
     time.sleep(2.5)  # ... the heartbeat notices ...
-    transport.process = subprocess.Popen(  # ... and a reloaded page connects again
-        [sys.executable, "-m", "framework_plugins.fighter.python_peer", transport.connection.offer_url,
-         transport.connection.token],
-        stdin=subprocess.PIPE,
-    )  # fmt: skip
+    transport.process = python_peer.spawn(  # ... and a reloaded page connects again
+        transport.connection.offer_url, transport.connection.token
+    )
     _, reward, terminated, truncated, info = env.step(0)
     assert truncated and not terminated and info["reconnected"] and reward == 0.0
     env.reset(seed=1)

@@ -55,7 +55,7 @@ def echo_peer(offer_url: str, token: str) -> None:
         games = canned.setdefault(n, [pack_game(rules.new_game(C, i, "idle")) for i in range(n)])
         return {"type": "result", "episode": m["episode"], "step": m.get("step", 0), "games": games}
 
-    asyncio.run(play(offer_url, token, respond))
+    asyncio.run(play([offer_url], token, respond))
 
 
 def measure(transport: Transport, n: int, seconds: float) -> tuple[float, float, float]:

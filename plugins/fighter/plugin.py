@@ -7,11 +7,13 @@ from typing import Any, Optional
 import gymnasium as gym
 
 from .env import FightingEnv
+from .peerjs import PeerJSServer
 from .rules import load_constants
 from .transports import InProcessTransport, Transport, WebRTCTransport
 from .vector import FighterVectorEnv
 
 TRANSPORTS = ("inprocess", "python", "browser")
+SIGNALING = ("builtin", "peerjs")
 
 
 @dataclass
@@ -28,6 +30,13 @@ class FighterConfig:
     """Address the game page and its signaling endpoint are served on."""
     port: int = 0
     """Port of the first training env's page (0: any free port); others take free ports."""
+    signaling: str = "builtin"
+    """How the game client reaches the trainer: builtin (the page server's offer/answer endpoint) or
+    peerjs (through the PeerJS server at peerjs_url, with PeerJS ids, as PeerJS pages do)."""
+    peerjs_url: str = "http://127.0.0.1:9000/"
+    """signaling=peerjs: the PeerJS server (`npx peer --port 9000`), http://HOST:PORT/PATH."""
+    peerjs_key: str = "peerjs"
+    """signaling=peerjs: the PeerJS server's --key."""
     connect_timeout_s: float = 120.0
     """Longest wait for the game client to connect (and to reconnect after a page reload)."""
     step_timeout_s: float = 10.0
@@ -60,6 +69,11 @@ class Fighter:
             raise ValueError(
                 f"env.transport={cfg.transport!r} is not valid; choose one of {', '.join(TRANSPORTS)}"
             )
+        if cfg.signaling not in SIGNALING:
+            raise ValueError(
+                f"env.signaling={cfg.signaling!r} is not valid; choose one of {', '.join(SIGNALING)}"
+            )
+        self.peerjs = PeerJSServer(cfg.peerjs_url, cfg.peerjs_key) if cfg.signaling == "peerjs" else None
         if cfg.n_envs < 1:
             raise ValueError(f"env.n_envs={cfg.n_envs} must be at least 1")
         self.n_envs = cfg.n_envs
@@ -104,6 +118,7 @@ class Fighter:
             connect_timeout_s=cfg.connect_timeout_s,
             step_timeout_s=cfg.step_timeout_s,
             heartbeat_timeout_s=cfg.heartbeat_timeout_s,
+            peerjs=self.peerjs,
         )
 
 

@@ -1,6 +1,8 @@
 """A game client in Python: the rules' twin behind an aiortc peer (WebRTC without a browser).
 
     FRAMEWORK_FIGHTER_TOKEN=... python -m framework_plugins.fighter.python_peer OFFER_URL
+    FRAMEWORK_FIGHTER_TOKEN=... python -m framework_plugins.fighter.python_peer \
+        --peerjs http://127.0.0.1:9000/ --key peerjs --peer TRAINER_ID
 
 It offers a data channel to the trainer's signaling endpoint, then answers reset/step
 messages exactly as the browser page does. It exits when the channel closes or when its
@@ -24,17 +26,24 @@ from urllib.parse import urlparse
 import aiohttp
 
 from .arenas import Arenas
+from .peerjs import PeerJSError, PeerJSServer, PeerJSSocket, new_peer_id, offer
 from .protocol import ProtocolError, decode, encode
 from .webrtc import restrict_ice_to_loopback
 
+SIGNALING_TIMEOUT_S = 15.0
 Respond = Callable[[str | bytes], dict[str, Any]]
 
 
-async def play(offer_url: str, token: str, respond: Respond | None = None) -> None:
-    """Connect to the trainer and answer each message with `respond` (default: the twin's arenas)."""
+async def play(args: list[str], token: str, respond: Respond | None = None) -> None:
+    """Connect to the trainer and answer each message with `respond` (default: the twin's arenas).
+
+    `args` say how to reach it (WebRTCClient.client_args): [OFFER_URL] for the trainer's own
+    signaling endpoint, or ["--peerjs", SERVER_URL, "--key", KEY, "--peer", TRAINER_ID].
+    """
     from aiortc import RTCPeerConnection, RTCSessionDescription
 
-    host = urlparse(offer_url).hostname or ""
+    target = parse_args(args)
+    host = urlparse(target.peerjs or target.offer_url).hostname or ""
     if host == "localhost" or ipaddress.ip_address(host).is_loopback:
         restrict_ice_to_loopback()
     loop = asyncio.get_running_loop()
@@ -64,19 +73,37 @@ async def play(offer_url: str, token: str, respond: Respond | None = None) -> No
             finished.set()
 
     await pc.setLocalDescription(await pc.createOffer())
-    timeout = aiohttp.ClientTimeout(total=15)
+    socket = None
+    try:
+        if target.peerjs:
+            socket = PeerJSSocket(PeerJSServer(target.peerjs, target.key), new_peer_id("game"))
+            await socket.open(SIGNALING_TIMEOUT_S)
+            reply = await offer(socket, target.peer, token, pc.localDescription.sdp, SIGNALING_TIMEOUT_S)
+        else:
+            reply = await _post_offer(target.offer_url, token, pc.localDescription.sdp)
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=reply, type="answer"))
+        await finished.wait()
+    except PeerJSError as e:
+        raise SystemExit(f"signaling failed: {e}") from None
+    finally:
+        await pc.close()
+        if socket is not None:
+            await socket.close()
+
+
+async def _post_offer(offer_url: str, token: str, sdp: str) -> str:
+    timeout = aiohttp.ClientTimeout(total=SIGNALING_TIMEOUT_S)
     async with aiohttp.ClientSession(timeout=timeout) as session:
-        offer = {"sdp": pc.localDescription.sdp, "type": "offer", "token": token}
-        async with session.post(offer_url, json=offer) as response:
+        body = {"sdp": sdp, "type": "offer", "token": token}
+        async with session.post(offer_url, json=body) as response:
             if response.status != 200:
-                await pc.close()
                 raise SystemExit(
                     f"signaling refused the offer: HTTP {response.status} {await response.text()}"
                 )
             reply = await response.json()
-    await pc.setRemoteDescription(RTCSessionDescription(sdp=reply["sdp"], type=reply["type"]))
-    await finished.wait()
-    await pc.close()
+    if not isinstance(reply, dict) or reply.get("type") != "answer" or not isinstance(reply.get("sdp"), str):
+        raise SystemExit(f"signaling answered with something other than an SDP answer: {str(reply)[:200]}")
+    return str(reply["sdp"])
 
 
 def answer(arenas: Arenas, raw: str | bytes) -> dict[str, Any]:
@@ -98,24 +125,42 @@ def _watch_stdin(loop: asyncio.AbstractEventLoop, finished: asyncio.Event) -> No
 TOKEN_VARIABLE = "FRAMEWORK_FIGHTER_TOKEN"
 
 
-def spawn(offer_url: str, token: str, **popen: Any) -> subprocess.Popen[bytes]:
+def spawn(args: list[str], token: str, **popen: Any) -> subprocess.Popen[bytes]:
     """Start the peer in a child process; it exits when the returned process's stdin closes."""
     return subprocess.Popen(
-        [sys.executable, "-m", __name__, offer_url],
+        [sys.executable, "-m", __name__, *args],
         stdin=subprocess.PIPE,
         env={**os.environ, TOKEN_VARIABLE: token},
         **popen,
     )
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("offer_url")
-    args = parser.parse_args()
+    parser.add_argument("offer_url", nargs="?", default="", help="the trainer's signaling endpoint")
+    parser.add_argument("--peerjs", default="", help="signal through this PeerJS server instead")
+    parser.add_argument("--key", default="peerjs", help="the PeerJS server's key")
+    parser.add_argument("--peer", default="", help="the trainer's PeerJS id")
+    return parser
+
+
+def parse_args(args: list[str]) -> argparse.Namespace:
+    parser = _parser()
+    target = parser.parse_args(args)
+    if bool(target.offer_url) == bool(target.peerjs):
+        parser.error("give either OFFER_URL or --peerjs SERVER_URL --peer TRAINER_ID")
+    if target.peerjs and not target.peer:
+        parser.error("--peerjs needs --peer TRAINER_ID")
+    return target
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    parse_args(args)
     token = os.environ.get(TOKEN_VARIABLE)
     if not token:
-        parser.error(f"set {TOKEN_VARIABLE} to the run's token (the trainer's page URL shows it)")
-    asyncio.run(play(args.offer_url, token))
+        _parser().error(f"set {TOKEN_VARIABLE} to the run's token (the trainer's page URL shows it)")
+    asyncio.run(play(args, token))
 
 
 if __name__ == "__main__":

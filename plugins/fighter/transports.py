@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from . import python_peer, rules
 from .arenas import Arenas
 from .browser import HeadlessChromium, open_in_users_browser
+from .peerjs import PeerJSServer
 from .protocol import ProtocolError, unpack_game
 from .webrtc import PeerGone, WebRTCClient
 
@@ -62,9 +63,16 @@ class WebRTCTransport:
         connect_timeout_s: float = 30.0,
         step_timeout_s: float = 5.0,
         heartbeat_timeout_s: float = 2.0,
+        peerjs: PeerJSServer | None = None,
     ) -> None:
         self.step_timeout_s = step_timeout_s
-        self.connection = WebRTCClient(host=host, port=port, heartbeat_timeout_s=heartbeat_timeout_s)
+        self.connection = WebRTCClient(
+            host=host,
+            port=port,
+            heartbeat_timeout_s=heartbeat_timeout_s,
+            peerjs=peerjs,
+            signaling_timeout_s=min(connect_timeout_s, 15.0),
+        )
         self.episode = -1
         self.step_id = 0
         self.arena_count = 0
@@ -85,7 +93,7 @@ class WebRTCTransport:
             open_in_users_browser(self.connection.url)
         elif self._client == "python":
             self.process = python_peer.spawn(
-                self.connection.offer_url,
+                self.connection.client_args,
                 self.connection.token,
                 start_new_session=True,  # Ctrl-C stops the trainer, which then ends the game
             )

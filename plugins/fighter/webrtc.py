@@ -2,6 +2,8 @@
 
 The thread runs an aiohttp server on 127.0.0.1 (the game page, its static files and the
 offer/answer signaling endpoint, all behind a per-run token) and the aiortc peer connection.
+With a PeerJS server (`peerjs=`), offers arrive through it instead (see peerjs.py); the page
+and the data channel are the same.
 The synchronous env never touches the loop except through `call_soon_threadsafe` (to send)
 and a thread-safe queue (to receive): a `channel.send()` from the training thread would
 silently never be delivered. An application-level heartbeat notices a dead or frozen game
@@ -13,19 +15,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import logging
 import queue
 import secrets
 import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from aiohttp import web
 
+from .peerjs import PeerJSError, PeerJSServer, PeerJSSocket, answer_offers, new_peer_id
 from .protocol import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
 
+log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
-PAGE_FILES = {"rules.js", "constants.json", "game.js", "index.html"}
+PAGE_FILES = {"rules.js", "constants.json", "game.js", "index.html", "peerjs.min.js"}
 
 
 class PeerGone(ConnectionError):
@@ -52,12 +58,16 @@ class WebRTCClient:
         port: int = 0,
         heartbeat_interval_s: float = 0.25,
         heartbeat_timeout_s: float = 2.0,
+        peerjs: PeerJSServer | None = None,
+        signaling_timeout_s: float = 15.0,
     ) -> None:
         self.host = host
+        self.peerjs = peerjs
+        self.peer_id = new_peer_id("trainer") if peerjs is not None else ""
         self.token = secrets.token_urlsafe(16)
         self.heartbeat_interval_s = heartbeat_interval_s
         self.heartbeat_timeout_s = heartbeat_timeout_s
-        if ipaddress.ip_address(host).is_loopback:
+        if ipaddress.ip_address(host).is_loopback and (peerjs is None or peerjs.is_loopback):
             restrict_ice_to_loopback()
         self.inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.connected = threading.Event()
@@ -70,13 +80,31 @@ class WebRTCClient:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="webrtc")
         self._thread.start()
         self._runner: web.AppRunner | None = None
-        self.port = self._call(self._serve(port), timeout=15)
-        self._heartbeat_task = self._call(self._start_heartbeat(), timeout=5)
+        self._signaling: asyncio.Task[None] | None = None
+        try:
+            self.port = self._call(self._serve(port), timeout=15)
+            self._heartbeat_task = self._call(self._start_heartbeat(), timeout=5)
+            if peerjs is not None:
+                self._signaling = self._call(self._register(peerjs, signaling_timeout_s), timeout=30)
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def url(self) -> str:
         """The game page, token included (what a user opens to watch, or a browser is pointed at)."""
-        return f"http://{self.host}:{self.port}/?token={self.token}"
+        page = f"http://{self.host}:{self.port}/?token={self.token}"
+        if self.peerjs is None:
+            return page
+        query = urlencode({"peerjs": self.peerjs.url, "key": self.peerjs.key, "peer": self.peer_id})
+        return f"{page}&{query}"
+
+    @property
+    def client_args(self) -> list[str]:
+        """How the Python game peer reaches this trainer (its command-line arguments)."""
+        if self.peerjs is None:
+            return [self.offer_url]
+        return ["--peerjs", self.peerjs.url, "--key", self.peerjs.key, "--peer", self.peer_id]
 
     @property
     def offer_url(self) -> str:
@@ -143,8 +171,6 @@ class WebRTCClient:
         return web.FileResponse(STATIC / name)
 
     async def _offer(self, request: web.Request) -> web.Response:
-        from aiortc import RTCPeerConnection, RTCSessionDescription
-
         try:
             body = await request.json()
         except (ValueError, UnicodeDecodeError):
@@ -153,6 +179,13 @@ class WebRTCClient:
             raise web.HTTPForbidden(text="wrong or missing token")
         if body.get("type") != "offer" or not isinstance(body.get("sdp"), str):
             raise web.HTTPBadRequest(text="the offer must be JSON {sdp, type: 'offer', token}")
+        pc = await self._accept(body["sdp"])
+        return web.json_response({"sdp": pc.localDescription.sdp, "type": pc.localDescription.type})
+
+    async def _accept(self, offer_sdp: str) -> Any:
+        """Answer a game client's offer: the new peer connection, its answer set as local description."""
+        from aiortc import RTCPeerConnection, RTCSessionDescription
+
         if self._pc is not None:  # a reloaded page replaces the previous connection
             await self._drop_connection("the game client reconnected")
         pc = RTCPeerConnection()
@@ -164,9 +197,34 @@ class WebRTCClient:
             if pc.connectionState in ("failed", "closed") and pc is self._pc:
                 await self._drop_connection(f"peer connection {pc.connectionState}")
 
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=body["sdp"], type="offer"))
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
         await pc.setLocalDescription(await pc.createAnswer())
-        return web.json_response({"sdp": pc.localDescription.sdp, "type": pc.localDescription.type})
+        return pc
+
+    async def _register(self, server: PeerJSServer, timeout: float) -> asyncio.Task[None]:
+        socket = PeerJSSocket(server, self.peer_id)
+        await socket.open(timeout)
+        return asyncio.get_running_loop().create_task(self._answer_through(socket, timeout))
+
+    async def _answer_through(self, socket: PeerJSSocket, timeout: float) -> None:
+        """Answer offers relayed by the PeerJS server; re-register if the server connection drops."""
+        while True:
+            try:
+                await answer_offers(socket, self.token, self._accept, on_error=self._signaling_error)
+            finally:
+                await socket.close()
+            log.warning("lost the PeerJS server %s; registering again", socket.server.url)
+            while True:
+                await asyncio.sleep(1.0)
+                socket = PeerJSSocket(socket.server, self.peer_id)
+                try:
+                    await socket.open(timeout)
+                    break
+                except PeerJSError as e:
+                    log.warning("%s", e)
+
+    def _signaling_error(self, reason: str) -> None:
+        log.warning("ignored a signaling message: %s", reason)
 
     def _attach(self, pc: Any, channel: Any) -> None:
         if pc is not self._pc:
@@ -232,7 +290,12 @@ class WebRTCClient:
             self._send_now(encode({"type": "ping", "id": self._ping_id}))
 
     async def _shutdown(self) -> None:
-        self._heartbeat_task.cancel()
+        if self._signaling is not None:
+            self._signaling.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._signaling
+        if hasattr(self, "_heartbeat_task"):
+            self._heartbeat_task.cancel()
         self.connected.clear()
         if self._pc is not None:
             await self._pc.close()

@@ -100,7 +100,7 @@ def test_a_reconnecting_client_truncates_every_arena_and_play_goes_on() -> None:
     transport.process.kill()  # the page goes away; the heartbeat notices; a new page connects
     transport.process.wait()
     time.sleep(2.5)
-    transport.process = python_peer.spawn(transport.connection.offer_url, transport.connection.token)
+    transport.process = python_peer.spawn(transport.connection.client_args, transport.connection.token)
     obs, rewards, terminated, truncated, infos = env.step(np.zeros(N, dtype=int))
     assert truncated.all() and not terminated.any() and (rewards == 0).all()
     assert infos["final_obs"][0].shape == obs[0].shape

@@ -124,7 +124,7 @@ def test_a_reconnecting_client_truncates_the_round_and_play_goes_on(transport: W
     transport.process.wait()
     time.sleep(2.5)  # ... the heartbeat notices ...
     transport.process = python_peer.spawn(  # ... and a reloaded page connects again
-        transport.connection.offer_url, transport.connection.token
+        transport.connection.client_args, transport.connection.token
     )
     _, reward, terminated, truncated, info = env.step(0)
     assert truncated and not terminated and info["reconnected"] and reward == 0.0

@@ -6,7 +6,8 @@
 (async function () {
   "use strict";
   const Rules = window.FighterRules;
-  const token = new URLSearchParams(location.search).get("token") || "";
+  const params = new URLSearchParams(location.search);
+  const token = params.get("token") || "";
   const C = await (await fetch("/static/constants.json")).json();
   const MAX_MESSAGE_BYTES = 64 * 1024;
   const state = { games: [], episode: -1, step: 0, actions: [], handled: 0 };
@@ -90,14 +91,52 @@
     return lines.filter((l) => !l.startsWith("a=candidate") || loopback.includes(l)).join("\r\n");
   }
 
+  function serve(channel, kind) {
+    // The same protocol over either signaling: answer every message from the channel's handler.
+    channel.send(JSON.stringify({ type: "hello", client: "browser" }));
+    status("connected" + kind);
+  }
+
+  function loadScript(src) {
+    return new Promise((resolve, reject) => {
+      const s = document.createElement("script");
+      s.src = src;
+      s.onload = resolve;
+      s.onerror = () => reject(new Error("cannot load " + src));
+      document.head.appendChild(s);
+    });
+  }
+
+  async function connectPeerJS() {
+    // Signaling through a PeerJS server: our own PeerJS id, the trainer's id from the URL, the
+    // run's token in the connection's metadata. Trickled candidates: the trainer keeps loopback ones.
+    status("connecting (PeerJS)");
+    await loadScript("/static/peerjs.min.js");
+    const server = new URL(params.get("peerjs"));
+    const id = "framework-page-" + Math.random().toString(16).slice(2, 18);
+    const peer = new window.Peer(id, {
+      host: server.hostname,
+      port: Number(server.port) || (server.protocol === "https:" ? 443 : 80),
+      path: server.pathname,
+      key: params.get("key") || "peerjs",
+      secure: server.protocol === "https:",
+      config: { iceServers: [] },
+    });
+    peer.on("error", (e) => status("refused (PeerJS: " + (e.message || e.type) + ")"));
+    peer.on("open", () => {
+      const conn = peer.connect(params.get("peer"), { serialization: "raw", reliable: true, metadata: { token: token } });
+      conn.on("open", () => serve(conn, " (PeerJS)"));
+      conn.on("data", (data) => conn.send(JSON.stringify(handle(data))));
+      conn.on("close", () => status("disconnected"));
+    });
+  }
+
   async function connect() {
+    if (params.get("peerjs")) return connectPeerJS();
     status("connecting");
     const pc = new RTCPeerConnection({ iceServers: [] });
     const channel = pc.createDataChannel("game");
-    channel.onopen = () => {
-      channel.send(JSON.stringify({ type: "hello", client: "browser" }));
-      status("connected");
-    };
+    channel.onopen = () => serve(channel, "");
     channel.onclose = () => status("disconnected");
     channel.onmessage = (event) => channel.send(JSON.stringify(handle(event.data)));
     await pc.setLocalDescription(await pc.createOffer());

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -24,7 +25,7 @@ import numpy as np
 
 from framework_plugins.fighter import rules
 from framework_plugins.fighter.protocol import pack_game
-from framework_plugins.fighter.python_peer import play
+from framework_plugins.fighter.python_peer import TOKEN_VARIABLE, play
 from framework_plugins.fighter.transports import InProcessTransport, Transport, WebRTCTransport
 from framework_plugins.fighter.vector import FighterVectorEnv
 
@@ -37,13 +38,15 @@ class EchoTransport(WebRTCTransport):
 
     def _start_client(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--echo-peer", self.connection.offer_url, self.connection.token],
+            [sys.executable, __file__, "--echo-peer", self.connection.offer_url],
             stdin=subprocess.PIPE,
+            env={**os.environ, TOKEN_VARIABLE: self.connection.token},
             start_new_session=True,
         )
 
 
-def echo_peer(offer_url: str, token: str) -> None:
+def echo_peer(offer_url: str) -> None:
+    token = os.environ[TOKEN_VARIABLE]
     C = rules.load_constants()
     canned: dict[int, list[list[int]]] = {}
 
@@ -80,10 +83,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="measuring time per cell and round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds over all cells; medians are reported")
-    parser.add_argument("--echo-peer", nargs=2, metavar=("OFFER_URL", "TOKEN"), help=argparse.SUPPRESS)
+    parser.add_argument("--echo-peer", metavar="OFFER_URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo_peer:
-        echo_peer(*args.echo_peer)
+        echo_peer(args.echo_peer)
         return
     sides: list[tuple[str, Callable[[], Transport]]] = [
         ("echo ceiling (aiortc)", EchoTransport),

@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 
 from . import rules
+from .protocol import FIGHTER_KEYS, GAME_KEYS, pack_game, unpack_game
 from .rules import S
 from .transports import InProcessTransport, Transport
 from .webrtc import PeerGone
@@ -63,8 +64,14 @@ class FightingEnv(gym.Env[np.ndarray, np.int64]):
         self.observation_fields = OBSERVATION_FIELDS
         self.transport = transport if transport is not None else InProcessTransport()
         self.reconnect_timeout_s = reconnect_timeout_s
-        self.game: rules.Game = rules.new_game(self.C, 0, opponent)
-        self._dealt = [0, 0]
+        self.packed = np.array([pack_game(rules.new_game(self.C, 0, opponent))], dtype=np.int64)
+        self._totals = np.zeros((1, 2), dtype=np.int64)
+        self.observe = Observer(self.C)
+
+    @property
+    def game(self) -> rules.Game:
+        """The current game state as a dict (a copy: the env keeps it packed, as it came)."""
+        return unpack_game(self.packed[0].tolist(), self.opponent)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -73,34 +80,35 @@ class FightingEnv(gym.Env[np.ndarray, np.int64]):
         # The opponent's randomness comes from the env's seeded generator, so seeded resets repeat.
         seeds = [int(self.np_random.integers(0, 2**31 - 1))]
         try:
-            (self.game,) = self.transport.reset(seeds, self.opponent)
+            self.packed = self.transport.reset(seeds, self.opponent)
         except PeerGone:
             if self.reconnect_timeout_s <= 0:
                 raise
             self.transport.reconnect(self.reconnect_timeout_s)
-            (self.game,) = self.transport.reset(seeds, self.opponent)
-        self._dealt = [0, 0]
-        return observe(self.C, self.game), {}
+            self.packed = self.transport.reset(seeds, self.opponent)
+        self._totals[:] = 0
+        return self.observe(self.packed)[0], {}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if not self.action_space.contains(int(action)):
             raise ValueError(f"action {action!r} is not in {self.action_space}")
-        if self.game["done"]:
+        if self.packed[0, DONE]:
             raise RuntimeError("step() after the round ended: call reset()")
         try:
-            (self.game,) = self.transport.step([int(action)])
+            self.packed = self.transport.step([int(action)])
         except PeerGone:
             if self.reconnect_timeout_s <= 0:
                 raise
             # A reloaded page: the round in progress is lost, so it ends truncated; training goes on.
             self.transport.reconnect(self.reconnect_timeout_s)
-            return observe(self.C, self.game), 0.0, False, True, {"reconnected": True}
+            return self.observe(self.packed)[0], 0.0, False, True, {"reconnected": True}
         return self.outcome()
 
     def outcome(self) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Observation, reward, terminated, truncated and info for the game's current state."""
-        reward, info = score(self.C, self.game, self._dealt, self.damage_reward, self.win_reward)
-        return observe(self.C, self.game), reward, bool(self.game["done"]), False, info
+        rewards, done = score(self.C, self.packed, self._totals, self.damage_reward, self.win_reward)
+        info = round_info(self.packed[0], self._totals[0])
+        return self.observe(self.packed)[0], float(rewards[0]), bool(done[0]), False, info
 
     def close(self) -> None:
         self.transport.close()
@@ -111,43 +119,81 @@ class FightingEnv(gym.Env[np.ndarray, np.int64]):
         return draw(self.C, self.game)
 
 
+#: Columns of the packed game state (protocol.pack_game): game keys, damage dealt this step by
+#: each fighter, then each fighter's FIGHTER_KEYS.
+FRAME, DONE, WINNER = (GAME_KEYS.index(k) for k in ("frame", "done", "winner"))
+DEALT = len(GAME_KEYS)
+FIGHTER = tuple(DEALT + 2 + j * len(FIGHTER_KEYS) for j in range(2))
+X, FACING, STATE, TIMER, COOLDOWN = (
+    FIGHTER_KEYS.index(k) for k in ("x", "facing", "state", "timer", "cooldown")
+)
+
+
 def score(
-    C: dict[str, Any], g: rules.Game, totals: list[int], damage_reward: float, win_reward: float
-) -> tuple[float, dict[str, Any]]:
-    """This step's reward and info; `totals` accumulates the round's damage dealt and taken."""
-    dealt, taken = g["dealt"]
-    totals[0] += dealt
-    totals[1] += taken
-    reward = damage_reward * (dealt - taken) / C["max_hp"]
-    info: dict[str, Any] = {"winner": g["winner"], "frame": g["frame"]}
-    if g["done"]:
-        reward += win_reward * (1 if g["winner"] == 0 else -1 if g["winner"] == 1 else 0)
+    C: dict[str, Any], packed: np.ndarray, totals: np.ndarray, damage_reward: float, win_reward: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each arena's reward for this step, and whether its round ended; `totals` (n, 2) accumulates
+    the round's damage dealt and taken."""
+    dealt = packed[:, DEALT : DEALT + 2]
+    totals += dealt
+    rewards = damage_reward * (dealt[:, 0] - dealt[:, 1]) / C["max_hp"]
+    done = packed[:, DONE] != 0
+    if done.any():
+        winner = packed[:, WINNER]
+        bonus = np.where(winner == 0, 1.0, np.where(winner == 1, -1.0, 0.0))
+        rewards += np.where(done, win_reward * bonus, 0.0)
+    return rewards, done
+
+
+def round_info(row: np.ndarray, totals: np.ndarray) -> dict[str, Any]:
+    """A step's info for one arena; with `episode_stats` once its round has ended."""
+    info: dict[str, Any] = {"winner": int(row[WINNER]), "frame": int(row[FRAME])}
+    if row[DONE]:
         info["episode_stats"] = {
-            "win_rate": float(g["winner"] == 0),
+            "win_rate": float(row[WINNER] == 0),
             "damage_dealt": float(totals[0]),
             "damage_taken": float(totals[1]),
-            "round_length": float(g["frame"]),
+            "round_length": float(row[FRAME]),
         }
-    return float(reward), info
+    return info
 
 
-def observe(C: dict[str, Any], g: rules.Game) -> np.ndarray:
-    me, foe = g["fighters"]
-    peak = C["jump_velocity"] * C["jump_velocity"] / (2 * C["gravity"])
-    values: list[float] = []
-    for f in (me, foe):
-        values += [
-            f["x"] / C["stage_width"],
-            f["y"] / peak,
-            f["vx"] / C["walk_speed"],
-            f["vy"] / C["jump_velocity"],
-            f["hp"] / C["max_hp"],
-            float(f["facing"]),
-        ]
-        values += [1.0 if f["state"] == s else 0.0 for s in range(len(C["states"]))]
-        values += [f["cooldown"] / C["attacks"]["special"]["cooldown"], f["timer"] / 30.0]
-    values += [(foe["x"] - me["x"]) / C["stage_width"], 1.0 - g["frame"] / C["round_frames"]]
-    return np.clip(np.asarray(values, dtype=np.float32), -4.0, 4.0)
+class Observer:
+    """Observations (n, len(OBSERVATION_FIELDS)) of n packed game states (n, GAME_WIRE_LENGTH).
+
+    One gather and scale for the plain fields, one comparison for the state one-hots: a handful
+    of array operations whatever the number of arenas.
+    """
+
+    def __init__(self, C: dict[str, Any]) -> None:
+        n_states = len(C["states"])
+        peak = C["jump_velocity"] * C["jump_velocity"] / (2 * C["gravity"])
+        plain = {"x": C["stage_width"], "y": peak, "vx": C["walk_speed"], "vy": C["jump_velocity"],
+                 "hp": C["max_hp"], "facing": 1, "cooldown": C["attacks"]["special"]["cooldown"],
+                 "timer": 30.0}  # fmt: skip
+        columns, scales, onehot_slots, state_columns = [], [], [], []
+        for slot, name in enumerate(OBSERVATION_FIELDS[:-2]):
+            base = FIGHTER[0] if name.startswith("self_") else FIGHTER[1]
+            field = name.split("_", 1)[1]
+            if field.startswith("state_"):
+                onehot_slots.append(slot)
+                state_columns.append(base + STATE)
+                field = "x"  # a placeholder: the comparison below overwrites it
+            columns.append(base + FIGHTER_KEYS.index(field))
+            scales.append(plain[field])
+        self.columns = np.array([*columns, FRAME, FRAME])  # distance and time left: set below
+        self.scales = np.array([*scales, 1.0, 1.0])
+        self.onehot_slots = np.array(onehot_slots)
+        self.state_columns = np.array(state_columns)
+        self.state_values = np.tile(np.arange(n_states), 2)
+        self.width, self.frames = C["stage_width"], C["round_frames"]
+
+    def __call__(self, packed: np.ndarray) -> np.ndarray:
+        out = packed[:, self.columns] / self.scales
+        out[:, self.onehot_slots] = packed[:, self.state_columns] == self.state_values
+        out[:, -2] = (packed[:, FIGHTER[1] + X] - packed[:, FIGHTER[0] + X]) / self.width
+        out[:, -1] = 1.0 - packed[:, FRAME] / self.frames
+        return np.clip(out, -4.0, 4.0, out=out).astype(np.float32)
 
 
 RGB = tuple[int, int, int]

@@ -122,7 +122,8 @@ class PeerJSSocket:
             first = await asyncio.wait_for(self.receive(), timeout)
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as e:
             await self.close()
-            raise PeerJSError(f"Cannot register at the PeerJS server {self.server.url}: {e or type(e).__name__}") from None
+            why = str(e) or type(e).__name__
+            raise PeerJSError(f"Cannot register at the PeerJS server {self.server.url}: {why}") from None
         if first is None or first["type"] != "OPEN":
             await self.close()
             why = "it closed the connection" if first is None else f"{first['type']} {first['payload']}"

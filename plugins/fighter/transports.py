@@ -6,19 +6,25 @@ import subprocess
 import time
 from typing import Any, Protocol
 
+import numpy as np
+
 from . import python_peer, rules
 from .arenas import Arenas
 from .browser import HeadlessChromium, open_in_users_browser
 from .peerjs import PeerJSServer
-from .protocol import ProtocolError, unpack_game
+from .protocol import ProtocolError, pack_game
 from .webrtc import PeerGone, WebRTCClient
 
 
 class Transport(Protocol):
-    """n arenas behind one connection: one call carries every arena's action."""
+    """n arenas behind one connection: one call carries every arena's action.
 
-    def reset(self, seeds: list[int], opponent: str, arenas: list[int] | None = None) -> list[rules.Game]: ...
-    def step(self, actions: list[int]) -> list[rules.Game]: ...
+    Both calls return every arena's game state packed as protocol.pack_game does: an int64 array
+    (arenas, GAME_WIRE_LENGTH), as it comes over the wire, ready for vectorised observations.
+    """
+
+    def reset(self, seeds: list[int], opponent: str, arenas: list[int] | None = None) -> np.ndarray: ...
+    def step(self, actions: list[int]) -> np.ndarray: ...
     def reconnect(self, timeout: float) -> None: ...
     def close(self) -> None: ...
 
@@ -30,18 +36,18 @@ class InProcessTransport:
         self.arenas = Arenas()
         self.episode = -1
 
-    def reset(self, seeds: list[int], opponent: str, arenas: list[int] | None = None) -> list[rules.Game]:
+    def reset(self, seeds: list[int], opponent: str, arenas: list[int] | None = None) -> np.ndarray:
         self.episode += 1
-        return self.arenas.handle(reset_message(self.episode, seeds, opponent, arenas))
+        return packed(self.arenas.handle(reset_message(self.episode, seeds, opponent, arenas)))
 
-    def step(self, actions: list[int]) -> list[rules.Game]:
+    def step(self, actions: list[int]) -> np.ndarray:
         message = {
             "type": "step",
             "episode": self.episode,
             "step": self.arenas.step_id + 1,
             "actions": actions,
         }
-        return self.arenas.handle(message)
+        return packed(self.arenas.handle(message))
 
     def reconnect(self, timeout: float) -> None:
         raise PeerGone("the in-process game cannot disconnect")
@@ -117,13 +123,13 @@ class WebRTCTransport:
     def url(self) -> str:
         return self.connection.url
 
-    def reset(self, seeds: list[int], opponent: str, arenas: list[int] | None = None) -> list[rules.Game]:
+    def reset(self, seeds: list[int], opponent: str, arenas: list[int] | None = None) -> np.ndarray:
         self.episode += 1
         self.step_id = 0
         self.arena_count = len(seeds) if arenas is None else self.arena_count
         return self._request(reset_message(self.episode, seeds, opponent, arenas), self.arena_count)
 
-    def step(self, actions: list[int]) -> list[rules.Game]:
+    def step(self, actions: list[int]) -> np.ndarray:
         self.step_id += 1
         message = {"type": "step", "episode": self.episode, "step": self.step_id, "actions": actions}
         return self._request(message, len(actions))
@@ -147,7 +153,7 @@ class WebRTCTransport:
             self.browser.close()
         self.connection.close()
 
-    def _request(self, message: dict[str, Any], arenas: int) -> list[rules.Game]:
+    def _request(self, message: dict[str, Any], arenas: int) -> np.ndarray:
         if not self.connection.connected.is_set():
             raise PeerGone("the game client is not connected")
         self.connection.send(message)
@@ -163,7 +169,11 @@ class WebRTCTransport:
             packed = payload["games"]
             if len(packed) != arenas:
                 raise ProtocolError(f"the game client answered for {len(packed)} arenas, not {arenas}")
-            return [unpack_game(g) for g in packed]
+            return np.array(packed, dtype=np.int64)  # decode() checked: GAME_WIRE_LENGTH ints each
+
+
+def packed(games: list[rules.Game]) -> np.ndarray:
+    return np.array([pack_game(g) for g in games], dtype=np.int64)
 
 
 def reset_message(episode: int, seeds: list[int], opponent: str, arenas: list[int] | None) -> dict[str, Any]:

@@ -10,7 +10,8 @@ from gymnasium.utils import seeding
 from gymnasium.vector.utils import batch_space
 
 from . import rules
-from .env import FightingEnv, observe, score
+from .env import FightingEnv, Observer, round_info, score
+from .protocol import GAME_WIRE_LENGTH, unpack_game
 from .transports import Transport
 from .webrtc import PeerGone
 
@@ -48,8 +49,14 @@ class FighterVectorEnv(gym.vector.VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, n)
         self.action_space = batch_space(self.single_action_space, n)
         self._rngs = [seeding.np_random(None)[0] for _ in range(n)]
-        self._totals = [[0, 0] for _ in range(n)]
-        self.games: list[rules.Game] = []
+        self._totals = np.zeros((n, 2), dtype=np.int64)
+        self.observe = Observer(self.C)
+        self.packed = np.zeros((n, GAME_WIRE_LENGTH), dtype=np.int64)
+
+    @property
+    def games(self) -> list[rules.Game]:
+        """Every arena's current game state as a dict (copies: the env keeps them packed)."""
+        return [unpack_game(row, self.opponent) for row in self.packed.tolist()]
 
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
@@ -57,48 +64,42 @@ class FighterVectorEnv(gym.vector.VectorEnv):
         if seed is not None:
             seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
             self._rngs = [seeding.np_random(s)[0] for s in seeds]
-        self.games = self.transport.reset([self._game_seed(i) for i in range(self.num_envs)], self.opponent)
-        self._totals = [[0, 0] for _ in range(self.num_envs)]
-        return np.stack([observe(self.C, g) for g in self.games]), {}
+        self.packed = self.transport.reset([self._game_seed(i) for i in range(self.num_envs)], self.opponent)
+        self._totals[:] = 0
+        return self.observe(self.packed), {}
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         try:
-            self.games = self.transport.step([int(a) for a in np.asarray(actions).reshape(-1)])
+            self.packed = self.transport.step([int(a) for a in np.asarray(actions).reshape(-1)])
         except PeerGone:
             if self.reconnect_timeout_s <= 0:
                 raise
             return self._after_reconnect()
         n = self.num_envs
-        obs = np.stack([observe(self.C, g) for g in self.games])
-        rewards = np.zeros(n, dtype=np.float64)
-        terminated = np.zeros(n, dtype=bool)
+        obs = self.observe(self.packed)
+        rewards, terminated = score(self.C, self.packed, self._totals, self.damage_reward, self.win_reward)
         infos: dict[str, Any] = {}
-        finished: list[int] = []
-        for i, game in enumerate(self.games):
-            rewards[i], info = score(self.C, game, self._totals[i], self.damage_reward, self.win_reward)
-            if game["done"]:
-                terminated[i] = True
-                finished.append(i)
-                infos = self._add_info(infos, info, i)
+        finished = np.flatnonzero(terminated).tolist()
         if finished:
+            for i in finished:
+                infos = self._add_info(infos, round_info(self.packed[i], self._totals[i]), i)
             final_obs = np.empty(n, dtype=object)  # one array per arena, None where none ended
             for i in finished:
                 final_obs[i] = obs[i].copy()
             infos["final_obs"] = final_obs
             infos["_final_obs"] = terminated.copy()
             seeds = [self._game_seed(i) for i in finished]
-            self.games = self.transport.reset(seeds, self.opponent, arenas=finished)
-            for i in finished:
-                self._totals[i] = [0, 0]
-                obs[i] = observe(self.C, self.games[i])
+            self.packed = self.transport.reset(seeds, self.opponent, arenas=finished)
+            self._totals[finished] = 0
+            obs[finished] = self.observe(self.packed[finished])
         return obs, rewards, terminated, np.zeros(n, dtype=bool), infos
 
     def _after_reconnect(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """A reloaded page: every round in progress ends truncated, and all arenas start anew."""
         n = self.num_envs
         final_obs = np.empty(n, dtype=object)
-        for i, game in enumerate(self.games):
-            final_obs[i] = observe(self.C, game)
+        for i, row in enumerate(self.observe(self.packed)):
+            final_obs[i] = row
         self.transport.reconnect(self.reconnect_timeout_s)
         obs, _ = self.reset()
         infos = {

@@ -32,6 +32,33 @@ def test_observation_is_documented_field_by_field() -> None:
     assert named["self_x"] < named["opponent_x"] and named["distance"] > 0
 
 
+def test_observation_fields_hold_the_named_values() -> None:
+    env = FightingEnv(opponent="random")
+    obs, _ = env.reset(seed=1)
+    rng = np.random.default_rng(1)
+    C = env.C
+    for _ in range(120):
+        obs, *_, terminated, _, _ = env.step(int(rng.integers(0, 9)))
+        named = dict(zip(OBSERVATION_FIELDS, obs.tolist(), strict=True))
+        me, foe = env.game["fighters"]
+        peak = C["jump_velocity"] ** 2 / (2 * C["gravity"])
+        for prefix, f in (("self", me), ("opponent", foe)):
+            assert named[f"{prefix}_x"] == np.float32(f["x"] / C["stage_width"])
+            assert named[f"{prefix}_y"] == np.float32(f["y"] / peak)
+            assert named[f"{prefix}_vx"] == np.float32(f["vx"] / C["walk_speed"])
+            assert named[f"{prefix}_vy"] == np.float32(f["vy"] / C["jump_velocity"])
+            assert named[f"{prefix}_hp"] == np.float32(f["hp"] / C["max_hp"])
+            assert named[f"{prefix}_facing"] == f["facing"]
+            assert named[f"{prefix}_state_{C['states'][f['state']]}"] == 1.0
+            assert sum(v for k, v in named.items() if k.startswith(f"{prefix}_state_")) == 1.0
+            assert named[f"{prefix}_cooldown"] == np.float32(f["cooldown"] / 120)
+            assert named[f"{prefix}_timer"] == np.float32(min(4.0, f["timer"] / 30))
+        assert named["distance"] == np.float32((foe["x"] - me["x"]) / C["stage_width"])
+        assert named["time_left"] == np.float32(1 - env.game["frame"] / C["round_frames"])
+        if terminated:
+            break
+
+
 def test_seeded_resets_repeat_trajectories() -> None:
     def trajectory(seed: int) -> list[float]:
         env = FightingEnv(opponent="random")
@@ -67,7 +94,9 @@ def test_bad_actions_and_stepping_after_the_end_are_errors() -> None:
     env.reset(seed=0)
     with pytest.raises(ValueError, match="action 9 is not in Discrete"):
         env.step(9)
-    env.game["done"] = True
+    terminated = False
+    while not terminated:  # the aggressive opponent wins against noops
+        terminated = env.step(0)[2]
     with pytest.raises(RuntimeError, match="call reset"):
         env.step(0)
 

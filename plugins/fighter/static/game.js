@@ -220,10 +220,13 @@
       $("episode").textContent = state.episode;
       $("action").textContent = state.actions.length ? C.actions[state.actions[0]] : "-";
     }
-    requestAnimationFrame(draw);
+    schedule();
   }
 
-  requestAnimationFrame(draw);
+  // Display rate by default; a page nobody looks at (headless) redraws `fps` times a second.
+  const fps = Number(params.get("fps")) || 0;
+  const schedule = () => (fps > 0 ? setTimeout(() => draw(performance.now()), 1000 / fps) : requestAnimationFrame(draw));
+  schedule();
   window.fighterState = state;
   connect().catch((e) => status("failed: " + e));
 })();

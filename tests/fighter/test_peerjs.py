@@ -20,7 +20,11 @@ from framework_plugins.fighter.peerjs import PeerJSError, PeerJSServer, PeerJSSo
 from framework_plugins.fighter.protocol import ProtocolError
 from framework_plugins.fighter.transports import WebRTCTransport
 from tests.conftest import free_port, run_cli
-from tests.fighter.transport_checks import assert_passes_env_checkers, assert_plays_like_the_twin
+from tests.fighter.transport_checks import (
+    assert_a_new_python_peer_takes_over,
+    assert_passes_env_checkers,
+    assert_plays_like_the_twin,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -68,6 +72,14 @@ def test_python_peer_over_peerjs_plays_like_the_twin(peerjs_server: PeerJSServer
         assert_passes_env_checkers(t)
         actions = np.random.default_rng(3).integers(0, 9, 150)
         assert_plays_like_the_twin(t, opponent="random", seed=2, actions=actions)
+    finally:
+        t.close()
+
+
+def test_a_new_peer_reconnects_through_peerjs(peerjs_server: PeerJSServer) -> None:
+    t = WebRTCTransport("python", connect_timeout_s=30, peerjs=peerjs_server)
+    try:
+        assert_a_new_python_peer_takes_over(t)
     finally:
         t.close()
 

@@ -19,7 +19,11 @@ from framework_plugins.fighter.env import FightingEnv
 from framework_plugins.fighter.protocol import ProtocolError, decode, pack_game, unpack_game
 from framework_plugins.fighter.transports import WebRTCTransport
 from framework_plugins.fighter.webrtc import PeerGone
-from tests.fighter.transport_checks import assert_passes_env_checkers, assert_plays_like_the_twin
+from tests.fighter.transport_checks import (
+    assert_a_new_python_peer_takes_over,
+    assert_passes_env_checkers,
+    assert_plays_like_the_twin,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -116,21 +120,7 @@ def test_a_late_reply_from_before_a_reset_is_dropped(transport: WebRTCTransport)
 
 
 def test_a_reconnecting_client_truncates_the_round_and_play_goes_on(transport: WebRTCTransport) -> None:
-    env = FightingEnv(transport=transport, reconnect_timeout_s=30)
-    env.reset(seed=0)
-    env.step(0)
-    assert transport.process is not None
-    transport.process.kill()  # the page goes away ...
-    transport.process.wait()
-    time.sleep(2.5)  # ... the heartbeat notices ...
-    transport.process = python_peer.spawn(  # ... and a reloaded page connects again
-        transport.connection.client_args, transport.connection.token
-    )
-    _, reward, terminated, truncated, info = env.step(0)
-    assert truncated and not terminated and info["reconnected"] and reward == 0.0
-    env.reset(seed=1)
-    _, _, _, truncated, _ = env.step(0)
-    assert not truncated
+    assert_a_new_python_peer_takes_over(transport)
 
 
 def test_protocol_rejects_oversized_and_schema_violating_messages() -> None:

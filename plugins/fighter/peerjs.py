@@ -22,7 +22,7 @@ from urllib.parse import urlencode, urlparse
 
 import aiohttp
 
-from .protocol import MAX_MESSAGE_BYTES, ProtocolError
+from .protocol import MAX_MESSAGE_BYTES, ProtocolError, parse_object
 
 #: The PeerJS client version this speaks for (sent as `version`, as the browser library does).
 PEERJS_VERSION = "1.5.5"
@@ -71,17 +71,12 @@ def new_peer_id(role: str) -> str:
 
 def check_server_message(raw: str | bytes) -> dict[str, Any]:
     """Parse one message from the PeerJS server and check the fields this side uses."""
-    size = len(raw.encode() if isinstance(raw, str) else raw)
-    if size > MAX_MESSAGE_BYTES:
-        raise ProtocolError(f"PeerJS message of {size} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit")
-    try:
-        message = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ProtocolError(f"malformed JSON from the PeerJS server: {e}") from None
-    if not isinstance(message, dict) or message.get("type") not in SERVER_TYPES:
-        kind = message.get("type") if isinstance(message, dict) else type(message).__name__
+    message = parse_object(raw, "PeerJS message")
+    if message.get("type") not in SERVER_TYPES:
         expected = ", ".join(SERVER_TYPES)
-        raise ProtocolError(f"unexpected PeerJS message type {kind!r}; expected one of {expected}")
+        raise ProtocolError(
+            f"unexpected PeerJS message type {message.get('type')!r}; expected one of {expected}"
+        )
     kind, payload = message["type"], message.setdefault("payload", {})
     if not isinstance(payload, dict):
         raise ProtocolError(f"PeerJS {kind} payload must be an object, got {payload!r}")

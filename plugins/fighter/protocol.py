@@ -38,17 +38,23 @@ def encode(message: dict[str, Any]) -> str:
     return json.dumps(message, separators=(",", ":"))
 
 
-def decode(raw: str | bytes, *, allowed: tuple[str, ...]) -> dict[str, Any]:
-    """Parse and check one message whose type must be one of `allowed`."""
+def parse_object(raw: str | bytes, what: str = "message") -> dict[str, Any]:
+    """One size-limited JSON object (never anything but plain JSON values)."""
     size = len(raw.encode() if isinstance(raw, str) else raw)
     if size > MAX_MESSAGE_BYTES:
-        raise ProtocolError(f"message of {size} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit")
+        raise ProtocolError(f"{what} of {size} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit")
     try:
         message = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as e:
-        raise ProtocolError(f"malformed JSON message: {e}") from None
+        raise ProtocolError(f"malformed JSON {what}: {e}") from None
     if not isinstance(message, dict):
-        raise ProtocolError(f"a message must be a JSON object, got {type(message).__name__}")
+        raise ProtocolError(f"a {what} must be a JSON object, got {type(message).__name__}")
+    return message
+
+
+def decode(raw: str | bytes, *, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """Parse and check one message whose type must be one of `allowed`."""
+    message = parse_object(raw)
     kind = message.get("type")
     if kind not in allowed:
         raise ProtocolError(f"unexpected message type {kind!r}; expected one of {', '.join(allowed)}")

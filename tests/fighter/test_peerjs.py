@@ -65,13 +65,17 @@ def peerjs_server() -> Iterator[PeerJSServer]:
     process.wait(timeout=10)
 
 
-def test_python_peer_over_peerjs_plays_like_the_twin(peerjs_server: PeerJSServer) -> None:
-    t = WebRTCTransport("python", connect_timeout_s=30, peerjs=peerjs_server)
+@pytest.mark.parametrize(("client", "opponent"), [("python", "random"), ("browser", "aggressive")])
+def test_the_game_over_peerjs_passes_the_env_checkers_and_plays_like_the_twin(
+    peerjs_server: PeerJSServer, client: str, opponent: str
+) -> None:
+    t = WebRTCTransport(client, connect_timeout_s=60, peerjs=peerjs_server)
     try:
-        assert t.connection.client_args[:2] == ["--peerjs", peerjs_server.url]
+        assert t.connection.client_kind == client
+        assert f"peer={t.connection.peer_id}" in t.url
         assert_passes_env_checkers(t)
-        actions = np.random.default_rng(3).integers(0, 9, 150)
-        assert_plays_like_the_twin(t, opponent="random", seed=2, actions=actions)
+        actions = np.random.default_rng(4).integers(0, 9, 150)
+        assert_plays_like_the_twin(t, opponent=opponent, seed=6, actions=actions)
     finally:
         t.close()
 
@@ -79,19 +83,8 @@ def test_python_peer_over_peerjs_plays_like_the_twin(peerjs_server: PeerJSServer
 def test_a_new_peer_reconnects_through_peerjs(peerjs_server: PeerJSServer) -> None:
     t = WebRTCTransport("python", connect_timeout_s=30, peerjs=peerjs_server)
     try:
+        assert t.connection.client_args[:2] == ["--peerjs", peerjs_server.url]
         assert_a_new_python_peer_takes_over(t)
-    finally:
-        t.close()
-
-
-def test_browser_page_over_peerjs_passes_the_env_checkers(peerjs_server: PeerJSServer) -> None:
-    t = WebRTCTransport("browser", connect_timeout_s=60, peerjs=peerjs_server)
-    try:
-        assert t.connection.client_kind == "browser"
-        assert f"peer={t.connection.peer_id}" in t.url
-        assert_passes_env_checkers(t)
-        actions = np.random.default_rng(4).integers(0, 9, 150)
-        assert_plays_like_the_twin(t, opponent="aggressive", seed=6, actions=actions)
     finally:
         t.close()
 
@@ -140,7 +133,7 @@ def test_a_taken_peer_id_is_a_clear_error(peerjs_server: PeerJSServer) -> None:
     ("raw", "error"),
     [
         ("x" * 70_000, "exceeds the 65536-byte limit"),
-        ("{not json", "malformed JSON from the PeerJS server"),
+        ("{not json", "malformed JSON PeerJS message"),
         ('{"type": "GOSSIP"}', "unexpected PeerJS message type 'GOSSIP'"),
         ('{"type": "OFFER", "src": "a", "payload": {"connectionId": "c", "sdp": "v"}}', "needs payload.sdp"),
         ('{"type": "CANDIDATE", "src": "a", "payload": {"connectionId": "c"}}', "needs payload.candidate"),

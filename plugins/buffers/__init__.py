@@ -1,0 +1,1 @@
+"""Replay buffers: a circular ReplayBuffer and a MemoryEfficientReplayBuffer that stores each frame once."""

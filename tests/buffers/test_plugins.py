@@ -30,14 +30,15 @@ def test_the_registry_loads_both_buffers_by_name() -> None:
 )
 @pytest.mark.slow
 def test_cfg_job_composes_each_buffer_group(group: str, expected: dict, tmp_path: Path) -> None:
-    r = run_cli("--cfg", "job", f"buffer={group}", cwd=tmp_path)
+    # agent=ppo: no tuned preset sizes the buffer, so the group's own defaults show.
+    r = run_cli("--cfg", "job", "agent=ppo", f"buffer={group}", cwd=tmp_path)
     assert r.returncode == 0, r.output
     assert yaml.safe_load(r.stdout)["buffer"] == expected
 
 
 @pytest.mark.parametrize("group", ["replay", "memory_efficient"])
 def test_each_group_lists_every_schema_field_with_its_default(group: str) -> None:
-    name, plugin, typed = config.plugin_section(compose([f"buffer={group}"]), "buffer")
+    name, plugin, typed = config.plugin_section(compose(["agent=ppo", f"buffer={group}"]), "buffer")
     assert name == group
     assert typed == plugin.Config()  # the yaml repeats every default of the dataclass schema
     built = plugin(typed)

@@ -51,7 +51,8 @@ def test_help_lists_config_groups(cli) -> None:
     r = cli("--help")
     assert r.returncode == 0
     assert "env: atari, cartpole, fighter, gym, lunarlander" in r.stdout
-    assert "agent: a2c, dqn, ppo" in r.stdout
+    # dqn is our own DQN (plugins/dqn); sb3_dqn is Stable-Baselines3's.
+    assert "agent: a2c, dqn, ppo, qrdqn, sac, sb3_dqn, td3" in r.stdout
 
 
 def test_cfg_job_shows_tuned_hyperparameters_for_the_chosen_pair(cli) -> None:

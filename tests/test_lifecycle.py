@@ -73,7 +73,8 @@ def test_sigint_ends_killed_with_checkpoint_and_resume_continues_the_step_count(
     assert resumed.info.status == "FINISHED"
     losses = client.get_metric_history(run.info.run_id, "train/loss")
     steps = [m.step for m in losses]
-    assert max(steps) >= target
+    # Training went on after the resume; the default agent logs train/* every log interval, so
+    # the last of them may come before the final step (the evaluation below reaches it).
     assert any(s > killed_step for s in steps) and any(s <= killed_step for s in steps)
     evals = client.get_metric_history(run.info.run_id, "eval/return_mean")
     assert evals and evals[-1].step >= target

@@ -50,7 +50,7 @@ def test_installed_cli_runs_from_any_directory(wheel_install: Path, tmp_path: Pa
     )  # fmt: skip
     assert where.stdout.startswith(str(wheel_install))
     r = run_cli(
-        "total_steps=256", "agent.hyperparams.n_steps=32", "eval.episodes=1", "tracking=none",
+        "agent=ppo", "total_steps=256", "agent.hyperparams.n_steps=32", "eval.episodes=1", "tracking=none",
         cwd=tmp_path, env=env,
     )  # fmt: skip
     assert r.returncode == 0, r.output[-3000:]

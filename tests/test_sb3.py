@@ -23,12 +23,12 @@ def train(tmp_path: Path, *overrides: str) -> dict[str, float]:
     [
         ("agent=ppo", "agent.hyperparams.n_steps=64", "total_steps=512"),
         ("agent=a2c", "total_steps=400"),
-        ("agent=dqn", "agent.hyperparams.learning_starts=100", "total_steps=400"),
+        ("agent=sb3_dqn", "agent.hyperparams.learning_starts=100", "total_steps=400"),
         ("agent=qrdqn", "agent.hyperparams.learning_starts=100", "total_steps=300"),
         ("env=lunarlander", "agent=sac", "agent.hyperparams.learning_starts=100", "total_steps=300"),
         ("env=lunarlander", "agent=td3", "agent.hyperparams.learning_starts=100", "total_steps=300"),
     ],
-    ids=["ppo", "a2c", "dqn", "qrdqn", "sac", "td3"],
+    ids=["ppo", "a2c", "sb3_dqn", "qrdqn", "sac", "td3"],
 )
 def test_algorithm_trains_and_evaluates(tmp_path: Path, overrides: tuple[str, ...]) -> None:
     final = train(tmp_path, *overrides)
@@ -51,7 +51,7 @@ def test_continuous_algorithm_on_discrete_env_fails_clearly(tmp_path: Path) -> N
 
 def test_unknown_algorithm_lists_the_available_ones(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"Unknown SB3 algorithm agent.algo='PP0'. Did you mean PPO\?"):
-        train(tmp_path, "agent.algo=PP0")
+        train(tmp_path, "agent=ppo", "agent.algo=PP0")
 
 
 def test_n_envs_vectorises_training(tmp_path: Path) -> None:
@@ -77,7 +77,7 @@ def test_linear_schedule_decays_to_zero() -> None:
 
 def test_eval_video_is_recorded_and_attached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    overrides = [o for o in SHORT if o != "tracking=none"]
+    overrides = [o for o in SHORT if o != "tracking=none"] + ["agent=ppo"]
     final = run(
         compose([*overrides, "total_steps=256", "agent.hyperparams.n_steps=32", "eval.video=true"]),
         run_dir=tmp_path / "run",

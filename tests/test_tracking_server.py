@@ -21,7 +21,7 @@ def experiment_runs(server: MlflowServer, experiment: str) -> list:
 
 
 def test_run_logs_params_metrics_tags_and_artifacts(cli, mlflow_server: MlflowServer, tmp_path: Path) -> None:
-    r = cli(*FAST, f"tracking.uri={mlflow_server.uri}", "tracking.experiment=single", "seed=3")
+    r = cli(*FAST, "agent=ppo", f"tracking.uri={mlflow_server.uri}", "tracking.experiment=single", "seed=3")
     assert r.returncode == 0, r.output[-3000:]
     (run,) = experiment_runs(mlflow_server, "single")
     assert run.info.status == "FINISHED"
@@ -57,7 +57,7 @@ def test_run_logs_params_metrics_tags_and_artifacts(cli, mlflow_server: MlflowSe
 
 def test_multirun_jobs_are_child_runs_of_one_parent(cli, mlflow_server: MlflowServer) -> None:
     r = cli(
-        "-m", *FAST, f"tracking.uri={mlflow_server.uri}", "tracking.experiment=sweep",
+        "-m", *FAST, "agent=ppo", f"tracking.uri={mlflow_server.uri}", "tracking.experiment=sweep",
         "seed=1,2", "agent.hyperparams.n_epochs=1,2",
     )  # fmt: skip
     assert r.returncode == 0, r.output[-3000:]

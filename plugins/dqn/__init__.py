@@ -1,0 +1,1 @@
+"""Our DQN: Q network, target network, epsilon-greedy acting with schedules, replay."""

@@ -1,0 +1,291 @@
+"""Our DQN agent: ε-greedy acting, replay, a target network and the Q-learning update."""
+
+# Optional[...] and List[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Dict, List, Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from framework.context import RunContext
+
+from .learner import LOSSES, QLearner
+from .networks import NETWORKS, activation_name, build_q_network
+from .replay import Replay, make_replay
+from .rollout import EnvRunner
+from .schedules import Schedule, build_schedule
+
+WEIGHTS_FILE = "dqn.pt"
+STATE_FILE = "dqn.json"
+BUFFER_FILE = "replay.npz"
+
+
+@dataclass
+class DQNConfig:
+    network: str = "auto"
+    """Q network: auto (the Nature CNN for uint8 frames, else an MLP), mlp or cnn."""
+    hidden_sizes: List[int] = field(default_factory=lambda: [64, 64])
+    """Hidden layer widths of the MLP."""
+    activation: str = "relu"
+    """Activation: relu, tanh, elu, gelu, silu or leaky_relu."""
+    dueling: bool = False
+    """Dueling head: Q(s, a) = V(s) + A(s, a) − mean_a A(s, a), both from the last hidden layer."""
+    learning_rate: Any = 1.0e-4
+    """Adam's learning rate: a number, or a schedule over env steps ({kind: linear, ...})."""
+    adam_eps: float = 1.0e-8
+    """Adam's epsilon."""
+    exploration: Any = field(
+        default_factory=lambda: {"kind": "linear", "start": 1.0, "end": 0.05, "fraction": 0.1}
+    )
+    """ε of ε-greedy acting: a number, or a schedule over env steps (fraction: of total_steps)."""
+    buffer_size: int = 1_000_000
+    """Replay capacity when the run selects no buffer (~buffer); a selected buffer's capacity is used."""
+    batch_size: int = 32
+    """Transitions per gradient step."""
+    gamma: float = 0.99
+    """Discount factor."""
+    n_step: int = 1
+    """Transitions over n env steps (n-step returns); the target bootstraps with gamma^n."""
+    learning_starts: int = 1000
+    """Env steps of uniformly random actions first; training waits for this many stored transitions."""
+    train_freq: int = 4
+    """A train phase every N env steps."""
+    gradient_steps: int = 1
+    """Gradient steps per train phase (-1: as many as env steps since the last phase)."""
+    target_update_interval: int = 1000
+    """Update the target network every N env steps."""
+    tau: float = 1.0
+    """Each target update: target ← τ·online + (1 − τ)·target (1: a hard copy; < 1: Polyak averaging)."""
+    double_q: bool = True
+    """Double Q-learning: the online network picks the next action, the target network values it."""
+    loss: str = "huber"
+    """TD loss: huber (smooth L1) or mse."""
+    max_grad_norm: Optional[float] = 10.0
+    """Clip the gradient's global norm to this (None: no clipping)."""
+    log_every_steps: int = 1000
+    """Log train/* and rollout/* every N env steps (means since the last log)."""
+    save_buffer: bool = False
+    """Include the replay buffer in checkpoints, so a resumed run skips the learning_starts warm-up."""
+
+
+class DQNAgent:
+    """Our DQN: a Q network (MLP or Nature CNN), target network, double-Q, ε-greedy schedules."""
+
+    Config: ClassVar[type] = DQNConfig
+
+    def __init__(self, cfg: DQNConfig) -> None:
+        self.cfg = cfg
+        _validate(cfg)
+        self.learner: Optional[QLearner] = None
+        self.spaces: Dict[str, Any] = {}
+        self.rng = np.random.default_rng()
+        self.replay: Optional[Replay] = None
+        self.epsilon: Schedule = build_schedule(cfg.exploration, name="agent.exploration", total_steps=1)
+        self.learning_rate: Schedule = build_schedule(
+            cfg.learning_rate, name="agent.learning_rate", total_steps=1
+        )
+        self.step = 0
+        self._restored: Optional[Dict[str, Any]] = None
+        self._restored_buffer: Optional[Path] = None
+
+    def learn(self, ctx: RunContext) -> None:
+        cfg = self.cfg
+        runner = EnvRunner(ctx.env_plugin, ctx.n_envs, seed=ctx.seed + ctx.start_step)
+        try:
+            self._setup(runner.observation_space, runner.action_space, ctx)
+            assert self.learner is not None and self.replay is not None
+            replay, learner, buffer = self.replay, self.learner, self.replay.buffer
+            warm_up = min(max(cfg.learning_starts, cfg.batch_size), int(getattr(buffer, "capacity", 1 << 62)))
+            obs = runner.reset()
+            for i, row in enumerate(obs):
+                replay.start(i, row)
+            step = previous = self.step = ctx.start_step
+            since_train = 0
+            while step < ctx.total_steps:
+                actions = self._explore(obs, step)
+                next_obs, rewards, terminated, finals = runner.step(actions)
+                for i in range(runner.n):
+                    final = finals.get(i)
+                    last = next_obs[i] if final is None else final  # the real last observation
+                    replay.add(i, obs[i], actions[i], rewards[i], last, terminated[i])
+                    if final is not None:
+                        replay.start(i, next_obs[i])
+                obs = next_obs
+                previous, step = step, step + runner.n
+                self.step = step
+                since_train += runner.n
+                if _crossed(previous, step, cfg.target_update_interval):
+                    learner.sync_target(cfg.tau)
+                if _crossed(previous, step, cfg.train_freq):
+                    if len(buffer) >= warm_up:
+                        learner.set_learning_rate(self.learning_rate(step))
+                        n = cfg.gradient_steps if cfg.gradient_steps > 0 else since_train
+                        learner.train_phase(buffer.sample(cfg.batch_size * n), cfg.batch_size)
+                    since_train = 0
+                if _crossed(previous, step, cfg.log_every_steps):
+                    self._log(ctx, runner, step)
+                if not ctx.after_step(step, self):
+                    break
+            if not _crossed(previous, step, cfg.log_every_steps):  # the rest since the last log
+                self._log(ctx, runner, step)
+        finally:
+            runner.close()
+
+    def _setup(self, observation_space: gym.Space, action_space: gym.Space, ctx: RunContext) -> None:
+        """Networks, optimizer, schedules and replay for this run (restored when resuming)."""
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(f"DQN needs a discrete action space, not {action_space}")
+        spaces: Dict[str, Any] = {
+            "obs_shape": list(observation_space.shape or ()),
+            "obs_dtype": str(observation_space.dtype),
+            "n_actions": int(action_space.n),
+        }
+        if self.spaces and self.spaces != spaces:
+            raise ValueError(f"The checkpoint was trained on {self.spaces}, this env has {spaces}")
+        self.spaces = spaces
+        self.learner = self._build_learner(ctx.device)
+        if self._restored is not None:
+            self.learner.load_state_dict(self._restored)
+            self.learner.n_updates = int(self._restored["n_updates"])
+            torch.set_rng_state(self._restored["torch_rng"])
+            self._restored = None
+        else:
+            self.rng = np.random.default_rng(ctx.seed)
+        total = ctx.total_steps
+        self.epsilon = build_schedule(self.cfg.exploration, name="agent.exploration", total_steps=total)
+        self.learning_rate = build_schedule(
+            self.cfg.learning_rate, name="agent.learning_rate", total_steps=total
+        )
+        self.replay = make_replay(
+            ctx.buffer,
+            buffer_size=self.cfg.buffer_size,
+            obs_shape=tuple(spaces["obs_shape"]),
+            n_envs=ctx.n_envs,
+            seed=ctx.seed + ctx.start_step,
+            n_step=self.cfg.n_step,
+            gamma=self.cfg.gamma,
+        )
+        if self._restored_buffer is not None:
+            with np.load(self._restored_buffer, allow_pickle=False) as saved:
+                self.replay.buffer.load_state_dict({key: saved[key] for key in saved.files})
+            self._restored_buffer = None
+
+    def _build_learner(self, device: str) -> QLearner:
+        cfg = self.cfg
+        network = build_q_network(
+            cfg.network,
+            self.spaces["obs_shape"],
+            self.spaces["obs_dtype"],
+            self.spaces["n_actions"],
+            hidden_sizes=cfg.hidden_sizes,
+            activation=cfg.activation,
+            dueling=cfg.dueling,
+        )
+        return QLearner(
+            network,
+            device=device,
+            gamma=cfg.gamma**cfg.n_step,
+            double_q=cfg.double_q,
+            loss=cfg.loss,
+            max_grad_norm=cfg.max_grad_norm,
+            adam_eps=cfg.adam_eps,
+        )
+
+    def _explore(self, obs: np.ndarray, step: int) -> np.ndarray:
+        """ε-greedy actions for a batch of observations; uniformly random before learning_starts."""
+        n, n_actions = len(obs), self.spaces["n_actions"]
+        if step < self.cfg.learning_starts:
+            return self.rng.integers(n_actions, size=n)
+        explore = self.rng.random(n) < self.epsilon(step)
+        if explore.all():
+            return self.rng.integers(n_actions, size=n)
+        assert self.learner is not None
+        actions = self.learner.greedy(obs)
+        if explore.any():
+            actions[explore] = self.rng.integers(n_actions, size=int(explore.sum()))
+        return actions
+
+    def _log(self, ctx: RunContext, runner: EnvRunner, step: int) -> None:
+        assert self.learner is not None
+        metrics = {
+            **self.learner.pop_stats(),
+            "train/epsilon": self.epsilon(step),
+            "train/learning_rate": self.learning_rate(step),
+            "train/n_updates": float(self.learner.n_updates),
+            **runner.metrics(),
+        }
+        ctx.log_metrics(metrics, step)
+
+    def act(self, obs: Any, *, deterministic: bool = True) -> Any:
+        if self.learner is None:
+            raise RuntimeError("DQNAgent.act() before learn() or load()")
+        batch = np.asarray(obs)[None]
+        if not deterministic:  # as in training, with ε at the current step
+            return int(self._explore(batch, self.step)[0])
+        return int(self.learner.greedy(batch)[0])
+
+    def save(self, path: Path) -> None:
+        if self.learner is None:
+            raise RuntimeError("DQNAgent.save() before learn() or load(): there is nothing to save")
+        torch.save({**self.learner.state_dict(), "torch_rng": torch.get_rng_state()}, path / WEIGHTS_FILE)
+        state = {
+            "spaces": self.spaces,
+            "step": self.step,
+            "n_updates": self.learner.n_updates,
+            "rng": self.rng.bit_generator.state,
+        }
+        (path / STATE_FILE).write_text(json.dumps(state, indent=1))
+        if self.cfg.save_buffer and self.replay is not None:
+            np.savez(path / BUFFER_FILE, **self.replay.buffer.state_dict())
+
+    def load(self, path: Path) -> None:
+        if not (path / WEIGHTS_FILE).is_file() or not (path / STATE_FILE).is_file():
+            raise FileNotFoundError(f"No DQN checkpoint ({WEIGHTS_FILE}, {STATE_FILE}) in {path}")
+        state = json.loads((path / STATE_FILE).read_text())
+        weights = torch.load(path / WEIGHTS_FILE, map_location="cpu", weights_only=True)
+        self.spaces = state["spaces"]
+        self.step = int(state["step"])
+        self.rng = np.random.default_rng()
+        self.rng.bit_generator.state = state["rng"]
+        self.learner = self._build_learner("cpu")  # for act() until learn() rebuilds it on its device
+        self.learner.load_state_dict(weights)
+        self.learner.n_updates = int(state["n_updates"])
+        self._restored = {**weights, "n_updates": self.learner.n_updates}
+        self._restored_buffer = path / BUFFER_FILE if (path / BUFFER_FILE).is_file() else None
+
+
+def _crossed(previous: int, step: int, every: int) -> bool:
+    """True when `step` reached a multiple of `every` that `previous` had not."""
+    return step // every > previous // every
+
+
+def _validate(cfg: DQNConfig) -> None:
+    """Config values the schema's types do not check, each failing with the valid choices."""
+    if cfg.network not in NETWORKS:
+        raise ValueError(f"agent.network={cfg.network!r} is not valid; choose one of {', '.join(NETWORKS)}")
+    if cfg.loss not in LOSSES:
+        raise ValueError(f"agent.loss={cfg.loss!r} is not valid; choose one of {', '.join(LOSSES)}")
+    activation_name(cfg.activation)
+    for key in (
+        "batch_size",
+        "train_freq",
+        "target_update_interval",
+        "log_every_steps",
+        "buffer_size",
+        "n_step",
+    ):
+        if getattr(cfg, key) < 1:
+            raise ValueError(f"agent.{key}={getattr(cfg, key)} must be >= 1")
+    if cfg.gradient_steps < 1 and cfg.gradient_steps != -1:
+        raise ValueError(f"agent.gradient_steps={cfg.gradient_steps} must be >= 1, or -1 (one per env step)")
+    if cfg.learning_starts < 0:
+        raise ValueError(f"agent.learning_starts={cfg.learning_starts} must be >= 0")
+    if not 0.0 < cfg.tau <= 1.0:
+        raise ValueError(f"agent.tau={cfg.tau} must be in (0, 1]")
+    if not 0.0 <= cfg.gamma <= 1.0:
+        raise ValueError(f"agent.gamma={cfg.gamma} must be in [0, 1]")
+    if cfg.max_grad_norm is not None and cfg.max_grad_norm <= 0:
+        raise ValueError(f"agent.max_grad_norm={cfg.max_grad_norm} must be > 0, or null for no clipping")

@@ -1,0 +1,130 @@
+"""How the agent writes to its replay buffer: whole transitions (over one step or n), or one frame
+per step."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Protocol
+
+import numpy as np
+
+from framework import registry
+
+
+class Replay(Protocol):
+    buffer: Any
+
+    def start(self, index: int, obs: np.ndarray) -> None: ...
+    def add(
+        self, index: int, obs: np.ndarray, action: Any, reward: float, next_obs: np.ndarray, terminated: bool
+    ) -> None: ...
+
+
+class TransitionReplay:
+    """A buffer of whole (observation, action, reward, next observation, terminated) transitions."""
+
+    def __init__(self, buffer: Any) -> None:
+        self.buffer = buffer
+
+    def start(self, index: int, obs: np.ndarray) -> None:
+        """Episodes need no marking: each transition carries both its observations."""
+
+    def add(
+        self, index: int, obs: np.ndarray, action: Any, reward: float, next_obs: np.ndarray, terminated: bool
+    ) -> None:
+        self.buffer.insert(obs, action, reward, next_obs, terminated)
+
+
+class NStepReplay:
+    """Transitions over n env steps: (s_t, a_t, r_t + γ·r_t+1 + … + γ^(n−1)·r_t+n−1, s_t+n, done), so
+    the TD target bootstraps with γ^n. Near a termination the shorter sums end with done=True;
+    the last n − 1 steps of a truncated episode, which would need γ^k for k < n, are not stored."""
+
+    def __init__(self, buffer: Any, *, n: int, gamma: float, n_envs: int) -> None:
+        self.buffer = buffer
+        self.n = n
+        self.discounts = [gamma**k for k in range(n)]
+        self.windows: list[deque[tuple[np.ndarray, Any, float]]] = [deque() for _ in range(n_envs)]
+
+    def start(self, index: int, obs: np.ndarray) -> None:
+        self.windows[index].clear()  # what is left of a truncated episode
+
+    def add(
+        self, index: int, obs: np.ndarray, action: Any, reward: float, next_obs: np.ndarray, terminated: bool
+    ) -> None:
+        window = self.windows[index]
+        window.append((obs, action, reward))
+        if terminated:
+            while window:
+                self._insert(window, next_obs, True)
+                window.popleft()
+        elif len(window) == self.n:
+            self._insert(window, next_obs, False)
+            window.popleft()
+
+    def _insert(self, window: deque[tuple[np.ndarray, Any, float]], next_obs: np.ndarray, done: bool) -> None:
+        ret = sum(d * r for d, (_, _, r) in zip(self.discounts, window, strict=False))
+        obs, action, _ = window[0]
+        self.buffer.insert(obs, action, float(ret), next_obs, done)
+
+
+class FrameReplay:
+    """A buffer that stores each frame once and stacks them itself: it gets the newest frame of
+    each (frames, H, W) observation; on_reset at every episode start ends the previous one."""
+
+    def __init__(self, buffer: Any) -> None:
+        self.buffer = buffer
+
+    def start(self, index: int, obs: np.ndarray) -> None:
+        self.buffer.on_reset(obs[-1])
+
+    def add(
+        self, index: int, obs: np.ndarray, action: Any, reward: float, next_obs: np.ndarray, terminated: bool
+    ) -> None:
+        self.buffer.insert(action, reward, next_obs[-1], terminated)
+
+
+def make_replay(
+    selected: Any,
+    *,
+    buffer_size: int,
+    obs_shape: tuple[int, ...],
+    n_envs: int,
+    seed: int,
+    n_step: int = 1,
+    gamma: float = 1.0,
+) -> Replay:
+    """The run's selected buffer (`buffer=...`), else a ReplayBuffer of `buffer_size` from the registry."""
+    if selected is None:
+        buffer = registry.load("buffer", "replay")(capacity=buffer_size)
+    else:
+        buffer = selected
+        capacity = getattr(buffer, "capacity", buffer_size)
+        if capacity != buffer_size:
+            raise ValueError(
+                f"agent.buffer_size={buffer_size} but the selected buffer has buffer.capacity={capacity}: "
+                "the selected buffer's capacity is the one that counts (agent.buffer_size follows it "
+                "in conf/agent/dqn.yaml); set buffer.capacity instead"
+            )
+    buffer.seed(seed)
+    name = type(buffer).__name__
+    if not hasattr(buffer, "on_reset"):
+        return (
+            NStepReplay(buffer, n=n_step, gamma=gamma, n_envs=n_envs)
+            if n_step > 1
+            else TransitionReplay(buffer)
+        )
+    if n_step > 1:
+        raise ValueError(
+            f"agent.n_step={n_step} needs a buffer of whole transitions (buffer=replay), not {name}"
+        )
+    if n_envs != 1:
+        raise ValueError(f"{name} keeps one trajectory at a time: it needs env.n_envs=1, not {n_envs}")
+    k = int(getattr(buffer, "frame_history_len", 1))
+    if len(obs_shape) != 3 or obs_shape[0] != k:
+        raise ValueError(
+            f"{name} with buffer.frame_history_len={k} needs observations of {k} stacked frames "
+            f"shaped ({k}, H, W), but the env gives {tuple(obs_shape)}: set buffer.frame_history_len "
+            "to the env's frame stack (env.frame_stack for Atari)"
+        )
+    return FrameReplay(buffer)

@@ -1,0 +1,1 @@
+"""Tests of our DQN agent plugin (plugins/dqn)."""

@@ -7,7 +7,8 @@ its library API and ours through the agent plugin with the framework's services 
 tracking, no periodic evaluation or checkpoints). Env steps/s is over the wall time of
 building the model and training it; the final score is a deterministic 10-episode
 evaluation on the same separately seeded env for both. Runs alternate between the sides,
-seed by seed.
+seed by seed. A third side runs ours with IEEE denormals (agent.flush_denormal=false), so the
+table shows what flushing them to zero buys on its own.
 
     python benchmarks/dqn_cartpole.py [--seeds 0 1 2] [--steps 50000]
 """
@@ -23,7 +24,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-SIDES = ("sb3", "ours")
+#: ours_ieee: ours with agent.flush_denormal=false, to show what flushing denormals to zero buys.
+SIDES = ("sb3", "ours", "ours_ieee")
+LABELS = {
+    "sb3": "Stable-Baselines3 DQN",
+    "ours": "ours (agent=dqn)",
+    "ours_ieee": "ours, IEEE denormals (agent.flush_denormal=false)",
+}
 SOLVED = 475.0
 
 
@@ -99,13 +106,11 @@ def build_context(cfg: Any, out: Path, context_class: Any = None) -> tuple[Any, 
     from framework.null_tracker import NullTracker
     from framework.progress import ProgressDisplay
 
-    _, env_cls, env_cfg = config.plugin_section(cfg, "env")
-    _, agent_cls, agent_cfg = config.plugin_section(cfg, "agent")
-    _, buffer_cls, buffer_cfg = config.plugin_section(cfg, "buffer")
+    env, agent, buffer = (config.plugin_section(cfg, s) for s in ("env", "agent", "buffer"))
+    assert env is not None and agent is not None and buffer is not None
     ctx = (context_class or RunContext)(
         cfg=cfg,
-        env_plugin=env_cls(env_cfg),
-        agent_cfg=agent_cfg,
+        env_plugin=env.plugin(env.cfg),
         seed=int(cfg.seed),
         rng=np.random.default_rng(int(cfg.seed)),
         device="cpu",
@@ -114,12 +119,12 @@ def build_context(cfg: Any, out: Path, context_class: Any = None) -> tuple[Any, 
         checkpointer=Checkpointer(out, every_steps=0, keep=1, config_yaml=""),
         progress=ProgressDisplay(int(cfg.total_steps), mode="off"),
         run_dir=out,
-        buffer=buffer_cls(buffer_cfg),
+        buffer=buffer.plugin(buffer.cfg),
     )
-    return agent_cls(agent_cfg), ctx
+    return agent.plugin(agent.cfg), ctx
 
 
-def train_ours(seed: int, steps: int, out: Path) -> dict[str, float]:
+def train_ours(seed: int, steps: int, out: Path, *, flush_denormal: bool = True) -> dict[str, float]:
     import torch
 
     from framework.app import compose
@@ -127,7 +132,10 @@ def train_ours(seed: int, steps: int, out: Path) -> dict[str, float]:
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     zoo_values(steps)
-    cfg = compose(["env=cartpole", "agent=dqn", f"total_steps={steps}", f"seed={seed}", "eval.every_steps=0"])
+    cfg = compose([
+        "env=cartpole", "agent=dqn", f"total_steps={steps}", f"seed={seed}", "eval.every_steps=0",
+        f"agent.flush_denormal={str(flush_denormal).lower()}",
+    ])  # fmt: skip
     t0 = time.perf_counter()
     agent, ctx = build_context(cfg, out)
     agent.learn(ctx)
@@ -164,8 +172,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("/tmp/dqn_cartpole_bench"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
-        train = train_sb3 if args.side == "sb3" else lambda s, n: train_ours(s, n, args.out)
-        print(json.dumps(train(args.seeds[0], args.steps)))
+        if args.side == "sb3":
+            result = train_sb3(args.seeds[0], args.steps)
+        else:
+            result = train_ours(args.seeds[0], args.steps, args.out, flush_denormal=args.side == "ours")
+        print(json.dumps(result))
         return
 
     _, ours = zoo_values(args.steps)
@@ -183,7 +194,7 @@ def main() -> None:
     seeds = " | ".join(f"seed {s}" for s in args.seeds)
     print(f"| side | final eval return: {seeds} | solved (>= {SOLVED:.0f}) | median env steps/s | ratio |")
     print("|---|" + "---|" * len(args.seeds) + "---|---|---|")
-    for side, label in (("sb3", "Stable-Baselines3 DQN"), ("ours", "ours (agent=dqn)")):
+    for side, label in LABELS.items():
         rows = results[side]
         returns = " | ".join(f"{r['return']:.1f}" for r in rows)
         solved = sum(r["return"] >= SOLVED for r in rows)

@@ -1,5 +1,6 @@
 """`python -m framework [plugins | Hydra overrides...]`."""
 
+import os
 import sys
 
 
@@ -7,7 +8,13 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "plugins":
         from framework.plugins_cli import main as plugins_main
 
-        sys.exit(plugins_main(sys.argv[2:]))
+        try:
+            code = plugins_main(sys.argv[2:])
+            sys.stdout.flush()
+        except BrokenPipeError:  # `... plugins | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            code = 0
+        sys.exit(code)
     from framework.app import main as app_main
 
     app_main()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
+import time
+import traceback
 from pathlib import Path
 
 import hydra
@@ -13,8 +17,14 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from framework import config, registry
-from framework.sweep import PARENT_RUN_ENV
+from framework import STARTED_AT, config, registry
+from framework.errors import ConfigError, RunFailed, hydra_message
+from framework.sweep import PARENT_RUN_ENV, child_run_name, swept_keys_of_this_sweep
+
+#: Hydra's variable for showing whole tracebacks; without it a user's mistake is one message.
+FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
+#: The user's own setting of it (Hydra's is set for the duration of main()).
+USER_FULL_ERROR_ENV = "FRAMEWORK_FULL_ERROR"
 
 
 class EntryPointSearchPath(SearchPathPlugin):
@@ -23,8 +33,7 @@ class EntryPointSearchPath(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
         for name, entries in registry.discover("conf").items():
             for entry in entries:
-                module = entry.value.split(":", 1)[0].strip()
-                search_path.append(provider=f"framework.conf:{name}", path=f"pkg://{module}")
+                search_path.append(provider=f"framework.conf:{name}", path=f"pkg://{_module(entry.value)}")
 
 
 def task(cfg: DictConfig) -> float | None:
@@ -32,19 +41,47 @@ def task(cfg: DictConfig) -> float | None:
     from framework.run import run
 
     hc = HydraConfig.get()
-    final = run(
-        cfg,
-        run_dir=Path(hc.runtime.output_dir),
-        overrides=list(hc.overrides.task),
-        parent_run_id=os.environ.get(PARENT_RUN_ENV),
-        job_label=f"#{hc.job.num}" if hc.mode == RunMode.MULTIRUN else None,
-    )
+    sweep = hc.mode == RunMode.MULTIRUN
+    overrides = list(hc.overrides.task)
+    try:
+        final = run(
+            cfg,
+            run_dir=Path(hc.runtime.output_dir),
+            overrides=overrides,
+            parent_run_id=os.environ.get(PARENT_RUN_ENV),
+            run_name=child_run_name(overrides, swept_keys_of_this_sweep()) if sweep else None,
+            # A single run started with the process; a sweep's job when Hydra handed it over.
+            started_at=time.time() if sweep else STARTED_AT,
+        )
+    # Reported here, not by Hydra, which would add a line of its own; HYDRA_FULL_ERROR=1 shows all.
+    except ConfigError as e:
+        if os.environ.get(USER_FULL_ERROR_ENV) == "1":
+            raise
+        _refuse(str(e))
+    except RunFailed as e:
+        if os.environ.get(USER_FULL_ERROR_ENV) == "1":
+            raise
+        cause = e.__cause__ or e
+        if isinstance(cause, ConfigError):  # a mistake only the started run could see: no traceback
+            print(f"Error: {cause}", file=sys.stderr)
+        else:
+            traceback.print_exception(cause)
+        print(e.summary, file=sys.stderr)
+        sys.exit(1)
     # The return value is what a Hydra sweeper (Optuna, Nevergrad) optimises.
-    return final.get("eval/return_mean")
+    return final.get(str(cfg.objective.metric))
+
+
+def _module(value: str) -> str:
+    return value.split(":", 1)[0].strip()
 
 
 def _setup() -> None:
+    """The root schema, and every conf package's plugin schemas, in Hydra's ConfigStore."""
     config.register_schema()
+    for entries in registry.discover("conf").values():
+        for entry in entries:
+            importlib.import_module(_module(entry.value))  # a conf package registers its schemas
     Plugins.instance().register(EntryPointSearchPath)
 
 
@@ -59,5 +96,25 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
 
 
 def main() -> None:
-    _setup()
-    hydra.main(version_base="1.3", config_path=None, config_name="config")(task)()
+    """`python -m framework OVERRIDES`: a mistake is one message and exit status 1, a bug a traceback."""
+    full = os.environ.get(FULL_ERROR_ENV) == "1"
+    os.environ[USER_FULL_ERROR_ENV] = "1" if full else "0"
+    # Hydra then re-raises what it would print; what a user sees is decided here.
+    os.environ[FULL_ERROR_ENV] = "1"
+    try:
+        _setup()
+        hydra.main(version_base="1.3", config_path=None, config_name="config")(task)()
+    except ConfigError as e:
+        if full:
+            raise
+        _refuse(str(e))
+    except Exception as e:
+        message = hydra_message(e)
+        if full or message is None:
+            raise
+        _refuse(message)
+
+
+def _refuse(message: str) -> None:
+    print(f"Error: {message}", file=sys.stderr)
+    sys.exit(1)

@@ -1,7 +1,12 @@
-"""Structured config: the root schema, and validation of each plugin's own section."""
+"""Structured config: the root schema, plugin schemas in Hydra's ConfigStore, and validation.
+
+Each default and its one-line description live once, in a dataclass schema: the root's below,
+each plugin's in its `Config`. A conf package registers the schemas its YAML files build on
+(`store_schema`), and those files select and override: `agent/dqn.yaml` starts from
+`/schema/agent/dqn` and sets only what differs, so `--cfg job` still shows every key.
+"""
 
 # Optional[...] rather than `X | None`: OmegaConf 2.3 cannot read PEP 604 unions.
-import difflib
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Optional
 
@@ -9,17 +14,19 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from framework import registry
+from framework import contracts, registry
+from framework.errors import ConfigError, check_choice, did_you_mean
 
-
-class ConfigError(ValueError):
-    """A config value or key that the chosen plugin does not accept."""
+__all__ = ["ConfigError", "FrameworkConfig", "Section", "check_root", "plugin_section", "store_schema"]
 
 
 @dataclass
 class EvalConfig:
     every_steps: int = 10_000
     """Evaluate every N env steps during training (0: only at the end)."""
+    at_start: bool = True
+    """Evaluate at the first step too (the untrained policy), so that each learning curve has its
+    start; the objective is then the first metric a run logs, which MLflow's compare page plots."""
     episodes: int = 10
     """Episodes per evaluation."""
     deterministic: bool = True
@@ -36,6 +43,14 @@ class CheckpointConfig:
     """Save a checkpoint every N env steps (0: only at the end and on Ctrl-C)."""
     keep: int = 2
     """How many recent checkpoints to keep on disk."""
+
+
+@dataclass
+class ObjectiveConfig:
+    metric: str = "eval/return_mean"
+    """The final metric a run is judged by: what a sweeper optimises and a sweep's summary ranks."""
+    mode: str = "max"
+    """max or min: which end of the metric is best."""
 
 
 @dataclass
@@ -63,7 +78,11 @@ class FrameworkConfig:
     """Seconds between progress log lines and perf/ metrics."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
 
+
+#: Every schema a conf package registered, by (section, plugin name).
+SCHEMAS: dict[tuple[str, str], type] = {}
 
 PLUGIN_SECTIONS = {
     "env": "env",
@@ -73,6 +92,16 @@ PLUGIN_SECTIONS = {
     "tracking": "tracker",
 }
 PROGRESS_MODES = ("auto", "bar", "log", "off")
+OBJECTIVE_MODES = ("max", "min")
+
+
+@dataclass(frozen=True)
+class Section:
+    """One plugin section of a run's config: the plugin's name, the loaded plugin, its typed config."""
+
+    name: str
+    plugin: Any
+    cfg: Any
 
 
 def register_schema() -> None:
@@ -80,12 +109,26 @@ def register_schema() -> None:
     ConfigStore.instance().store(name="framework_schema", node=FrameworkConfig)
 
 
+def store_schema(section: str, name: str, schema: type) -> None:
+    """Register a plugin's schema as `/schema/<section>/<name>`, with its `name` key first.
+
+    A config file of that plugin starts from it (`defaults: [/schema/agent/dqn@_here_, _self_]`)
+    and sets only what differs from the schema's defaults. The node holds the defaults untyped,
+    so that a preset may switch the section to another plugin; the run checks the section
+    against the chosen plugin's schema before anything starts (`plugin_section`).
+    """
+    if not is_dataclass(schema):
+        raise TypeError(f"The schema of {section} plugin {name!r} must be a dataclass, not {schema!r}")
+    defaults = OmegaConf.to_container(OmegaConf.structured(schema))
+    assert isinstance(defaults, dict)
+    SCHEMAS[(section, name)] = schema
+    ConfigStore.instance().store(group=f"schema/{section}", name=name, node={"name": name, **defaults})
+
+
 def check_root(cfg: DictConfig) -> None:
     """Checks on root values that their type alone does not express."""
-    if cfg.progress not in PROGRESS_MODES:
-        raise ConfigError(
-            f"progress={cfg.progress!r} is not valid; choose one of {', '.join(PROGRESS_MODES)}"
-        )
+    check_choice("progress", cfg.progress, PROGRESS_MODES)
+    check_choice("objective.mode", cfg.objective.mode, OBJECTIVE_MODES)
     for key in ("total_steps", "eval.every_steps", "eval.episodes", "checkpoint.every_steps"):
         if OmegaConf.select(cfg, key) < 0:
             raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} must be >= 0")
@@ -93,8 +136,8 @@ def check_root(cfg: DictConfig) -> None:
         raise ConfigError("Both env and agent must be chosen, e.g. env=cartpole agent=ppo")
 
 
-def plugin_section(cfg: DictConfig, section: str) -> tuple[str, Any, Any] | None:
-    """(name, plugin object, typed config) for one section, or None when the section is unset."""
+def plugin_section(cfg: DictConfig, section: str) -> Section | None:
+    """The plugin a section names, checked against its kind's contract, and its typed config."""
     node = cfg.get(section)
     if node is None:
         return None
@@ -103,14 +146,19 @@ def plugin_section(cfg: DictConfig, section: str) -> tuple[str, Any, Any] | None
     if not name:
         raise ConfigError(f"{section}.name is missing: it names the {kind} plugin to use")
     plugin = registry.load(kind, name)
-    return name, plugin, typed(node, getattr(plugin, "Config", None), section, name)
+    problems = contracts.check(kind, plugin)
+    if problems:
+        where = registry.info(kind, name)
+        raise registry.RegistryError(
+            f"The {kind} plugin {name!r} ({where.value}, from {where.distribution} {where.version}) does "
+            f"not satisfy framework.contracts.{contracts.CONTRACTS[kind].__name__}: " + "; ".join(problems)
+        )
+    return Section(name, plugin, typed(node, plugin.Config, section, name))
 
 
-def typed(node: DictConfig, schema: type | None, section: str, name: str) -> Any:
+def typed(node: DictConfig, schema: type, section: str, name: str) -> Any:
     """Merge `node` (less its `name`) into the plugin's dataclass schema; errors name the key."""
     data = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "name"}  # type: ignore[union-attr]
-    if schema is None:
-        return data
     assert is_dataclass(schema)
     base = OmegaConf.structured(schema)
     try:
@@ -119,13 +167,15 @@ def typed(node: DictConfig, schema: type | None, section: str, name: str) -> Any
         key = str(e.full_key or e.key)
         leaf = key.rsplit(".", 1)[-1]
         valid = [f.name for f in fields(schema)]
-        close = difflib.get_close_matches(leaf, valid, n=1)
-        hint = f" Did you mean {section}.{close[0]}?" if close else ""
+        hint = did_you_mean(leaf, valid, prefix=f"{section}.")
         raise ConfigError(
             f"Unknown config key {section}.{key} for {section} plugin {name!r}.{hint} "
             f"Valid keys: {', '.join(valid)}"
         ) from None
     except OmegaConfBaseException as e:
         key = str(e.full_key or e.key)
-        raise ConfigError(f"Invalid value for {section}.{key} ({name!r}): {e.msg}") from None
+        reason = str(e.msg).strip().splitlines()[0]
+        raise ConfigError(
+            f"Invalid value for {section}.{key} ({section} plugin {name!r}): {reason}"
+        ) from None
     return OmegaConf.to_object(merged)

@@ -1,8 +1,16 @@
-"""The contracts every plugin kind satisfies (structural: no base class to inherit)."""
+"""The contracts every plugin kind satisfies (structural: no base class to inherit).
+
+Each kind is a Protocol that mypy checks plugins against; an optional capability is a Protocol of
+its own that extends its kind's (`VectorEnvPlugin`, `FrameBuffer`), so that what a plugin can do
+is declared and typed, never guessed. `check` holds a loaded plugin to its kind's contract.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -17,25 +25,52 @@ if TYPE_CHECKING:
 class EnvPlugin(Protocol):
     """Builds environments; constructed with its validated `env.*` config.
 
-    It may also offer `make_vector(*, seed, n) -> gymnasium.vector.VectorEnv` (same-step
-    autoreset) when it runs many instances better together, e.g. game arenas sharing one
-    connection; agents then use that instead of n single envs.
+    The constructor checks the config and raises ConfigError for a bad value; it starts nothing.
     """
 
     Config: ClassVar[type]
+    n_envs: int
+    """Env instances an agent trains on."""
 
+    def __init__(self, cfg: Any) -> None: ...
     def make(
         self, *, seed: int, index: int, evaluation: bool = False, render_mode: str | None = None
     ) -> gym.Env: ...
 
 
 @runtime_checkable
+class VectorEnvPlugin(EnvPlugin, Protocol):
+    """An env plugin that runs many instances better together (game arenas sharing one connection):
+    agents train on its vector env (same-step autoreset) instead of n single envs."""
+
+    def make_vector(self, *, seed: int, n: int) -> gym.vector.VectorEnv: ...
+
+
+@runtime_checkable
 class Buffer(Protocol):
-    def insert(self, /, **transition: np.ndarray) -> None: ...
+    """A replay buffer: `insert` takes one transition by field name, `sample` a dict of batch arrays."""
+
+    Config: ClassVar[type]
+    capacity: int
+    """Most transitions held."""
+
+    def __init__(self, cfg: Any) -> None: ...
+    def seed(self, seed: int) -> None: ...
+    def insert(self, /, **transition: Any) -> None: ...
     def sample(self, batch_size: int) -> dict[str, np.ndarray]: ...
     def __len__(self) -> int: ...
-    def state_dict(self) -> dict: ...
-    def load_state_dict(self, state: dict) -> None: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class FrameBuffer(Buffer, Protocol):
+    """A buffer that stores each frame once and stacks `frame_history_len` of them itself: an episode
+    starts with `on_reset(frame)`, then `insert(action=, reward=, next_frame=, done=)` per step."""
+
+    frame_history_len: int
+
+    def on_reset(self, frame: np.ndarray) -> None: ...
 
 
 @runtime_checkable
@@ -44,6 +79,7 @@ class Agent(Protocol):
 
     Config: ClassVar[type]
 
+    def __init__(self, cfg: Any) -> None: ...
     def learn(self, ctx: RunContext) -> None: ...
     def act(self, obs: Any, *, deterministic: bool = True) -> Any: ...
     def save(self, path: Path) -> None: ...
@@ -52,8 +88,24 @@ class Agent(Protocol):
 
 @runtime_checkable
 class SearchEngine(Protocol):
+    """Tree search over a batch of roots: visit-count policies back, everything released by close()."""
+
+    Config: ClassVar[type]
+
+    def __init__(self, cfg: Any) -> None: ...
     def search(self, roots: Sequence[Any], *, add_noise: bool) -> np.ndarray: ...
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class SweepSummarySpec:
+    """What the parent run of a sweep summarises when the sweep ends."""
+
+    swept_keys: tuple[str, ...]
+    objective: str
+    """The metric each child is judged by."""
+    mode: str
+    """max or min: which end of the objective is best."""
 
 
 @runtime_checkable
@@ -61,11 +113,12 @@ class Tracker(Protocol):
     """Experiment tracking: one run at a time, plus the parent run of a sweep.
 
     Logging calls may be asynchronous; `run_id` waits until the run exists, and `end_run`
-    returns once everything logged is stored.
+    returns once everything logged is stored. Times are seconds since the epoch.
     """
 
     Config: ClassVar[type]
 
+    def __init__(self, cfg: Any) -> None: ...
     @property
     def run_id(self) -> str: ...
     def start_run(
@@ -75,14 +128,167 @@ class Tracker(Protocol):
         tags: Mapping[str, str],
         parent_run_id: str | None = None,
         resume_run_id: str | None = None,
+        start_time: float | None = None,
     ) -> None: ...
     def log_params(self, params: Mapping[str, Any]) -> None: ...
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None: ...
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None: ...
     def set_tags(self, tags: Mapping[str, str]) -> None: ...
-    def end_run(self, status: str) -> None: ...
+    def end_run(self, status: str, *, end_time: float | None = None) -> None: ...
     def run_tags(self, run_id: str) -> dict[str, str]: ...
     def download_artifacts(self, run_id: str, path: str, dst: Path) -> Path: ...
-    def start_parent(self, *, run_name: str, tags: Mapping[str, str]) -> str: ...
-    def end_parent(self, run_id: str, status: str) -> None: ...
+    def how_to_view(self, run_id: str) -> str: ...
+    def start_parent(
+        self,
+        *,
+        run_name: str,
+        tags: Mapping[str, str],
+        params: Mapping[str, str],
+        start_time: float | None = None,
+    ) -> str: ...
+    def end_parent(
+        self, run_id: str, status: str, *, summary: SweepSummarySpec, end_time: float | None = None
+    ) -> None: ...
     def close(self) -> None: ...
+
+
+#: The contract of each plugin kind, and the optional capabilities a plugin of that kind may have.
+CONTRACTS: dict[str, type] = {
+    "env": EnvPlugin,
+    "buffer": Buffer,
+    "agent": Agent,
+    "search": SearchEngine,
+    "tracker": Tracker,
+}
+CAPABILITIES: dict[str, tuple[type, ...]] = {"env": (VectorEnvPlugin,), "buffer": (FrameBuffer,)}
+
+
+def check(kind: str, plugin: object) -> list[str]:
+    """What `plugin` (a class) lacks of its kind's contract, one line each; [] when it conforms.
+
+    Methods must exist and accept every call the contract allows (the same parameter names,
+    kinds and defaults, no other required parameter); `Config` must be a dataclass. Attributes
+    (`n_envs`, `capacity`) belong to instances and are checked by `check_instance`.
+    """
+    contract = CONTRACTS[kind]
+    if not inspect.isclass(plugin):
+        return [f"is a {type(plugin).__name__}, not a class"]
+    problems = []
+    config = getattr(plugin, "Config", None)
+    if config is None or not dataclasses.is_dataclass(config):
+        problems.append("Config is not a dataclass (the schema of its config section)")
+    for name, expected in _methods(contract).items():
+        if isinstance(expected, property):  # may be an instance attribute: see check_instance
+            continue
+        actual = inspect.getattr_static(plugin, name, None)
+        if actual is None:
+            problems.append(f"has no {name}{_signature(expected)}")
+        elif not callable(actual) and not isinstance(actual, property):
+            problems.append(f"{name} is not a method")
+        else:
+            mismatch = _accepts(expected, getattr(plugin, name))
+            if mismatch:
+                problems.append(f"{name}{_signature(getattr(plugin, name))}: {mismatch}")
+    return problems
+
+
+def check_instance(kind: str, plugin: object) -> list[str]:
+    """What a constructed plugin lacks of the attributes its contract (and capabilities) declare."""
+    contracts = (CONTRACTS[kind], *(c for c in CAPABILITIES.get(kind, ()) if isinstance(plugin, c)))
+    problems = []
+    for contract in contracts:
+        properties = [n for n, v in _methods(contract).items() if isinstance(v, property)]
+        for name in [*_attributes(contract), *properties]:
+            if inspect.getattr_static(plugin, name, _MISSING) is _MISSING:
+                problems.append(f"has no attribute {name} ({contract.__name__})")
+    return problems
+
+
+_MISSING = object()
+
+
+def capabilities(kind: str, plugin: object) -> list[str]:
+    """The optional capabilities (Protocol names) whose methods a plugin class has."""
+    found = []
+    for capability in CAPABILITIES.get(kind, ()):
+        extra = set(_methods(capability)) - set(_methods(CONTRACTS[kind]))
+        if all(inspect.getattr_static(plugin, name, None) is not None for name in extra):
+            found.append(capability.__name__)
+    return found
+
+
+def _methods(contract: type) -> dict[str, Any]:
+    members: dict[str, Any] = {}
+    for klass in reversed(contract.__mro__):
+        if klass is object or klass is Protocol or not getattr(klass, "_is_protocol", False):
+            continue
+        for name, value in vars(klass).items():
+            if (name == "__init__" or not name.startswith("_") or name == "__len__") and (
+                callable(value) or isinstance(value, property)
+            ):
+                members[name] = value
+    return members
+
+
+def _attributes(contract: type) -> list[str]:
+    names: list[str] = []
+    for klass in reversed(contract.__mro__):
+        for name in getattr(klass, "__annotations__", {}):
+            if name != "Config" and not name.startswith("_") and name not in names:
+                names.append(name)
+    return names
+
+
+def _signature(fn: Callable[..., Any]) -> str:
+    try:
+        return str(inspect.signature(fn))
+    except (TypeError, ValueError):
+        return "(...)"
+
+
+def _accepts(expected: Callable[..., Any], actual: Callable[..., Any]) -> str:
+    """'' when `actual` accepts every call `expected` allows; else what it does not accept."""
+    try:
+        want = inspect.signature(expected)
+        have = inspect.signature(actual)
+    except (TypeError, ValueError):
+        return ""
+    params = list(have.parameters.values())
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
+    var_pos = any(p.kind is p.VAR_POSITIONAL for p in params)
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    by_name = {p.name: p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    used: set[str] = set()
+    index = 0
+    for p in want.parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            if not var_kw:
+                return f"does not take **{p.name} (the contract says {want})"
+            continue
+        if p.kind is p.VAR_POSITIONAL:
+            if not var_pos:
+                return f"does not take *{p.name} (the contract says {want})"
+            continue
+        if p.kind is p.KEYWORD_ONLY:
+            mine = by_name.get(p.name)
+            if mine is None and not var_kw:
+                return f"has no keyword parameter {p.name} (the contract says {want})"
+        else:  # positional in the contract
+            if index < len(positional):
+                mine = positional[index]
+            elif var_pos:
+                mine = None
+            else:
+                return f"takes too few positional parameters (the contract says {want})"
+            index += 1
+            if p.kind is p.POSITIONAL_OR_KEYWORD and mine is not None and mine.name != p.name:
+                return f"names parameter {mine.name!r} where the contract says {p.name!r} ({want})"
+        if mine is not None:
+            used.add(mine.name)
+            if p.default is not p.empty and mine.default is p.empty:
+                return f"requires {mine.name}, which the contract makes optional ({want})"
+    for p in params:
+        required = p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        if required and p.name not in used:
+            return f"requires {p.name}, which the contract does not pass ({want})"
+    return ""

@@ -6,7 +6,9 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from framework.contracts import SweepSummarySpec
 
 
 @dataclass
@@ -17,7 +19,7 @@ class NullTrackerConfig:
 class NullTracker:
     """Tracks nothing: metrics and artifacts stay in the run directory only."""
 
-    Config = NullTrackerConfig
+    Config: ClassVar[type] = NullTrackerConfig
 
     def __init__(self, cfg: Any) -> None:
         self.run_id = ""
@@ -29,6 +31,7 @@ class NullTracker:
         tags: Mapping[str, str],
         parent_run_id: str | None = None,
         resume_run_id: str | None = None,
+        start_time: float | None = None,
     ) -> None:
         self.run_id = resume_run_id or uuid.uuid4().hex
 
@@ -44,22 +47,40 @@ class NullTracker:
     def set_tags(self, tags: Mapping[str, str]) -> None:
         """Tags are not recorded."""
 
-    def end_run(self, status: str) -> None:
+    def end_run(self, status: str, *, end_time: float | None = None) -> None:
         """Nothing to close."""
 
     def run_tags(self, run_id: str) -> dict[str, str]:
         raise LookupError(
-            f"resume={run_id!r}: tracking=none keeps no runs; resume from a run directory instead"
+            "tracking=none keeps no runs; resume from a run directory (outputs/DATE/TIME) instead"
         )
 
     def download_artifacts(self, run_id: str, path: str, dst: Path) -> Path:
         raise LookupError(f"tracking=none keeps no artifacts for run {run_id!r}")
 
-    def start_parent(self, *, run_name: str, tags: Mapping[str, str]) -> str:
+    def how_to_view(self, run_id: str) -> str:
+        return "not tracked (tracking=none): the run directory holds the checkpoints and the config"
+
+    def start_parent(
+        self,
+        *,
+        run_name: str,
+        tags: Mapping[str, str],
+        params: Mapping[str, str],
+        start_time: float | None = None,
+    ) -> str:
         return uuid.uuid4().hex
 
-    def end_parent(self, run_id: str, status: str) -> None:
-        """Nothing to close."""
+    def end_parent(
+        self, run_id: str, status: str, *, summary: SweepSummarySpec, end_time: float | None = None
+    ) -> None:
+        """Nothing to summarise."""
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+if TYPE_CHECKING:  # mypy holds each plugin to its kind's contract
+    from framework.contracts import Tracker
+
+    _nulltracker_contract: type[Tracker] = NullTracker

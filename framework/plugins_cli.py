@@ -1,28 +1,195 @@
-"""`python -m framework plugins`: every installed plugin, read without importing any of them."""
+"""`python -m framework plugins`: every installed plugin and the configs that select it.
+
+Read without importing any plugin (nor torch): descriptions come from source, config files are
+read as YAML. `--config NAME` shows one plugin's keys, defaults and descriptions (its schema).
+"""
 
 from __future__ import annotations
 
 import argparse
+import ast
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import re
 import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
 
 from framework import registry
+from framework.config import PLUGIN_SECTIONS, SCHEMAS
+
+#: `# requires: MODULE (how to install it)` in a config file: what it needs beyond the core's own.
+REQUIRES = re.compile(r"^#\s*requires:\s*(\S+)\s*(?:\((.*)\))?\s*$")
+SCHEMA_DEFAULT = re.compile(r"^/schema/(\w+)/(\w+)@_here_$")
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """One config of a plugin group (`agent=ppo`): which plugin it selects and what it needs."""
+
+    section: str
+    name: str
+    plugin: str
+    requires: str | None
+    install: str | None
+
+    @property
+    def available(self) -> bool:
+        return self.requires is None or importlib.util.find_spec(self.requires) is not None
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m framework plugins", description="List the installed framework plugins."
+        prog="python -m framework plugins",
+        description="List the installed framework plugins and the configs that select them.",
     )
     parser.add_argument("--kind", choices=list(registry.GROUPS), help="only plugins of this kind")
+    parser.add_argument(
+        "--config", metavar="NAME", help="a plugin's (or a config's) keys, defaults and descriptions"
+    )
     args = parser.parse_args(argv)
-    rows = [("KIND", "NAME", "DISTRIBUTION", "VERSION", "DESCRIPTION")]
+    if args.config:
+        return describe(args.config)
+    files = config_files()
+    rows = [("KIND", "NAME", "SELECTED BY", "DISTRIBUTION", "VERSION", "DESCRIPTION")]
+    missing: dict[str, str] = {}
     for kind in registry.GROUPS if args.kind is None else [args.kind]:
+        section = next((s for s, k in PLUGIN_SECTIONS.items() if k == kind), None)
         for name, entries in registry.discover(kind).items():
+            chosen = sorted(
+                (f for f in files if f.section == section and f.plugin == name), key=lambda f: f.name
+            )
+            for f in chosen:
+                if not f.available:
+                    missing[f.requires or ""] = f.install or f"install {f.requires}"
+            selected = "|".join(f.name + ("" if f.available else "*") for f in chosen)
+            selector = f"{section}={selected}" if selected else "-"
             for p in entries:
-                rows.append((kind, name, p.distribution, p.version, p.description()))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+                rows.append((kind, name, selector, p.distribution, p.version, p.description()))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4])
+        print("  ".join(c.ljust(w) for c, w in zip(row[:5], widths, strict=True)) + "  " + row[5])
+    for module, install in missing.items():
+        print(f"* needs {module}, which is not installed: {install}")
     problems = registry.conflicts()
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0
+
+
+def config_files() -> list[ConfigFile]:
+    """The plugin group configs of every installed conf package, read as files."""
+    found = []
+    for entries in registry.discover("conf").values():
+        for entry in entries:
+            for folder in _package_dirs(entry.value.split(":", 1)[0].strip()):
+                for section in PLUGIN_SECTIONS:
+                    for path in sorted((folder / section).glob("*.yaml")):
+                        parsed = _read(path, section)
+                        if parsed is not None:
+                            found.append(parsed)
+    return found
+
+
+def describe(name: str) -> int:
+    """Print the keys, defaults and descriptions of the plugin that `name` (a plugin or a config) selects."""
+    files = config_files()
+    matches = [f for f in files if f.name == name] or [f for f in files if f.plugin == name]
+    if not matches:
+        known = sorted({f.name for f in files} | {f.plugin for f in files})
+        print(f"Error: no plugin or config named {name!r}. Known: {', '.join(known)}", file=sys.stderr)
+        return 1
+    chosen = matches[0]
+    _register_schemas()
+    schema = SCHEMAS.get((chosen.section, chosen.plugin))
+    selected_by = ", ".join(
+        f"{f.section}={f.name}" for f in files if (f.section, f.plugin) == (chosen.section, chosen.plugin)
+    )
+    print(f"{chosen.section} plugin {chosen.plugin!r}, selected by {selected_by}")
+    if chosen.name != chosen.plugin:
+        choice = f"{chosen.section}={chosen.name}"
+        print(f"({choice} sets some keys itself: python -m framework --cfg job {choice})")
+    if schema is None:
+        print("Its conf package registers no schema: its config file lists its keys.")
+        return 0
+    docs = field_docs(schema)
+    rows = [
+        (f"{chosen.section}.{f.name}", _default(f), docs.get(f.name, "")) for f in dataclasses.fields(schema)
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(2)]
+    for key, default, doc in rows:
+        print(f"  {key.ljust(widths[0])}  {default.ljust(widths[1])}  {doc}")
+    return 0
+
+
+def field_docs(schema: type) -> dict[str, str]:
+    """The first line of the docstring under each field of a dataclass (and of its bases)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(schema.__mro__[:-1]):
+        try:
+            tree = ast.parse(inspect.getsource(klass).lstrip() if klass.__module__ != "builtins" else "")
+        except (OSError, TypeError, SyntaxError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for node, after in zip(body, [*body[1:], None], strict=True):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+            ):
+                value = after.value
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    docs[node.target.id] = value.value.strip().splitlines()[0]
+    return docs
+
+
+def _default(f: dataclasses.Field[Any]) -> str:
+    if f.default is not dataclasses.MISSING:
+        value = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        value = f.default_factory()
+    else:
+        return "(required)"
+    return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("...").strip()
+
+
+def _register_schemas() -> None:
+    for entries in registry.discover("conf").values():
+        for entry in entries:
+            importlib.import_module(entry.value.split(":", 1)[0].strip())
+
+
+def _package_dirs(module: str) -> list[Path]:
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return []
+    return [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+
+
+def _read(path: Path, section: str) -> ConfigFile | None:
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    plugin = data.get("name")
+    for entry in data.get("defaults") or []:
+        match = SCHEMA_DEFAULT.match(entry) if isinstance(entry, str) else None
+        if match and match.group(1) == section:
+            plugin = plugin or match.group(2)
+    if not plugin:
+        return None
+    requires = install = None
+    for line in text.splitlines():
+        found = REQUIRES.match(line.strip())
+        if found:
+            requires, install = found.group(1), found.group(2)
+    return ConfigFile(section, path.stem, str(plugin), requires, install)

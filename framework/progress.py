@@ -1,45 +1,97 @@
-"""Training progress: a rich bar on a terminal, plain log lines elsewhere."""
+"""Training progress: a rich bar on a terminal, plain log lines elsewhere.
+
+While the bar is shown, log records go through the bar's console (above the bar) instead of
+the terminal handlers Hydra configured, so neither overwrites the other. The display never
+counts past the budget: an agent that ends on a whole rollout past `total_steps` shows the
+budget as done, and the run's last lines give the real count and why.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 log = logging.getLogger("framework")
 
 
-class ProgressDisplay:
-    """Shows env steps, steps/s and the latest evaluation return."""
+class ConsoleHandler(logging.Handler):
+    """Log records printed by a rich console, above its live display."""
 
-    def __init__(self, total: int, *, mode: str = "auto", start: int = 0, log_every_s: float = 10.0) -> None:
+    def __init__(self, console: Any, formatter: logging.Formatter | None) -> None:
+        super().__init__()
+        self.console = console
+        self.setFormatter(formatter or logging.Formatter("%(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.console.print(self.format(record), markup=False, highlight=False, soft_wrap=True)
+        except Exception:
+            self.handleError(record)
+
+
+class ProgressDisplay:
+    """Shows env steps, steps/s and the latest value of the run's objective metric."""
+
+    def __init__(
+        self,
+        total: int,
+        *,
+        mode: str = "auto",
+        start: int = 0,
+        log_every_s: float = 10.0,
+        metric: str = "eval/return_mean",
+    ) -> None:
         if mode == "auto":
             mode = "bar" if sys.stderr.isatty() else "log"
         self.mode = mode
         self.total = total
         self.start_step = start
         self.step = start
-        self.eval_return: float | None = None
+        self.metric = metric
+        self.eval_value: float | None = None
         self.log_every_s = log_every_s
         self._t0 = time.perf_counter()
         self._last_log = self._t0
         self._bar: Any = None
         self._task: Any = None
+        self._swapped: list[tuple[logging.Logger, logging.Handler, logging.Handler]] = []
         if mode == "bar":
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            self._start_bar(start)
 
-            self._bar = Progress(
-                TextColumn("[bold]train"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[rate]:>8} steps/s"),
-                TextColumn("eval {task.fields[eval]}"),
-                TimeRemainingColumn(),
-                transient=False,
-            )
-            self._task = self._bar.add_task("train", total=total, completed=start, rate="-", eval="-")
-            self._bar.start()
+    def _start_bar(self, start: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._bar = Progress(
+            TextColumn("[bold]train"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]:>8} steps/s"),
+            TextColumn("{task.fields[label]} {task.fields[eval]}"),
+            TimeRemainingColumn(),
+            console=Console(file=sys.stderr),
+            transient=False,
+        )
+        self._task = self._bar.add_task(
+            "train", total=self.total, completed=self._shown(start), rate="-", eval="-", label=self.metric
+        )
+        self._route_logging(self._bar.console)
+        self._bar.start()
+
+    def _route_logging(self, console: Any) -> None:
+        """Swap the terminal handlers of the root and framework loggers for one printing on `console`."""
+        terminal = {sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__}
+        for logger in (logging.getLogger(), log):
+            for handler in list(logger.handlers):
+                if isinstance(handler, logging.StreamHandler) and handler.stream in terminal:
+                    replacement = ConsoleHandler(console, handler.formatter)
+                    replacement.setLevel(handler.level)
+                    logger.removeHandler(handler)
+                    logger.addHandler(replacement)
+                    self._swapped.append((logger, handler, replacement))
 
     @property
     def steps_per_s(self) -> float:
@@ -53,7 +105,10 @@ class ProgressDisplay:
         due = now - self._last_log >= self.log_every_s
         if self._bar is not None and (due or now - self._last_log >= 0.25):
             self._bar.update(
-                self._task, completed=step, rate=f"{self.steps_per_s:.0f}", eval=self._eval_text()
+                self._task,
+                completed=self._shown(step),
+                rate=f"{self.steps_per_s:.0f}",
+                eval=self._eval_text(),
             )
         if due:
             self._last_log = now
@@ -61,23 +116,35 @@ class ProgressDisplay:
                 log.info(self.line())
         return due
 
-    def set_eval(self, value: float) -> None:
-        self.eval_return = value
-        if self.mode == "log":
+    def set_eval(self, metrics: Mapping[str, float]) -> None:
+        if self.metric not in metrics:
+            return
+        self.eval_value = float(metrics[self.metric])
+        if self._bar is not None:
+            self._bar.update(self._task, eval=self._eval_text())
+        elif self.mode == "log":
             log.info(self.line())
 
     def line(self) -> str:
-        pct = 100.0 * self.step / self.total if self.total else 100.0
+        shown = self._shown(self.step)
+        pct = 100.0 * shown / self.total if self.total else 100.0
         return (
-            f"step {self.step}/{self.total} ({pct:.0f}%) | {self.steps_per_s:.0f} steps/s | "
-            f"eval/return_mean {self._eval_text()}"
+            f"step {shown}/{self.total} ({pct:.0f}%) | {self.steps_per_s:.0f} steps/s | "
+            f"{self.metric} {self._eval_text()}"
         )
 
     def close(self) -> None:
         if self._bar is not None:
-            self._bar.update(self._task, completed=self.step, eval=self._eval_text())
+            self._bar.update(self._task, completed=self._shown(self.step), eval=self._eval_text())
             self._bar.stop()
             self._bar = None
+        for logger, original, replacement in self._swapped:
+            logger.removeHandler(replacement)
+            logger.addHandler(original)
+        self._swapped.clear()
+
+    def _shown(self, step: int) -> int:
+        return min(step, self.total) if self.total else step
 
     def _eval_text(self) -> str:
-        return "-" if self.eval_return is None else f"{self.eval_return:.1f}"
+        return "-" if self.eval_value is None else f"{self.eval_value:.1f}"

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from framework.errors import ConfigError
+
 #: Plugin kinds and the entry-point group each is registered under.
 GROUPS: dict[str, str] = {
     "env": "framework.envs",
@@ -21,8 +23,8 @@ GROUPS: dict[str, str] = {
 }
 
 
-class RegistryError(LookupError):
-    """A plugin name that is unknown, ambiguous or of an unknown kind."""
+class RegistryError(ConfigError, LookupError):
+    """A plugin name that is unknown, ambiguous or of an unknown kind, or a plugin breaking its contract."""
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -24,6 +25,22 @@ FAST = [
     "checkpoint.every_steps=512",
     "log_every_s=0.5",
 ]
+
+
+#: The system packages the browser, rules and PeerJS tests run (README: "Running the tests").
+INSTALL_SYSTEM_PACKAGES = "sudo apt-get install -y chromium nodejs npm"
+
+
+def require_tool(name: str) -> str:
+    """The path of a system program a test needs; a failure naming the install command without it."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(
+            f"`{name}` is not installed, and this test runs it. Install the system packages the tests "
+            f"need: {INSTALL_SYSTEM_PACKAGES}",
+            pytrace=False,
+        )
+    return path
 
 
 def free_port() -> int:

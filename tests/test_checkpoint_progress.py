@@ -55,15 +55,16 @@ def test_checkpoint_is_due_when_a_multiple_is_crossed(previous: int, step: int, 
 def test_log_mode_prints_steps_per_second_and_eval_return(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("INFO", logger="framework")
     progress = ProgressDisplay(1000, mode="log", log_every_s=0.0)
-    progress.set_eval(123.4)
+    progress.set_eval({"eval/return_mean": 123.4})
     assert progress.update(500)
     assert "step 500/1000 (50%)" in caplog.text and "eval/return_mean 123.4" in caplog.text
     assert "steps/s" in caplog.text
 
 
 @pytest.mark.slow
-def test_a_terminal_gets_a_progress_bar(tmp_path: Path) -> None:
-    """On a TTY the run shows a rich bar with steps/s and the latest eval return."""
+def test_a_terminal_gets_a_progress_bar_that_log_lines_do_not_overwrite(tmp_path: Path) -> None:
+    """On a TTY the run shows a rich bar with steps/s and the latest eval return; log lines print
+    above it on rows of their own, and the run's last lines say where its results are."""
     import pty
 
     master, slave = pty.openpty()
@@ -86,5 +87,11 @@ def test_a_terminal_gets_a_progress_bar(tmp_path: Path) -> None:
     screen = b"".join(chunks).decode(errors="replace")
     assert "━" in screen  # rich's bar
     assert "steps/s" in screen
-    assert re.search(r"eval \d+\.\d", screen), "the latest eval return is shown"
+    assert re.search(r"eval/return_mean \d+\.\d", screen), "the latest eval return is shown"
     assert "2048/2048" in screen
+    rows = [row for line in screen.splitlines() for row in line.split("\r")]
+    started = [row for row in rows if "run started:" in row]
+    assert started and not any("━" in row or "steps/s" in row for row in started), started
+    tail = screen[screen.rindex("Run FINISHED") :]
+    assert "━" not in tail, "nothing of the bar is drawn after the run's last lines"
+    assert "run dir" in tail and "view it" in tail

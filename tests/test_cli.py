@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,14 +38,46 @@ def test_listing_help_and_composition_import_neither_torch_nor_ray(
     assert not modules & set(HEAVY), modules & set(HEAVY)
 
 
-def test_plugins_lists_kind_name_distribution_version_and_description(cli) -> None:
+def test_plugins_lists_each_plugin_with_the_configs_that_select_it(cli) -> None:
     r = cli("plugins")
     assert r.returncode == 0, r.output
     header, *rows = r.stdout.splitlines()
-    assert header.split()[:5] == ["KIND", "NAME", "DISTRIBUTION", "VERSION", "DESCRIPTION"]
+    assert header.split() == ["KIND", "NAME", "SELECTED", "BY", "DISTRIBUTION", "VERSION", "DESCRIPTION"]
     sb3 = next(row for row in rows if row.split()[:2] == ["agent", "sb3"])
-    assert sb3.split()[2:4] == ["framework", "0.1.0"]
+    assert sb3.split()[2:5] == ["agent=a2c|ppo|qrdqn|sac|sb3_dqn|td3|tqc|trpo", "framework", "0.1.0"]
     assert "Stable-Baselines3" in sb3
+    dqn = next(row for row in rows if row.split()[:2] == ["agent", "dqn"])
+    assert dqn.split()[2] == "agent=dqn"
+
+
+def test_plugins_marks_configs_whose_optional_dependency_is_missing(cli, tmp_path: Path) -> None:
+    """A config file's `# requires: MODULE (how to install)` line is checked without importing anything."""
+    site = tmp_path / "site"
+    (site / "fancy_conf" / "agent").mkdir(parents=True)
+    (site / "fancy_conf" / "__init__.py").write_text("")
+    (site / "fancy_conf" / "agent" / "fancy.yaml").write_text(
+        "# requires: no_such_module_here (pip install fancy-extra)\n"
+        "defaults:\n  - /schema/agent/sb3@_here_\n  - _self_\nalgo: A2C\n"
+    )
+    info = site / "fancy_conf-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fancy-conf\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[framework.conf]\nfancy = fancy_conf\n")
+    r = cli("plugins", env={"PYTHONPATH": str(site)})
+    assert r.returncode == 0, r.output
+    sb3 = next(row for row in r.stdout.splitlines() if row.split()[:2] == ["agent", "sb3"])
+    assert "|fancy*|" in sb3 and "|ppo|" in sb3
+    assert "* needs no_such_module_here, which is not installed: pip install fancy-extra" in r.stdout
+
+
+def test_plugins_config_shows_each_key_with_its_default_and_description(cli) -> None:
+    r = cli("plugins", "--config", "dqn")
+    assert r.returncode == 0, r.output
+    assert r.stdout.startswith("agent plugin 'dqn', selected by agent=dqn")
+    batch = next(line for line in r.stdout.splitlines() if "agent.batch_size" in line)
+    assert batch.split()[:2] == ["agent.batch_size", "32"] and "Transitions per gradient step." in batch
+    unknown = cli("plugins", "--config", "dqm")
+    assert unknown.returncode == 1 and "no plugin or config named 'dqm'" in unknown.stderr
 
 
 def test_help_lists_config_groups(cli) -> None:
@@ -52,7 +85,8 @@ def test_help_lists_config_groups(cli) -> None:
     assert r.returncode == 0
     assert "env: atari, cartpole, fighter, gym, lunarlander" in r.stdout
     # dqn is our own DQN (plugins/dqn); sb3_dqn is Stable-Baselines3's.
-    assert "agent: a2c, dqn, ppo, qrdqn, sac, sb3_dqn, td3" in r.stdout
+    assert "agent: a2c, dqn, ppo, qrdqn, sac, sb3_dqn, td3, tqc, trpo" in r.stdout
+    assert 'agent=qrdqn, tqc and trpo need sb3-contrib: pip install "framework[contrib]"' in r.stdout
 
 
 def test_cfg_job_shows_tuned_hyperparameters_for_the_chosen_pair(cli) -> None:
@@ -66,10 +100,11 @@ def test_cfg_job_shows_tuned_hyperparameters_for_the_chosen_pair(cli) -> None:
     assert "total_steps: 5" in overridden.stdout  # and the command line wins over the preset
 
 
-def test_misspelled_override_key_fails_naming_the_key(cli) -> None:
+def test_misspelled_override_key_fails_naming_the_key_and_the_closest_one(cli) -> None:
     r = cli("env.n_env=2", "tracking=none")
     assert r.returncode == 1
-    assert "env.n_env" in r.stderr and "not in struct" in r.stderr
+    assert "Unknown config key env.n_env. Did you mean env.n_envs?" in r.stderr
+    assert "Traceback" not in r.output
 
 
 def test_added_key_unknown_to_the_plugin_schema_fails_with_a_suggestion(cli) -> None:
@@ -87,7 +122,7 @@ def test_wrong_type_at_root_fails_naming_the_key(cli) -> None:
 def test_wrong_type_in_plugin_section_fails_naming_the_key(cli, tmp_path: Path) -> None:
     r = cli("env.n_envs=two")
     assert r.returncode == 1
-    assert "Invalid value for env.n_envs ('cartpole')" in r.stderr
+    assert "Invalid value for env.n_envs (env plugin 'cartpole')" in r.stderr
     assert not (tmp_path / "mlflow.db").exists(), "nothing may start before the config is valid"
 
 
@@ -124,3 +159,29 @@ def test_tab_completion_of_the_framework_command_offers_group_options(tmp_path: 
         env=env,
     )
     assert p.stdout.split() == ["env=cartpole"], p.stderr[-2000:]
+
+
+def test_the_last_lines_say_how_the_run_ended_and_where_its_results_are(cli, tmp_path: Path) -> None:
+    from tests.conftest import FAST
+
+    r = cli(*FAST, "progress=log")
+    assert r.returncode == 0, r.output[-3000:]
+    tail = r.stdout.strip().splitlines()[-5:]
+    assert tail[0] == "Run FINISHED at step 1024 of 1024."
+    assert tail[1].split()[0] == "eval/return_mean"
+    run_dir = next(tmp_path.glob("outputs/*/*"))
+    assert tail[2].split()[0] == "run" and len(tail[2].split()[-1].strip("()")) == 32  # the run id
+    assert tail[3].split() == ["run", "dir", str(run_dir)]
+    assert tail[4].split()[:5] == ["view", "it", "mlflow", "ui", "--backend-store-uri"]
+    assert tail[4].split()[5] == f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+def test_progress_never_counts_past_the_budget_and_the_end_says_why(cli) -> None:
+    r = cli(
+        "agent=ppo", "env.n_envs=1", "agent.hyperparams.n_steps=128", "agent.hyperparams.batch_size=64",
+        "total_steps=300", "eval.episodes=1", "tracking=none", "progress=log", "log_every_s=0",
+    )  # fmt: skip
+    assert r.returncode == 0, r.output[-3000:]
+    shown = [int(m) for m in re.findall(r"step (\d+)/300", r.output)]
+    assert shown and max(shown) == 300
+    assert "Run FINISHED at step 384 of 300 (the agent finishes its last rollout" in r.stdout

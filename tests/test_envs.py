@@ -11,8 +11,9 @@ from framework.app import compose
 
 def env_plugin(*overrides: str):
     cfg = compose(list(overrides))
-    _, plugin_cls, typed = config.plugin_section(cfg, "env")
-    return plugin_cls(typed)
+    section = config.plugin_section(cfg, "env")
+    assert section is not None
+    return section.plugin(section.cfg)
 
 
 def test_cartpole_instances_are_seeded_by_index() -> None:
@@ -25,7 +26,7 @@ def test_cartpole_instances_are_seeded_by_index() -> None:
 
 
 def test_gym_plugin_rejects_unknown_ids_with_close_matches() -> None:
-    with pytest.raises(ValueError, match="Unknown gymnasium env id 'CartPole-v9'.*CartPole-v1"):
+    with pytest.raises(ValueError, match="Unknown gymnasium env id env.id='CartPole-v9'.*CartPole-v1"):
         env_plugin("env=gym", "env.id=CartPole-v9")
 
 

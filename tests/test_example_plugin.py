@@ -35,8 +35,15 @@ def test_example_plugins_are_listed(installed: dict[str, str], tmp_path: Path) -
     r = run_cli("plugins", cwd=tmp_path, env=installed)
     assert r.returncode == 0, r.output
     rows = [line.split() for line in r.stdout.splitlines()]
-    assert ["env", "corridor", "framework-example-plugin", "0.1.0"] in [row[:4] for row in rows]
-    assert ["conf", "framework_example", "framework-example-plugin", "0.1.0"] in [row[:4] for row in rows]
+    assert ["env", "corridor", "env=corridor", "framework-example-plugin", "0.1.0"] in [
+        row[:5] for row in rows
+    ]
+    assert ["conf", "framework_example", "-", "framework-example-plugin", "0.1.0"] in [
+        row[:5] for row in rows
+    ]
+    described = run_cli("plugins", "--config", "corridor", cwd=tmp_path, env=installed)
+    assert described.returncode == 0, described.output
+    assert "env.length" in described.stdout and "Cells in the corridor" in described.stdout
 
 
 def test_example_config_group_shows_in_help(installed: dict[str, str], tmp_path: Path) -> None:

@@ -155,4 +155,6 @@ def test_resume_of_an_unknown_run_id_says_so(cli, tmp_path: Path) -> None:
     assert cli(*FAST).returncode == 0
     r = cli("resume=0123456789abcdef0123456789abcdef")
     assert r.returncode == 1
-    assert "No MLflow run '0123456789abcdef0123456789abcdef'" in r.stderr
+    assert r.stderr.startswith("Error: resume='0123456789abcdef0123456789abcdef' is neither a run directory")
+    assert "no MLflow run '0123456789abcdef0123456789abcdef'" in r.stderr and "Newest runs" in r.stderr
+    assert "Traceback" not in r.output

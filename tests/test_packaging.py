@@ -55,3 +55,14 @@ def test_installed_cli_runs_from_any_directory(wheel_install: Path, tmp_path: Pa
     )  # fmt: skip
     assert r.returncode == 0, r.output[-3000:]
     assert "FINISHED at step 256" in r.output
+
+
+def test_installed_cli_trains_our_dqn_on_atari(wheel_install: Path, tmp_path: Path) -> None:
+    """The README's Atari command on a regular install: frame preprocessing needs OpenCV, a dependency."""
+    r = run_cli(
+        "env=atari", "env.game=Pong", "agent=dqn", "total_steps=2000",
+        cwd=tmp_path, env={"PYTHONPATH": str(wheel_install)}, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.output[-3000:]
+    assert "Run FINISHED at step 2000 of 2000." in r.output
+    assert "Powered by Stella" not in r.output

@@ -46,7 +46,7 @@ def test_unknown_kind_names_the_valid_kinds() -> None:
 
 
 def test_load_returns_the_registered_object() -> None:
-    from framework_plugins.gym_envs import CartPole
+    from framework_plugins.gym_envs.envs import CartPole
 
     assert registry.load("env", "cartpole") is CartPole
 

@@ -45,8 +45,12 @@ def test_td3_gets_zoo_action_noise(tmp_path: Path) -> None:
 
 
 def test_continuous_algorithm_on_discrete_env_fails_clearly(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="agent.algo=SAC cannot train on this env"):
+    from framework.errors import ConfigError, RunFailed
+
+    with pytest.raises(RunFailed, match="Run FAILED at step 0") as failed:
         train(tmp_path, "agent=sac", "total_steps=100")
+    assert isinstance(failed.value.__cause__, ConfigError)
+    assert "agent.algo=SAC cannot train on this env" in str(failed.value.__cause__)
 
 
 def test_unknown_algorithm_lists_the_available_ones(tmp_path: Path) -> None:
@@ -59,8 +63,9 @@ def test_n_envs_vectorises_training(tmp_path: Path) -> None:
     from framework_plugins.sb3.vec_env import make_vec_env
 
     cfg = compose(["env.n_envs=4"])
-    _, plugin_cls, typed = config.plugin_section(cfg, "env")
-    venv = make_vec_env(plugin_cls(typed), 4, seed=0, kind="dummy")
+    section = config.plugin_section(cfg, "env")
+    assert section is not None
+    venv = make_vec_env(section.plugin(section.cfg), 4, seed=0, kind="dummy")
     venv.seed(0)
     obs = venv.reset()
     assert obs.shape == (4, 4)

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import csv
 import itertools
+import json
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -37,16 +43,24 @@ def test_run_logs_params_metrics_tags_and_artifacts(cli, mlflow_server: MlflowSe
         assert key in metrics, key
     assert 8 <= metrics["eval/return_mean"] <= 500
     history = mlflow_server.client().get_metric_history(run.info.run_id, "eval/return_mean")
-    assert [m.step for m in history] == [512, 1024]
+    steps = [m.step for m in history]
+    assert steps[1:] == [512, 1024] and 0 < steps[0] <= 8  # the first one: the untrained policy
+    # The objective is the first metric the run logged: the one MLflow's compare page plots.
+    with urllib.request.urlopen(f"{mlflow_server.uri}/api/2.0/mlflow/runs/get?run_id={run.info.run_id}") as r:
+        logged = json.load(r)["run"]["data"]["metrics"]
+    assert logged[0]["key"] == "eval/return_mean"
     tags = run.data.tags
     assert tags["plugin.env"] == "cartpole" and tags["plugin.agent"] == "sb3"
     assert (
         tags["versions.stable-baselines3"] and tags["versions.torch"] and tags["framework.version"] == "0.1.0"
     )
     artifacts = {a.path for a in mlflow_server.client().list_artifacts(run.info.run_id)}
-    assert {"config.yaml", "model", "checkpoint"} <= artifacts
+    assert artifacts == {"config.yaml", "model", "checkpoint"}
     model = {a.path for a in mlflow_server.client().list_artifacts(run.info.run_id, "model")}
     assert model == {"model/model.zip"}
+    # The model is stored once: the checkpoint artifact holds only the run's state beside it.
+    state = {a.path for a in mlflow_server.client().list_artifacts(run.info.run_id, "checkpoint")}
+    assert state == {"checkpoint/state.json"}
     resolved = yaml.safe_load(
         Path(
             mlflow_server.client().download_artifacts(run.info.run_id, "config.yaml", str(tmp_path))
@@ -55,11 +69,30 @@ def test_run_logs_params_metrics_tags_and_artifacts(cli, mlflow_server: MlflowSe
     assert resolved["agent"]["hyperparams"]["n_steps"] == 32 and resolved["seed"] == 3
 
 
-def test_multirun_jobs_are_child_runs_of_one_parent(cli, mlflow_server: MlflowServer) -> None:
+def test_experiments_are_model_training_experiments(cli, mlflow_server: MlflowServer) -> None:
+    """The MLflow UI opens such an experiment on its runs, not on an empty GenAI traces page."""
+    r = cli(*FAST, f"tracking.uri={mlflow_server.uri}", "tracking.experiment=kind", "tracking=mlflow")
+    assert r.returncode == 0, r.output[-3000:]
+    experiment = mlflow_server.client().get_experiment_by_name("kind")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_an_experiment_made_before_gets_the_kind_tag(cli, mlflow_server: MlflowServer) -> None:
+    mlflow_server.client().create_experiment("made-by-hand")
+    assert cli(*FAST, f"tracking.uri={mlflow_server.uri}", "tracking.experiment=made-by-hand").returncode == 0
+    experiment = mlflow_server.client().get_experiment_by_name("made-by-hand")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_multirun_jobs_are_child_runs_of_one_parent_that_summarises_them(
+    cli, mlflow_server: MlflowServer, tmp_path: Path
+) -> None:
+    started = time.time()
     r = cli(
         "-m", *FAST, "agent=ppo", f"tracking.uri={mlflow_server.uri}", "tracking.experiment=sweep",
         "seed=1,2", "agent.hyperparams.n_epochs=1,2",
     )  # fmt: skip
+    wall = time.time() - started
     assert r.returncode == 0, r.output[-3000:]
     runs = experiment_runs(mlflow_server, "sweep")
     parents = [run for run in runs if "mlflow.parentRunId" not in run.data.tags]
@@ -73,6 +106,41 @@ def test_multirun_jobs_are_child_runs_of_one_parent(cli, mlflow_server: MlflowSe
     assert combos == set(itertools.product(["1", "2"], ["1", "2"]))
     assert all("eval/return_mean" in c.data.metrics for c in children)
     assert "seed=1,2" in parent.data.tags["framework.overrides"]
+    # A child's name says what its job overrides; the parent holds the swept values.
+    names = {c.info.run_name: c for c in children}
+    assert set(names) == {f"n_epochs={e} seed={s}" for e in (1, 2) for s in (1, 2)}
+    assert names["n_epochs=2 seed=1"].data.params["agent.hyperparams.n_epochs"] == "2"
+    assert parent.info.run_name == "sweep n_epochs=1,2 seed=1,2"
+    assert (
+        parent.data.params["sweep.seed"] == "1,2"
+        and parent.data.params["sweep.agent.hyperparams.n_epochs"] == "1,2"
+    )
+    assert parent.data.params["agent.algo"] == "PPO" and "seed" not in parent.data.params
+    # The parent summarises every child, plots the objective and links the best child.
+    client = mlflow_server.client()
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} == {
+        "sweep_summary.csv", "sweep_summary.html", "objective.png",
+    }  # fmt: skip
+    table = Path(client.download_artifacts(parent.info.run_id, "sweep_summary.csv", str(tmp_path)))
+    rows = list(csv.DictReader(table.open()))
+    assert {row["run"] for row in rows} == set(names)
+    for row in rows:
+        child = names[row["run"]]
+        assert row["run_id"] == child.info.run_id and row["status"] == "FINISHED"
+        assert float(row["eval/return_mean"]) == pytest.approx(
+            child.data.metrics["eval/return_mean"], rel=1e-5
+        )
+        assert float(row["duration_s"]) > 0
+    best = max(children, key=lambda c: c.data.metrics["eval/return_mean"])
+    assert parent.data.metrics["best/eval/return_mean"] == best.data.metrics["eval/return_mean"]
+    assert parent.data.tags["framework.best_child"] in names
+    assert (
+        f"runs/{parent.data.tags['framework.best_child_run_id']}" in parent.data.tags["mlflow.note.content"]
+    )
+    # Durations are the real ones: the children took most of the sweep's time, the parent all of it.
+    took = [(c.info.end_time - c.info.start_time) / 1000 for c in children]
+    assert 0.6 * wall <= sum(took) <= wall
+    assert 0.8 * wall <= (parent.info.end_time - parent.info.start_time) / 1000 <= wall
 
 
 def test_tracking_none_creates_no_store(cli, tmp_path: Path) -> None:
@@ -88,4 +156,23 @@ def test_unreachable_tracking_server_fails_fast_naming_the_uri(cli) -> None:
     uri = f"http://127.0.0.1:{free_port()}"
     r = cli(*FAST, f"tracking.uri={uri}", "tracking.http_retries=0", "tracking.http_timeout_s=5", timeout=120)
     assert r.returncode == 1
-    assert f"MLflow tracking URI {uri} cannot be used" in r.stderr
+    assert f"The MLflow tracking server tracking.uri={uri} does not answer" in r.stderr
+    assert "Traceback" not in r.output
+
+
+def test_a_runs_recorded_duration_is_its_real_one(tmp_path: Path) -> None:
+    """Start and end times are taken where they happen, not when the tracking process gets to them."""
+    started = time.time()
+    p = subprocess.run(
+        [sys.executable, "-m", "framework", "agent=ppo", "total_steps=8192", "eval.episodes=5"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    wall = time.time() - started
+    assert p.returncode == 0, p.stderr[-3000:]
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
+    recorded = (run.info.end_time - run.info.start_time) / 1000
+    assert wall > 4, "a run long enough for 20 % to mean something"
+    assert 0.8 * wall <= recorded <= 1.2 * wall, (recorded, wall)

@@ -19,12 +19,14 @@ capacity × L / (L + 1) transitions, at about one frame of memory each.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 # Optional[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 import numpy as np
 
+from .config import MemoryEfficientReplayBufferConfig
 from .storage import (
     Columns,
     check_batch_size,
@@ -34,6 +36,7 @@ from .storage import (
     rng_from_state,
     rng_state,
     state_int,
+    transition_values,
 )
 
 #: Framebuffer slots beyond capacity + k; each lets one more trajectory start before any is dropped.
@@ -41,22 +44,15 @@ FRAME_MARGIN = 2
 
 #: Per-transition columns: output key → the insert() argument it comes from.
 TRANSITION_FIELDS = {"actions": "action", "rewards": "reward", "dones": "done"}
+INSERT_FIELDS = ("action", "reward", "next_frame", "done")
 COUNTERS = ("written", "count", "start", "latest", "trajectory_start")
 OWNER = "MemoryEfficientReplayBuffer"
-
-
-@dataclass
-class MemoryEfficientReplayBufferConfig:
-    capacity: int = 1_000_000
-    """Most transitions held (fewer when frames of very short episodes crowd them out)."""
-    frame_history_len: int = 4
-    """k: frames per stacked observation, rebuilt from the framebuffer when sampling."""
 
 
 class MemoryEfficientReplayBuffer:
     """Replay of frame-stacked observations that stores each frame once: on_reset(frame), then insert()."""
 
-    Config = MemoryEfficientReplayBufferConfig
+    Config: ClassVar[type] = MemoryEfficientReplayBufferConfig
 
     def __init__(
         self,
@@ -102,8 +98,10 @@ class MemoryEfficientReplayBuffer:
         self._accepting = True
         self._evict()
 
-    def insert(self, action: Any, reward: Any, next_frame: Any, done: Any) -> None:
-        """One step of the current trajectory, from its newest frame to `next_frame`; done = terminated."""
+    def insert(self, /, **transition: Any) -> None:
+        """One step of the current trajectory: action, reward, next_frame (its newest frame), done
+        (= terminated)."""
+        action, reward, next_frame, done = transition_values(OWNER, transition, INSERT_FIELDS)
         if not self._accepting:
             self._refuse_insert()
         # Every value is checked before anything is written, so a bad one leaves the buffer as it was.
@@ -212,7 +210,7 @@ class MemoryEfficientReplayBuffer:
             "first_frames": self._first_frames[:stored],
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what state_dict() returned (also after np.savez / np.load)."""
         check_matches(OWNER, state, capacity=self.capacity, frame_history_len=self.frame_history_len)
         counters = {key: state_int(OWNER, state, key) for key in COUNTERS}
@@ -230,3 +228,9 @@ class MemoryEfficientReplayBuffer:
         self._latest, self._trajectory_start = latest, trajectory_start
         self._accepting = bool(state["accepting"])
         self._rng = rng_from_state(state["rng"])
+
+
+if TYPE_CHECKING:  # mypy holds each plugin to its kind's contract
+    from framework.contracts import FrameBuffer
+
+    _memoryefficientreplaybuffer_contract: type[FrameBuffer] = MemoryEfficientReplayBuffer

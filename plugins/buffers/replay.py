@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 # Optional[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 import numpy as np
 
+from .config import ReplayBufferConfig
 from .storage import (
     Columns,
     check_batch_size,
@@ -17,6 +19,7 @@ from .storage import (
     rng_from_state,
     rng_state,
     state_int,
+    transition_values,
 )
 
 #: Output key of each field → the insert() argument it comes from.
@@ -27,12 +30,7 @@ FIELDS = {
     "next_observations": "next_observation",
     "dones": "done",
 }
-
-
-@dataclass
-class ReplayBufferConfig:
-    capacity: int = 1_000_000
-    """Most transitions held; once full, each insert overwrites the oldest."""
+INSERT_FIELDS = tuple(FIELDS.values())
 
 
 class ReplayBuffer:
@@ -41,7 +39,7 @@ class ReplayBuffer:
     Arrays are allocated on the first insert from that transition's shapes and dtypes.
     """
 
-    Config = ReplayBufferConfig
+    Config: ClassVar[type] = ReplayBufferConfig
 
     def __init__(
         self,
@@ -63,9 +61,10 @@ class ReplayBuffer:
         """Reseed the sampling generator."""
         self._rng = np.random.default_rng(seed)
 
-    def insert(self, /, observation: Any, action: Any, reward: Any, next_observation: Any, done: Any) -> None:
-        """Store one transition; `done` means terminated (no bootstrapping from next_observation)."""
-        self._columns.write(self._next, (observation, action, reward, next_observation, done))
+    def insert(self, /, **transition: Any) -> None:
+        """Store one transition: observation, action, reward, next_observation, done (= terminated:
+        no bootstrapping from next_observation)."""
+        self._columns.write(self._next, transition_values("ReplayBuffer", transition, INSERT_FIELDS))
         self._next = (self._next + 1) % self.capacity
         self._size = min(self._size + 1, self.capacity)
 
@@ -105,7 +104,7 @@ class ReplayBuffer:
             **self._columns.state(self._size),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what state_dict() returned (also after np.savez / np.load)."""
         check_matches("ReplayBuffer", state, capacity=self.capacity)
         size, position = state_int("ReplayBuffer", state, "size"), state_int("ReplayBuffer", state, "next")
@@ -116,3 +115,9 @@ class ReplayBuffer:
         self._batch, self._batch_size = {}, -1
         self._size, self._next = size, position
         self._rng = rng_from_state(state["rng"])
+
+
+if TYPE_CHECKING:  # mypy holds each plugin to its kind's contract
+    from framework.contracts import Buffer
+
+    _replaybuffer_contract: type[Buffer] = ReplayBuffer

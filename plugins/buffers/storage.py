@@ -46,6 +46,21 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and bool(value >= 1)
 
 
+def transition_values(owner: str, transition: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, ...]:
+    """The values of `transition` in the order of `names`; a TypeError unless it has exactly those keys."""
+    if len(transition) == len(names):
+        try:
+            return tuple([transition[name] for name in names])
+        except KeyError:
+            pass
+    missing = [n for n in names if n not in transition]
+    unexpected = [k for k in transition if k not in names]
+    problems = ([f"missing {', '.join(missing)}"] if missing else []) + (
+        [f"unexpected {', '.join(unexpected)}"] if unexpected else []
+    )
+    raise TypeError(f"{owner}.insert() takes {', '.join(names)} by name ({'; '.join(problems)})")
+
+
 def positive(key: str, value: Any) -> int:
     """`value` as an int >= 1, or a ValueError naming `key`."""
     if not _is_count(value):

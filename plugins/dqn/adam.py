@@ -1,11 +1,12 @@
-"""Adam with gradient-norm clipping, in one pass of torch's fused Adam kernel where it has one.
+"""Adam with gradient-norm clipping, in one pass of torch's fused Adam where the device has it.
 
 For the small networks DQN trains, torch.optim.Adam.step's per-call bookkeeping and a separate
-clipping pass over the gradients each cost about as much as the update itself, and creating
-a torch.optim optimizer imports torch._dynamo (about a second). So the state lives here and
-the update calls the kernel directly. Clipping is the kernel's gradient scale: the gradients
+clipping pass over the gradients each cost about as much as the update itself. So the state
+lives here and each step calls torch's functional Adam (`torch.optim.adam.adam`, the function
+torch.optim.Adam runs) once, with the clipping folded in as its gradient scale: the gradients
 are divided by max(1, ‖g‖ / max_grad_norm), as torch.nn.utils.clip_grad_norm_ would scale them.
-Without a fused kernel (older torch, other devices), torch's functional multi-tensor Adam runs.
+Without a fused kernel (older torch, other devices) the multi-tensor Adam runs after clipping.
+Only public torch functions are called (those in their modules' `__all__`).
 """
 
 from __future__ import annotations
@@ -42,23 +43,30 @@ class ClippedAdam:
     def step(self) -> torch.Tensor:
         """Clip and apply the gradients; returns their global norm before clipping (on the device)."""
         grads: list[torch.Tensor] = [p.grad for p in self.params]  # type: ignore[misc]
-        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        norm = total_norm(grads)
         scale = torch.clamp(norm / self.max_grad_norm, min=1.0) if self.max_grad_norm < math.inf else None
         options: dict[str, Any] = {
             "amsgrad": False, "lr": self.learning_rate, "beta1": BETAS[0], "beta2": BETAS[1],
             "weight_decay": 0.0, "eps": self.eps, "maximize": False,
         }  # fmt: skip
-        if self.fused:
-            torch._foreach_add_(self.steps, 1)
-            torch._fused_adam_(
-                self.params, grads, self.exp_avgs, self.exp_avg_sqs, [], self.steps,
-                grad_scale=scale, found_inf=None, **options,
-            )  # fmt: skip
-            return norm
-        if scale is not None:
-            torch._foreach_div_(grads, scale)
         with torch.no_grad():
-            adam(self.params, grads, self.exp_avgs, self.exp_avg_sqs, [], self.steps, foreach=True, **options)
+            if self.fused:
+                adam(self.params, grads, self.exp_avgs, self.exp_avg_sqs, [], self.steps,
+                     fused=True, grad_scale=scale, **options)  # fmt: skip
+            else:
+                if scale is not None:
+                    for grad in grads:
+                        grad.div_(scale)
+                adam(
+                    self.params,
+                    grads,
+                    self.exp_avgs,
+                    self.exp_avg_sqs,
+                    [],
+                    self.steps,
+                    foreach=True,
+                    **options,
+                )
         return norm
 
     def state_dict(self) -> dict[str, Any]:
@@ -79,18 +87,23 @@ class ClippedAdam:
         self.learning_rate = float(state["learning_rate"])
 
 
+def total_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """The global 2-norm of `tensors`, as clip_grad_norm_ measures it (one pass on torch >= 2.6)."""
+    if hasattr(torch.nn.utils, "get_total_norm"):  # torch >= 2.6
+        return torch.nn.utils.get_total_norm(tensors, 2.0, foreach=True)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(t) for t in tensors]))
+
+
 def _has_fused_adam(device: torch.device) -> bool:
-    """Whether this torch has a fused Adam kernel for `device` (CPU: torch >= 2.4)."""
-    if not hasattr(torch, "_fused_adam_"):
-        return False
-    one = [torch.zeros(1, device=device)]
+    """Whether this torch has a fused Adam for `device` (CPU: torch >= 2.4)."""
+    zeros = [torch.zeros(1, device=device) for _ in range(3)]
     try:
-        torch._fused_adam_(
-            one, [torch.zeros(1, device=device)], [torch.zeros(1, device=device)],
-            [torch.zeros(1, device=device)], [], [torch.ones((), device=device)],
-            amsgrad=False, lr=0.0, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8,
-            maximize=False, grad_scale=None, found_inf=None,
-        )  # fmt: skip
-    except (RuntimeError, NotImplementedError):
+        with torch.no_grad():
+            adam(
+                zeros[:1], zeros[1:2], zeros[2:], [torch.zeros(1, device=device)], [],
+                [torch.zeros((), device=device)], fused=True,
+                amsgrad=False, lr=0.0, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, maximize=False,
+            )  # fmt: skip
+    except (RuntimeError, NotImplementedError, TypeError):
         return False
     return True

@@ -1,17 +1,17 @@
 """Our DQN agent: ε-greedy acting, replay, a target network and the Q-learning update."""
 
-# Optional[...] and List[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Optional
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from framework.context import RunContext
+from framework.errors import ConfigError, check_choice
 
+from .config import DQNConfig
 from .learner import LOSSES, QLearner
 from .networks import NETWORKS, activation_name, build_q_network
 from .replay import Replay, make_replay
@@ -21,54 +21,6 @@ from .schedules import Schedule, build_schedule
 WEIGHTS_FILE = "dqn.pt"
 STATE_FILE = "dqn.json"
 BUFFER_FILE = "replay.npz"
-
-
-@dataclass
-class DQNConfig:
-    network: str = "auto"
-    """Q network: auto (the Nature CNN for uint8 frames, else an MLP), mlp or cnn."""
-    hidden_sizes: List[int] = field(default_factory=lambda: [64, 64])
-    """Hidden layer widths of the MLP."""
-    activation: str = "relu"
-    """Activation: relu, tanh, elu, gelu, silu or leaky_relu."""
-    dueling: bool = False
-    """Dueling head: Q(s, a) = V(s) + A(s, a) − mean_a A(s, a), both from the last hidden layer."""
-    learning_rate: Any = 1.0e-4
-    """Adam's learning rate: a number, or a schedule over env steps ({kind: linear, ...})."""
-    adam_eps: float = 1.0e-8
-    """Adam's epsilon."""
-    exploration: Any = field(
-        default_factory=lambda: {"kind": "linear", "start": 1.0, "end": 0.05, "fraction": 0.1}
-    )
-    """ε of ε-greedy acting: a number, or a schedule over env steps (fraction: of total_steps)."""
-    buffer_size: int = 1_000_000
-    """Replay capacity when the run selects no buffer (~buffer); a selected buffer's capacity is used."""
-    batch_size: int = 32
-    """Transitions per gradient step."""
-    gamma: float = 0.99
-    """Discount factor."""
-    n_step: int = 1
-    """Transitions over n env steps (n-step returns); the target bootstraps with gamma^n."""
-    learning_starts: int = 1000
-    """Env steps of uniformly random actions first; training waits for this many stored transitions."""
-    train_freq: int = 4
-    """A train phase every N env steps."""
-    gradient_steps: int = 1
-    """Gradient steps per train phase (-1: as many as env steps since the last phase)."""
-    target_update_interval: int = 1000
-    """Update the target network every N env steps."""
-    tau: float = 1.0
-    """Each target update: target ← τ·online + (1 − τ)·target (1: a hard copy; < 1: Polyak averaging)."""
-    double_q: bool = True
-    """Double Q-learning: the online network picks the next action, the target network values it."""
-    loss: str = "huber"
-    """TD loss: huber (smooth L1) or mse."""
-    max_grad_norm: Optional[float] = 10.0
-    """Clip the gradient's global norm to this (None: no clipping)."""
-    log_every_steps: int = 1000
-    """Log train/* and rollout/* every N env steps (means since the last log)."""
-    save_buffer: bool = False
-    """Include the replay buffer in checkpoints, so a resumed run skips the learning_starts warm-up."""
 
 
 class DQNAgent:
@@ -94,11 +46,12 @@ class DQNAgent:
     def learn(self, ctx: RunContext) -> None:
         cfg = self.cfg
         runner = EnvRunner(ctx.env_plugin, ctx.n_envs, seed=ctx.seed + ctx.start_step)
+        flushing = cfg.flush_denormal and torch.set_flush_denormal(True)  # False where the CPU cannot
         try:
             self._setup(runner.observation_space, runner.action_space, ctx)
             assert self.learner is not None and self.replay is not None
             replay, learner, buffer = self.replay, self.learner, self.replay.buffer
-            warm_up = min(max(cfg.learning_starts, cfg.batch_size), int(getattr(buffer, "capacity", 1 << 62)))
+            warm_up = min(max(cfg.learning_starts, cfg.batch_size), int(buffer.capacity))
             obs = runner.reset()
             for i, row in enumerate(obs):
                 replay.start(i, row)
@@ -133,6 +86,8 @@ class DQNAgent:
                 self._log(ctx, runner, step)
         finally:
             runner.close()
+            if flushing:
+                torch.set_flush_denormal(False)  # the process's default again
 
     def _setup(self, observation_space: gym.Space, action_space: gym.Space, ctx: RunContext) -> None:
         """Networks, optimizer, schedules and replay for this run (restored when resuming)."""
@@ -239,7 +194,8 @@ class DQNAgent:
         }
         (path / STATE_FILE).write_text(json.dumps(state, indent=1))
         if self.cfg.save_buffer and self.replay is not None:
-            np.savez(path / BUFFER_FILE, **self.replay.buffer.state_dict())
+            arrays: Dict[str, Any] = self.replay.buffer.state_dict()
+            np.savez(path / BUFFER_FILE, **arrays)
 
     def load(self, path: Path) -> None:
         if not (path / WEIGHTS_FILE).is_file() or not (path / STATE_FILE).is_file():
@@ -264,10 +220,8 @@ def _crossed(previous: int, step: int, every: int) -> bool:
 
 def _validate(cfg: DQNConfig) -> None:
     """Config values the schema's types do not check, each failing with the valid choices."""
-    if cfg.network not in NETWORKS:
-        raise ValueError(f"agent.network={cfg.network!r} is not valid; choose one of {', '.join(NETWORKS)}")
-    if cfg.loss not in LOSSES:
-        raise ValueError(f"agent.loss={cfg.loss!r} is not valid; choose one of {', '.join(LOSSES)}")
+    check_choice("agent.network", cfg.network, NETWORKS)
+    check_choice("agent.loss", cfg.loss, LOSSES)
     activation_name(cfg.activation)
     for key in (
         "batch_size",
@@ -278,14 +232,20 @@ def _validate(cfg: DQNConfig) -> None:
         "n_step",
     ):
         if getattr(cfg, key) < 1:
-            raise ValueError(f"agent.{key}={getattr(cfg, key)} must be >= 1")
+            raise ConfigError(f"agent.{key}={getattr(cfg, key)} must be >= 1")
     if cfg.gradient_steps < 1 and cfg.gradient_steps != -1:
-        raise ValueError(f"agent.gradient_steps={cfg.gradient_steps} must be >= 1, or -1 (one per env step)")
+        raise ConfigError(f"agent.gradient_steps={cfg.gradient_steps} must be >= 1, or -1 (one per env step)")
     if cfg.learning_starts < 0:
-        raise ValueError(f"agent.learning_starts={cfg.learning_starts} must be >= 0")
+        raise ConfigError(f"agent.learning_starts={cfg.learning_starts} must be >= 0")
     if not 0.0 < cfg.tau <= 1.0:
-        raise ValueError(f"agent.tau={cfg.tau} must be in (0, 1]")
+        raise ConfigError(f"agent.tau={cfg.tau} must be in (0, 1]")
     if not 0.0 <= cfg.gamma <= 1.0:
-        raise ValueError(f"agent.gamma={cfg.gamma} must be in [0, 1]")
+        raise ConfigError(f"agent.gamma={cfg.gamma} must be in [0, 1]")
     if cfg.max_grad_norm is not None and cfg.max_grad_norm <= 0:
-        raise ValueError(f"agent.max_grad_norm={cfg.max_grad_norm} must be > 0, or null for no clipping")
+        raise ConfigError(f"agent.max_grad_norm={cfg.max_grad_norm} must be > 0, or null for no clipping")
+
+
+if TYPE_CHECKING:  # mypy holds each plugin to its kind's contract
+    from framework.contracts import Agent
+
+    _dqnagent_contract: type[Agent] = DQNAgent

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .adam import ClippedAdam
+from .networks import MLPQNetwork
 
 LOSSES = ("huber", "mse")
 #: Rows per forward pass of the target network over a train phase's next observations.
@@ -96,8 +97,7 @@ class QLearner:
         self.params: list[torch.Tensor] = list(self.online.parameters())
         self.optimizer = ClippedAdam(self.params, eps=adam_eps, max_grad_norm=max_grad_norm)
         self.transfer = BatchTransfer(self.device)
-        numpy_q_values = getattr(self.online, "numpy_q_values", None)
-        self._numpy_q_values = numpy_q_values() if numpy_q_values is not None else None
+        self._numpy_q_values = self.online.numpy_q_values() if isinstance(self.online, MLPQNetwork) else None
         self.n_updates = 0
         # Per gradient step, kept on the device until logged: (loss, Q(s, a) of the batch, gradient norm).
         self._stats: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
@@ -145,11 +145,11 @@ class QLearner:
     def sync_target(self, tau: float) -> None:
         """target ← τ·online + (1 − τ)·target (τ = 1: a copy)."""
         with torch.no_grad():
-            target: list[torch.Tensor] = list(self.target.parameters())
-            if tau >= 1.0:
-                torch._foreach_copy_(target, self.params)
-            else:
-                torch._foreach_lerp_(target, self.params, tau)
+            for target, online in zip(self.target.parameters(), self.params, strict=True):
+                if tau >= 1.0:
+                    target.copy_(online)
+                else:
+                    target.lerp_(online, tau)
 
     def pop_stats(self) -> dict[str, float]:
         """Means since the last call (empty if no update happened); reads the device once."""

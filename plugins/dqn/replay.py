@@ -9,10 +9,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from framework import registry
+from framework.contracts import Buffer, FrameBuffer
 
 
 class Replay(Protocol):
-    buffer: Any
+    @property
+    def buffer(self) -> Buffer: ...
 
     def start(self, index: int, obs: np.ndarray) -> None: ...
     def add(
@@ -23,7 +25,7 @@ class Replay(Protocol):
 class TransitionReplay:
     """A buffer of whole (observation, action, reward, next observation, terminated) transitions."""
 
-    def __init__(self, buffer: Any) -> None:
+    def __init__(self, buffer: Buffer) -> None:
         self.buffer = buffer
 
     def start(self, index: int, obs: np.ndarray) -> None:
@@ -32,7 +34,9 @@ class TransitionReplay:
     def add(
         self, index: int, obs: np.ndarray, action: Any, reward: float, next_obs: np.ndarray, terminated: bool
     ) -> None:
-        self.buffer.insert(obs, action, reward, next_obs, terminated)
+        self.buffer.insert(
+            observation=obs, action=action, reward=reward, next_observation=next_obs, done=terminated
+        )
 
 
 class NStepReplay:
@@ -40,7 +44,7 @@ class NStepReplay:
     the TD target bootstraps with γ^n. Near a termination the shorter sums end with done=True;
     the last n − 1 steps of a truncated episode, which would need γ^k for k < n, are not stored."""
 
-    def __init__(self, buffer: Any, *, n: int, gamma: float, n_envs: int) -> None:
+    def __init__(self, buffer: Buffer, *, n: int, gamma: float, n_envs: int) -> None:
         self.buffer = buffer
         self.n = n
         self.discounts = [gamma**k for k in range(n)]
@@ -65,15 +69,17 @@ class NStepReplay:
     def _insert(self, window: deque[tuple[np.ndarray, Any, float]], next_obs: np.ndarray, done: bool) -> None:
         ret = sum(d * r for d, (_, _, r) in zip(self.discounts, window, strict=False))
         obs, action, _ = window[0]
-        self.buffer.insert(obs, action, float(ret), next_obs, done)
+        self.buffer.insert(
+            observation=obs, action=action, reward=float(ret), next_observation=next_obs, done=done
+        )
 
 
 class FrameReplay:
     """A buffer that stores each frame once and stacks them itself: it gets the newest frame of
     each (frames, H, W) observation; on_reset at every episode start ends the previous one."""
 
-    def __init__(self, buffer: Any) -> None:
-        self.buffer = buffer
+    def __init__(self, buffer: FrameBuffer) -> None:
+        self.buffer: FrameBuffer = buffer
 
     def start(self, index: int, obs: np.ndarray) -> None:
         self.buffer.on_reset(obs[-1])
@@ -81,11 +87,11 @@ class FrameReplay:
     def add(
         self, index: int, obs: np.ndarray, action: Any, reward: float, next_obs: np.ndarray, terminated: bool
     ) -> None:
-        self.buffer.insert(action, reward, next_obs[-1], terminated)
+        self.buffer.insert(action=action, reward=reward, next_frame=next_obs[-1], done=terminated)
 
 
 def make_replay(
-    selected: Any,
+    selected: Buffer | None,
     *,
     buffer_size: int,
     obs_shape: tuple[int, ...],
@@ -96,10 +102,11 @@ def make_replay(
 ) -> Replay:
     """The run's selected buffer (`buffer=...`), else a ReplayBuffer of `buffer_size` from the registry."""
     if selected is None:
-        buffer = registry.load("buffer", "replay")(capacity=buffer_size)
+        replay = registry.load("buffer", "replay")
+        buffer: Buffer = replay(replay.Config(capacity=buffer_size))
     else:
         buffer = selected
-        capacity = getattr(buffer, "capacity", buffer_size)
+        capacity = buffer.capacity
         if capacity != buffer_size:
             raise ValueError(
                 f"agent.buffer_size={buffer_size} but the selected buffer has buffer.capacity={capacity}: "
@@ -108,7 +115,7 @@ def make_replay(
             )
     buffer.seed(seed)
     name = type(buffer).__name__
-    if not hasattr(buffer, "on_reset"):
+    if not isinstance(buffer, FrameBuffer):
         return (
             NStepReplay(buffer, n=n_step, gamma=gamma, n_envs=n_envs)
             if n_step > 1
@@ -120,7 +127,7 @@ def make_replay(
         )
     if n_envs != 1:
         raise ValueError(f"{name} keeps one trajectory at a time: it needs env.n_envs=1, not {n_envs}")
-    k = int(getattr(buffer, "frame_history_len", 1))
+    k = int(buffer.frame_history_len)
     if len(obs_shape) != 3 or obs_shape[0] != k:
         raise ValueError(
             f"{name} with buffer.frame_history_len={k} needs observations of {k} stacked frames "

@@ -8,6 +8,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from framework.contracts import EnvPlugin, VectorEnvPlugin
+
 #: Episodes the rollout/* means are taken over (as Stable-Baselines3's stats_window_size).
 STATS_WINDOW = 100
 
@@ -23,12 +25,12 @@ class EnvRunner:
     SyncVectorEnv for the cheap envs DQN is often run on.
     """
 
-    def __init__(self, env_plugin: Any, n: int, *, seed: int) -> None:
+    def __init__(self, env_plugin: EnvPlugin, n: int, *, seed: int) -> None:
         self.n = n
         self.seed = seed
         self.vector: Any = None
         self.envs: list[gym.Env] = []
-        if hasattr(env_plugin, "make_vector"):
+        if isinstance(env_plugin, VectorEnvPlugin):
             self.vector = env_plugin.make_vector(seed=seed, n=n)
             mode = self.vector.metadata.get("autoreset_mode")
             if mode != gym.vector.AutoresetMode.SAME_STEP:

@@ -1,48 +1,25 @@
 """Atari games through ale-py, with the standard DQN preprocessing."""
 
-# Optional[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
-import difflib
-from dataclasses import dataclass
-from typing import Any, Optional, SupportsFloat
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, SupportsFloat
 
 import ale_py
 import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
+from framework.errors import ConfigError, closest
+
+from .config import AtariConfig
+
 gym.register_envs(ale_py)
-
-
-@dataclass
-class AtariConfig:
-    game: str = "Pong"
-    """ALE game name, as in ALE/<game>-v5 (Pong, Breakout, SpaceInvaders, ...)."""
-    n_envs: int = 8
-    """Parallel env instances an agent trains on."""
-    frame_skip: int = 4
-    """Agent steps every k-th frame, repeating its action (max-pooled over the last two)."""
-    noop_max: int = 30
-    """Up to this many no-op actions after each reset."""
-    screen_size: int = 84
-    """Frames are resized to screen_size × screen_size."""
-    grayscale: bool = True
-    """Grayscale frames."""
-    terminal_on_life_loss: bool = True
-    """Training episodes end on a life lost (the game resets only at game over)."""
-    clip_reward: bool = True
-    """Training rewards are clipped to their sign."""
-    frame_stack: int = 4
-    """Stack the last k frames in the observation (1: no stacking, e.g. when a buffer stacks)."""
-    repeat_action_probability: float = 0.25
-    """Sticky actions (ALE v5 default 0.25)."""
-    max_episode_steps: Optional[int] = 27_000
-    """Truncate after this many agent steps (108k frames at frame skip 4)."""
+# The emulator's banner ("A.L.E: Arcade Learning Environment ... [Powered by Stella]") is not news.
+ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
 
 
 class Atari:
     """Atari 2600 games (ALE): noop reset, frame skip, 84×84 grayscale, episodic life, clipping."""
 
-    Config = AtariConfig
+    Config: ClassVar[type] = AtariConfig
 
     def __init__(self, cfg: AtariConfig) -> None:
         self.cfg = cfg
@@ -50,10 +27,10 @@ class Atari:
         self.env_id = f"ALE/{cfg.game}-v5"
         if self.env_id not in gym.registry:
             games = sorted(k[4:-3] for k in gym.registry if k.startswith("ALE/") and k.endswith("-v5"))
-            close = difflib.get_close_matches(cfg.game, games, n=3)
-            hint = f" Did you mean {', '.join(close)}?" if close else ""
-            raise ValueError(
-                f"Unknown Atari game env.game={cfg.game!r}.{hint} ({len(games)} games ship with ale-py)"
+            close = closest(cfg.game, games, n=3, always=True)
+            raise ConfigError(
+                f"Unknown Atari game env.game={cfg.game!r}. Closest: {', '.join(close)} "
+                f"({len(games)} games ship with ale-py: {', '.join(games)})."
             )
 
     def make(
@@ -143,3 +120,9 @@ class FireReset(gym.Wrapper):
 def _ale_env(env: gym.Env) -> Any:
     """The underlying AtariEnv, whose `ale` interface knows lives and action meanings."""
     return env.unwrapped
+
+
+if TYPE_CHECKING:  # mypy holds each plugin to its kind's contract
+    from framework.contracts import EnvPlugin
+
+    _atari_contract: type[EnvPlugin] = Atari

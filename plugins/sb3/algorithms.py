@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-import difflib
+import inspect
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
 import torch
 
+from framework.errors import ConfigError, did_you_mean
+
 SB3_ALGOS = ("A2C", "DDPG", "DQN", "PPO", "SAC", "TD3")
 CONTRIB_ALGOS = ("ARS", "CrossQ", "MaskablePPO", "QRDQN", "RecurrentPPO", "TQC", "TRPO")
+CONTRIB_INSTALL = 'pip install "framework[contrib]"'
+#: Constructor arguments the framework sets itself, or that a config file cannot express.
+MANAGED = {"self", "policy", "env", "policy_kwargs", "verbose", "seed", "device", "_init_setup_model",
+           "tensorboard_log", "action_noise", "replay_buffer_class", "rollout_buffer_class"}  # fmt: skip
+#: rl-zoo3's keys that build_kwargs turns into constructor arguments.
+ZOO_KEYS = {"noise_type", "noise_std"}
+#: Policy constructor arguments the algorithm passes itself.
+POLICY_MANAGED = {"self", "observation_space", "action_space", "lr_schedule", "use_sde"}
 
 
 def available_algorithms() -> dict[str, Any]:
@@ -31,9 +42,52 @@ def algorithm_class(name: str) -> Any:
     algos = available_algorithms()
     if name.upper() in algos:
         return algos[name.upper()]
-    close = difflib.get_close_matches(name.upper(), list(algos), n=1)
-    hint = f" Did you mean {close[0]}?" if close else ""
-    raise ValueError(f"Unknown SB3 algorithm agent.algo={name!r}.{hint} Available: {', '.join(algos)}")
+    if name.upper() in {a.upper() for a in CONTRIB_ALGOS}:
+        raise ConfigError(
+            f"agent.algo={name} comes with sb3-contrib, which is not installed: {CONTRIB_INSTALL}"
+        )
+    hint = did_you_mean(name.upper(), list(algos))
+    raise ConfigError(f"Unknown SB3 algorithm agent.algo={name!r}.{hint} Available: {', '.join(algos)}")
+
+
+def hyperparameter_names(algo: Any) -> list[str]:
+    """What `agent.hyperparams` may hold for `algo`: its constructor's arguments, and rl-zoo3's noise keys."""
+    names = [n for n in inspect.signature(algo.__init__).parameters if n not in MANAGED]
+    if "action_noise" in inspect.signature(algo.__init__).parameters:
+        names += sorted(ZOO_KEYS)
+    return names
+
+
+def check_hyperparams(
+    algo: Any, hyperparams: Mapping[str, Any], policy: str, policy_kwargs: Mapping[str, Any]
+) -> None:
+    """Refuse, before anything starts, a hyperparameter or policy argument the algorithm does not take."""
+    valid = hyperparameter_names(algo)
+    for key in hyperparams:
+        if key not in valid:
+            raise ConfigError(
+                f"agent.hyperparams.{key} is not a {algo.__name__} hyperparameter."
+                f"{did_you_mean(key, valid, prefix='agent.hyperparams.')} "
+                f"{algo.__name__} takes: {', '.join(valid)}"
+            )
+    aliases: dict[str, Any] = dict(algo.policy_aliases)
+    if policy != "auto" and policy not in aliases:
+        hint = did_you_mean(policy, list(aliases))
+        raise ConfigError(
+            f"agent.policy={policy!r} is not a {algo.__name__} policy.{hint} "
+            f"Choose auto or one of {', '.join(aliases)}"
+        )
+    classes = [aliases[policy]] if policy != "auto" else list(aliases.values())
+    accepted = sorted(
+        {n for cls in classes for n in inspect.signature(cls.__init__).parameters} - POLICY_MANAGED
+    )
+    for key in policy_kwargs:
+        if accepted and key not in accepted:
+            raise ConfigError(
+                f"agent.policy_kwargs.{key} is not an argument of {algo.__name__}'s policies."
+                f"{did_you_mean(key, accepted, prefix='agent.policy_kwargs.')} "
+                f"They take: {', '.join(accepted)}"
+            )
 
 
 def default_policy(space: gym.Space) -> str:
@@ -84,7 +138,10 @@ def activation(name: str) -> type[torch.nn.Module]:
     options = {n.lower(): n for n in ("ReLU", "Tanh", "ELU", "GELU", "LeakyReLU", "SiLU", "Sigmoid")}
     key = name.rsplit(".", 1)[-1].lower()
     if key not in options:
-        raise ValueError(f"Unknown activation_fn {name!r}; choose one of {', '.join(options.values())}")
+        raise ConfigError(
+            f"agent.policy_kwargs.activation_fn={name!r} is not valid; "
+            f"choose one of {', '.join(options.values())}"
+        )
     cls: type[torch.nn.Module] = getattr(torch.nn, options[key])
     return cls
 
@@ -96,7 +153,9 @@ def action_noise(kind: str, std: float, space: gym.Space) -> Any:
 
     kinds = {"normal": NormalActionNoise, "ornstein-uhlenbeck": OrnsteinUhlenbeckActionNoise}
     if kind not in kinds:
-        raise ValueError(f"Unknown noise_type {kind!r}; choose one of {', '.join(kinds)}")
+        raise ConfigError(
+            f"agent.hyperparams.noise_type={kind!r} is not valid; choose one of {', '.join(kinds)}"
+        )
     if not isinstance(space, gym.spaces.Box):
         raise ValueError(f"noise_type={kind!r} needs a continuous (Box) action space, not {space}")
     n = int(np.prod(space.shape))

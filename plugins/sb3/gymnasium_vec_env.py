@@ -19,8 +19,8 @@ class GymnasiumVecEnv(VecEnv):
         mode = venv.metadata.get("autoreset_mode")
         if mode != gym.vector.AutoresetMode.SAME_STEP:
             raise ValueError(f"{type(venv).__name__} autoresets in mode {mode}; SB3 needs SAME_STEP")
+        self.venv = venv  # before VecEnv.__init__, which reads the envs' render_mode through get_attr
         super().__init__(venv.num_envs, venv.single_observation_space, venv.single_action_space)
-        self.venv = venv
         self._actions: np.ndarray | None = None
         self._seed: int | None = None
         self._returns = np.zeros(self.num_envs)

@@ -10,8 +10,10 @@ import gymnasium as gym
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
+from framework.contracts import EnvPlugin, VectorEnvPlugin
 
-def _monitored(env_plugin: Any, seed: int, index: int, in_worker: bool) -> Any:
+
+def _monitored(env_plugin: EnvPlugin, seed: int, index: int, in_worker: bool) -> Any:
     if in_worker:
         import torch
 
@@ -19,13 +21,13 @@ def _monitored(env_plugin: Any, seed: int, index: int, in_worker: bool) -> Any:
     return Monitor(env_plugin.make(seed=seed + index, index=index))
 
 
-def make_vec_env(env_plugin: Any, n_envs: int, *, seed: int, kind: str) -> VecEnv:
+def make_vec_env(env_plugin: EnvPlugin, n_envs: int, *, seed: int, kind: str) -> VecEnv:
     """`n_envs` monitored instances; SB3 seeds their resets with seed + i.
 
     An env plugin that vectorises itself (`make_vector`, e.g. many game arenas behind one
     connection) is used as one VecEnv instead.
     """
-    if hasattr(env_plugin, "make_vector"):
+    if isinstance(env_plugin, VectorEnvPlugin):
         from .gymnasium_vec_env import GymnasiumVecEnv
 
         return GymnasiumVecEnv(env_plugin.make_vector(seed=seed, n=n_envs))

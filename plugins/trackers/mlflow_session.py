@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
+import logging
+import tempfile
 import time
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,20 +16,43 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from . import sweep_summary
+
 #: MLflow's per-request limits on a log_batch call.
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
 MAX_PARAM_VALUE = 6000
+#: Marks an experiment as model training, so the MLflow UI opens on its runs (not GenAI traces).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+#: Children of one sweep read back for its summary.
+MAX_CHILDREN = 10_000
+
+
+def quiet_libraries() -> None:
+    """MLflow's and its database's INFO lines and known-harmless warnings stay out of the run's output."""
+    for name in ("mlflow", "alembic", "sqlalchemy", "urllib3"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    # SQLAlchemy's deprecation notes about MLflow's own queries are MLflow's to fix, not the user's.
+    warnings.filterwarnings("ignore", message=r".*SADeprecationWarning.*")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    with contextlib.suppress(ImportError):
+        from sqlalchemy.exc import SADeprecationWarning
+
+        warnings.filterwarnings("ignore", category=SADeprecationWarning)
 
 
 class MlflowSession:
     """One tracked run (or a sweep's parent) against one tracking URI."""
 
     def __init__(self, uri: str, experiment: str, flush_every_s: float) -> None:
+        quiet_libraries()
         self.uri = uri
         self.experiment = experiment
         self.flush_every_s = flush_every_s
         self.run_id: str | None = None
+        self.experiment_id: str | None = None
         self._pending: list[Metric] = []
         self._last_flush = time.monotonic()
         self._client: MlflowClient | None = None
@@ -42,18 +69,28 @@ class MlflowSession:
         return self._client
 
     def _experiment_id(self) -> str:
+        if self.experiment_id is None:
+            self.experiment_id = self._find_or_create_experiment()
+        return self.experiment_id
+
+    def _find_or_create_experiment(self) -> str:
         try:
             exp = self.client.get_experiment_by_name(self.experiment)
         except MlflowException as e:
             raise ConnectionError(f"the tracking store does not answer: {e.message}") from None
-        if exp is not None:
-            return str(exp.experiment_id)
-        try:
-            return str(self.client.create_experiment(self.experiment))
-        except MlflowException:  # another job of the sweep created it first
-            exp = self.client.get_experiment_by_name(self.experiment)
-            assert exp is not None
-            return str(exp.experiment_id)
+        if exp is None:
+            try:
+                return str(
+                    self.client.create_experiment(
+                        self.experiment, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}
+                    )
+                )
+            except MlflowException:  # another job of the sweep created it first
+                exp = self.client.get_experiment_by_name(self.experiment)
+                assert exp is not None
+        if EXPERIMENT_KIND_TAG not in exp.tags:  # made before the tag, or by hand: the UI guesses otherwise
+            self.client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        return str(exp.experiment_id)
 
     def start_run(
         self,
@@ -62,24 +99,29 @@ class MlflowSession:
         tags: Mapping[str, str],
         parent_run_id: str | None = None,
         resume_run_id: str | None = None,
-    ) -> str:
+        start_time: float | None = None,
+    ) -> dict[str, str]:
+        """Create (or reopen, to resume) the run; returns its run and experiment ids."""
         if resume_run_id is not None:
-            self._get_run(resume_run_id)
+            run = self._get_run(resume_run_id)
+            self.experiment_id = str(run.info.experiment_id)
             self.client.update_run(resume_run_id, status="RUNNING")
             self.run_id = resume_run_id
             self.set_tags(tags)
-            return resume_run_id
-        all_tags = dict(tags)
-        if parent_run_id:
-            all_tags["mlflow.parentRunId"] = parent_run_id
-        run = self.client.create_run(self._experiment_id(), run_name=run_name, tags=all_tags)
-        self.run_id = str(run.info.run_id)
-        return self.run_id
+        else:
+            all_tags = dict(tags)
+            if parent_run_id:
+                all_tags["mlflow.parentRunId"] = parent_run_id
+            run = self.client.create_run(
+                self._experiment_id(), run_name=run_name, tags=all_tags, start_time=_ms(start_time)
+            )
+            self.run_id = str(run.info.run_id)
+        return {"run_id": str(self.run_id), "experiment_id": self._experiment_id()}
 
-    def log_params(self, params: Mapping[str, Any]) -> None:
+    def log_params(self, params: Mapping[str, Any], run_id: str | None = None) -> None:
         items = [Param(k, str(v)[:MAX_PARAM_VALUE]) for k, v in params.items()]
         for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
-            self.client.log_batch(self._active(), params=items[i : i + MAX_PARAMS_PER_BATCH])
+            self.client.log_batch(run_id or self._active(), params=items[i : i + MAX_PARAMS_PER_BATCH])
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         stamp = int(time.time() * 1000)
@@ -105,27 +147,77 @@ class MlflowSession:
         for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
             self.client.log_batch(self._active(), tags=items[i : i + MAX_PARAMS_PER_BATCH])
 
-    def end_run(self, status: str) -> None:
+    def end_run(self, status: str, end_time: float | None = None) -> None:
         if self.run_id is None:
             return
         try:
             self.flush()
         finally:
-            self.client.set_terminated(self.run_id, status)
+            self.client.set_terminated(self.run_id, status, end_time=_ms(end_time))
             self.run_id = None
 
     def run_tags(self, run_id: str) -> dict[str, str]:
+        if _creates_store(self.uri):  # looking would create the store
+            raise LookupError(
+                f"no MLflow run {run_id!r}: the store {self.uri} does not exist (no run tracked there yet)"
+            )
         return dict(self._get_run(run_id).data.tags)
 
     def download_artifacts(self, run_id: str, path: str, dst: Path | str) -> str:
         return str(self.client.download_artifacts(run_id, path, str(dst)))
 
-    def start_parent(self, *, run_name: str, tags: Mapping[str, str]) -> str:
-        run = self.client.create_run(self._experiment_id(), run_name=run_name, tags=dict(tags))
-        return str(run.info.run_id)
+    def start_parent(
+        self,
+        *,
+        run_name: str,
+        tags: Mapping[str, str],
+        params: Mapping[str, str],
+        start_time: float | None = None,
+    ) -> str:
+        run = self.client.create_run(
+            self._experiment_id(), run_name=run_name, tags=dict(tags), start_time=_ms(start_time)
+        )
+        run_id = str(run.info.run_id)
+        if params:
+            self.log_params(params, run_id)
+        return run_id
 
-    def end_parent(self, run_id: str, status: str) -> None:
-        self.client.set_terminated(run_id, status)
+    def end_parent(
+        self, run_id: str, status: str, summary: Mapping[str, Any], end_time: float | None = None
+    ) -> None:
+        """Summarise the sweep on its parent run (table, plot, best child), then end the parent."""
+        try:
+            self._summarise(
+                run_id, list(summary["swept_keys"]), str(summary["objective"]), str(summary["mode"])
+            )
+        finally:
+            self.client.set_terminated(run_id, status, end_time=_ms(end_time))
+
+    def _summarise(self, parent_id: str, swept_keys: list[str], objective: str, mode: str) -> None:
+        runs = self.client.search_runs(
+            [self._experiment_id()],
+            filter_string=f"tags.mlflow.parentRunId = '{parent_id}'",
+            max_results=MAX_CHILDREN,
+            order_by=["attributes.start_time ASC"],
+        )
+        children = [sweep_summary.child_from_run(r, swept_keys, objective) for r in runs]
+        top = sweep_summary.best(children, mode)
+        links = {
+            c.run_id: f"#/experiments/{self._experiment_id()}/runs/{c.run_id}?workflowType=machine_learning"
+            for c in children
+        }
+        with tempfile.TemporaryDirectory(prefix="framework-sweep-") as tmp:
+            folder = Path(tmp)
+            files = sweep_summary.write_table(children, swept_keys, objective, folder)
+            plot = sweep_summary.plot_objective(children, swept_keys, objective, folder)
+            for path in [*files, *([plot] if plot else [])]:
+                self.client.log_artifact(parent_id, str(path))
+        tags = {"mlflow.note.content": sweep_summary.note(children, top, objective, mode, links)}
+        metrics = [Metric("sweep/children", float(len(children)), int(time.time() * 1000), 0)]
+        if top is not None and top.objective is not None:
+            tags.update({"framework.best_child_run_id": top.run_id, "framework.best_child": top.name})
+            metrics.append(Metric(f"best/{objective}", top.objective, int(time.time() * 1000), 0))
+        self.client.log_batch(parent_id, metrics=metrics, tags=[RunTag(k, v) for k, v in tags.items()])
 
     def due(self) -> bool:
         return bool(self._pending) and time.monotonic() - self._last_flush >= self.flush_every_s
@@ -144,8 +236,30 @@ class MlflowSession:
     def _get_run(self, run_id: str) -> Any:
         try:
             return self.client.get_run(run_id)
-        except MlflowException as e:
-            raise LookupError(f"No MLflow run {run_id!r} in {self.uri}: {e.message}") from None
+        except MlflowException:
+            raise LookupError(f"no MLflow run {run_id!r} in {self.uri}.{self._recent_runs(run_id)}") from None
+        except Exception as e:
+            raise LookupError(f"the tracking store {self.uri} cannot be read: {e}") from None
+
+    def _recent_runs(self, wanted: str) -> str:
+        """' Closest: …; newest runs: …' from this experiment, to help find the id that was meant."""
+        try:
+            exp = self.client.get_experiment_by_name(self.experiment)
+            runs = self.client.search_runs([exp.experiment_id], max_results=200) if exp else []
+        except Exception:
+            return ""
+        if not runs:
+            return f" The experiment {self.experiment!r} there holds no runs."
+        ids = {r.info.run_id: r for r in runs}
+        close = difflib.get_close_matches(wanted, list(ids), n=1, cutoff=0.3)
+        describe = lambda r: f"{r.info.run_id} ({r.info.run_name}, {r.info.status})"  # noqa: E731
+        hint = f" Did you mean {describe(ids[close[0]])}?" if close else ""
+        newest = "; ".join(describe(r) for r in runs[:3])
+        return f"{hint} Newest runs of experiment {self.experiment!r}: {newest}."
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1000)
 
 
 def _creates_store(uri: str) -> bool:

@@ -1,11 +1,18 @@
 """MLflow tracking: the local SQLite store ./mlflow.db by default, or any tracking URI."""
 
 # Optional[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
+import dataclasses
 import os
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
+
+from framework.contracts import SweepSummarySpec
+from framework.errors import ConfigError
 
 from .tracking_process import TrackingError, TrackingProcess
 
@@ -17,9 +24,11 @@ class MlflowConfig:
     experiment: str = "framework"
     """Experiment that runs (and sweeps) are grouped under."""
     run_name: Optional[str] = None
-    """Run name; default `<env>-<algo>-s<seed>`."""
+    """Run name; default `<env>-<algo>-s<seed>` (in a sweep: the job's swept values)."""
     flush_every_s: float = 1.0
     """Metrics are sent in batches at most this often (and at the end of the run)."""
+    check_timeout_s: float = 5.0
+    """How long a tracking server has to answer the check made before anything starts."""
     http_timeout_s: int = 30
     """Per-request timeout against a tracking server (MLFLOW_HTTP_REQUEST_TIMEOUT)."""
     http_retries: int = 2
@@ -30,14 +39,19 @@ class MlflowConfig:
     """Longest wait at the end of a run for metrics and artifacts to be written."""
 
 
+class TrackingUnavailable(ConfigError):
+    """The tracking URI cannot be used: nothing was started."""
+
+
 class MlflowTracker:
     """MLflow runs: params, metrics, artifacts, parent/child runs of sweeps."""
 
-    Config = MlflowConfig
+    Config: ClassVar[type] = MlflowConfig
 
     def __init__(self, cfg: MlflowConfig) -> None:
         self.cfg = cfg
         self.uri = absolute_uri(cfg.uri)
+        check_reachable(self.uri, timeout_s=cfg.check_timeout_s)
         # MLflow's own defaults (7 retries, 120 s timeouts) stall a run for minutes on a dead server.
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(cfg.http_timeout_s))
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(cfg.http_retries))
@@ -48,17 +62,19 @@ class MlflowTracker:
             cfg.experiment,
             cfg.flush_every_s,
         )
-        self._start_ticket: int | None = None
-        self._start_error: TrackingError | None = None
-        self._run_id: str | None = None
+        self._start_ticket: Optional[int] = None
+        self._start_error: Optional[TrackingUnavailable] = None
+        self._run_id: Optional[str] = None
+        self._experiment_id: Optional[str] = None
 
     def start_run(
         self,
         *,
-        run_name: str | None,
+        run_name: Optional[str],
         tags: Mapping[str, str],
-        parent_run_id: str | None = None,
-        resume_run_id: str | None = None,
+        parent_run_id: Optional[str] = None,
+        resume_run_id: Optional[str] = None,
+        start_time: Optional[float] = None,
     ) -> None:
         self._run_id, self._start_error = None, None
         self._start_ticket = self._process.ask(
@@ -67,6 +83,7 @@ class MlflowTracker:
             tags=dict(tags),
             parent_run_id=parent_run_id,
             resume_run_id=resume_run_id,
+            start_time=start_time,
         )
 
     @property
@@ -78,10 +95,11 @@ class MlflowTracker:
             if self._start_ticket is None:
                 raise TrackingError("No MLflow run was started")
             try:
-                self._run_id = str(self._process.wait(self._start_ticket, timeout=self.cfg.start_timeout_s))
+                ids = self._process.wait(self._start_ticket, timeout=self.cfg.start_timeout_s)
             except TrackingError as e:
-                self._start_error = TrackingError(f"MLflow tracking URI {self.uri} cannot be used: {e}")
+                self._start_error = TrackingUnavailable(f"MLflow tracking URI {self.uri} cannot be used: {e}")
                 raise self._start_error from None
+            self._run_id, self._experiment_id = str(ids["run_id"]), str(ids["experiment_id"])
         return self._run_id
 
     def log_params(self, params: Mapping[str, Any]) -> None:
@@ -90,24 +108,24 @@ class MlflowTracker:
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         self._process.send("log_metrics", {k: float(v) for k, v in metrics.items()}, int(step))
 
-    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+    def log_artifact(self, path: Path, artifact_path: Optional[str] = None) -> None:
         self._process.send("log_artifact", Path(path).resolve(), artifact_path)
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
         self._process.send("set_tags", {k: str(v) for k, v in tags.items()})
 
-    def end_run(self, status: str) -> None:
+    def end_run(self, status: str, *, end_time: Optional[float] = None) -> None:
         """Waits until every metric and artifact of the run is written, then ends it as `status`."""
         if self._start_ticket is None:
             return
         self._start_ticket = None
-        self._process.call("end_run", status, timeout=self.cfg.finish_timeout_s)
+        self._process.call("end_run", status, end_time, timeout=self.cfg.finish_timeout_s)
 
     def run_tags(self, run_id: str) -> dict[str, str]:
         try:
             tags: dict[str, str] = self._process.call("run_tags", run_id, timeout=self.cfg.start_timeout_s)
         except TrackingError as e:
-            raise LookupError(str(e)) from None
+            raise LookupError(str(e).removeprefix("LookupError: ")) from None
         return tags
 
     def download_artifacts(self, run_id: str, path: str, dst: Path) -> Path:
@@ -115,14 +133,51 @@ class MlflowTracker:
             self._process.call("download_artifacts", run_id, path, dst, timeout=self.cfg.finish_timeout_s)
         )
 
-    def start_parent(self, *, run_name: str, tags: Mapping[str, str]) -> str:
+    def how_to_view(self, run_id: str) -> str:
+        """The command (or address) that shows this run in the MLflow UI."""
+        # MLflow 3.17's UI opens an experiment by its GenAI/model-training switch, not by the
+        # experiment's kind tag, unless the address says which.
+        page = (
+            f"#/experiments/{self._experiment_id}/runs/{run_id}?workflowType=machine_learning"
+            if self._experiment_id
+            else ""
+        )
+        scheme = urllib.parse.urlparse(self.uri).scheme
+        if scheme in ("http", "https"):
+            return f"{self.uri.rstrip('/')}/{page}"
+        if scheme == "sqlite":
+            return f"mlflow ui --backend-store-uri {self.uri}   (then open http://127.0.0.1:5000/{page})"
+        return f"MLflow run {run_id} in experiment {self.cfg.experiment!r} at {self.uri}"
+
+    def start_parent(
+        self,
+        *,
+        run_name: str,
+        tags: Mapping[str, str],
+        params: Mapping[str, str],
+        start_time: Optional[float] = None,
+    ) -> str:
         run_id: str = self._process.call(
-            "start_parent", run_name=run_name, tags=dict(tags), timeout=self.cfg.start_timeout_s
+            "start_parent",
+            run_name=run_name,
+            tags=dict(tags),
+            params=dict(params),
+            start_time=start_time,
+            timeout=self.cfg.start_timeout_s,
         )
         return run_id
 
-    def end_parent(self, run_id: str, status: str) -> None:
-        self._process.call("end_parent", run_id, status, timeout=self.cfg.finish_timeout_s)
+    def end_parent(
+        self, run_id: str, status: str, *, summary: SweepSummarySpec, end_time: Optional[float] = None
+    ) -> None:
+        self._process.call(
+            "end_parent",
+            run_id,
+            status,
+            dataclasses.asdict(summary),
+            end_time,
+            timeout=self.cfg.finish_timeout_s,
+        )
 
     def close(self) -> None:
         self._process.close()
@@ -134,3 +189,37 @@ def absolute_uri(uri: str) -> str:
     if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
         return prefix + str(Path(uri[len(prefix) :]).resolve())
     return uri
+
+
+def check_reachable(uri: str, *, timeout_s: float) -> None:
+    """Refuse, before anything starts, a tracking URI that cannot work: a server that does not
+    answer, or a SQLite store in a folder that does not exist."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme in ("http", "https"):
+        probe = f"{uri.rstrip('/')}/api/2.0/mlflow/experiments/search?max_results=1"
+        try:
+            with urllib.request.urlopen(probe, timeout=timeout_s):
+                return
+        except urllib.error.HTTPError:  # it answered: an MLflow server that wants auth, say
+            return
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            reason = getattr(e, "reason", e)
+            raise TrackingUnavailable(
+                f"The MLflow tracking server tracking.uri={uri} does not answer ({reason}) within "
+                f"{timeout_s:g} s. Start it (`mlflow server --host {parsed.hostname} --port "
+                f"{parsed.port or 5000}`), point tracking.uri at a server that runs, or track locally: "
+                f"tracking.uri=sqlite:///mlflow.db (viewed with `mlflow ui`) or tracking=none."
+            ) from None
+    elif parsed.scheme == "sqlite":
+        folder = Path(uri[len("sqlite:///") :]).parent
+        if not folder.is_dir():
+            raise TrackingUnavailable(
+                f"tracking.uri={uri}: the folder {folder} does not exist. Create it, or use the default "
+                f"local store (tracking.uri=sqlite:///mlflow.db) or tracking=none."
+            )
+
+
+if TYPE_CHECKING:  # mypy holds each plugin to its kind's contract
+    from framework.contracts import Tracker
+
+    _mlflowtracker_contract: type[Tracker] = MlflowTracker

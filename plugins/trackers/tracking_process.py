@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import logging
 import os
 import queue
 import subprocess
@@ -27,6 +28,8 @@ from typing import Any, TextIO
 #: How often an idle tracking process flushes buffered metrics.
 IDLE_POLL_S = 0.25
 CLOSE = "__close__"
+
+log = logging.getLogger("framework.tracking")
 
 
 class TrackingError(RuntimeError):
@@ -41,6 +44,7 @@ class TrackingProcess:
             [sys.executable, "-m", __name__, factory, json.dumps(args)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             encoding="utf-8",
             start_new_session=True,
@@ -51,6 +55,7 @@ class TrackingProcess:
         self._inbox: queue.Queue[dict[str, Any]] = queue.Queue()
         threading.Thread(target=self._write, daemon=True, name="tracking-writer").start()
         threading.Thread(target=self._read, daemon=True, name="tracking-reader").start()
+        threading.Thread(target=self._relay_stderr, daemon=True, name="tracking-stderr").start()
 
     def send(self, method: str, *args: Any, **kwargs: Any) -> None:
         """A one-way request; a failure is reported on the tracking process's stderr."""
@@ -121,6 +126,15 @@ class TrackingProcess:
             with contextlib.suppress(ValueError):
                 self._inbox.put(json.loads(line))
 
+    def _relay_stderr(self) -> None:
+        """What the tracking process prints becomes log records here, shown like the run's own."""
+        stderr = self.process.stderr
+        assert stderr is not None
+        with contextlib.suppress(ValueError, OSError):
+            for line in stderr:
+                if line.strip():
+                    log.warning(line.rstrip())
+
 
 def _encode(value: Any) -> Any:
     if isinstance(value, Path):
@@ -140,6 +154,7 @@ def serve(factory: str, args: list[Any], requests: TextIO, answers: TextIO) -> N
         lines.put(None)  # stdin closed: the training process is gone
 
     threading.Thread(target=read, daemon=True).start()
+    failures: dict[str, int] = {}
     while True:
         try:
             line = lines.get(timeout=IDLE_POLL_S)
@@ -153,6 +168,7 @@ def serve(factory: str, args: list[Any], requests: TextIO, answers: TextIO) -> N
         request = json.loads(line)
         if request["method"] == CLOSE:
             _guarded(session.flush)
+            _report_repeats(failures)
             _answer(answers, request["id"], True, None)
             return
         try:
@@ -160,9 +176,26 @@ def serve(factory: str, args: list[Any], requests: TextIO, answers: TextIO) -> N
         except Exception as e:
             value, ok = f"{type(e).__name__}: {e}", False
             if not request["reply"]:
-                print(f"tracking: {request['method']} failed: {value}", file=sys.stderr, flush=True)
+                _report_failure(failures, request["method"], value)
         if request["reply"]:
             _answer(answers, request["id"], ok, value)
+
+
+def _report_failure(failures: dict[str, int], method: str, error: str) -> None:
+    """The first failure of each one-way request is printed; repeats are counted, not repeated."""
+    failures[method] = failures.get(method, 0) + 1
+    if failures[method] == 1:
+        print(
+            f"tracking: {method} failed: {error} (repeats are counted, not shown)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _report_repeats(failures: dict[str, int]) -> None:
+    for method, count in failures.items():
+        if count > 1:
+            print(f"tracking: {method} failed {count} times in all", file=sys.stderr, flush=True)
 
 
 def _answer(answers: TextIO, seq: int, ok: bool, value: Any) -> None:

@@ -109,7 +109,7 @@ def play(
         for t in range(steps):
             action = (t * 7 + steps) % 3
             next_observation, reward, terminated, _, _ = env.step(action)
-            buffer.insert(action, reward, next_observation[-1], terminated)
+            buffer.insert(action=action, reward=reward, next_frame=next_observation[-1], done=terminated)
             reference.add(observation, action, float(reward), next_observation, terminated)
             observation = next_observation
             if check:
@@ -144,9 +144,9 @@ def test_a_stack_repeats_the_first_frame_of_its_episode() -> None:
     f = numbered(6, (2, 2))
     buffer.on_reset(f[0])
     for i in range(1, 4):
-        buffer.insert(0, 0.0, f[i], False)
+        buffer.insert(action=0, reward=0.0, next_frame=f[i], done=False)
     buffer.on_reset(f[4])
-    buffer.insert(1, 1.0, f[5], True)
+    buffer.insert(action=1, reward=1.0, next_frame=f[5], done=True)
     batch = buffer.gather(np.arange(4))
     newest_values = (
         batch["observations"][:, :, 0, 0].tolist(),
@@ -163,10 +163,12 @@ def test_the_real_last_frame_of_a_truncated_episode_is_its_next_observation() ->
     buffer = MemoryEfficientReplayBuffer(capacity=10, frame_history_len=2)
     f = numbered(5, (1,))
     buffer.on_reset(f[0])
-    buffer.insert(0, 0.0, f[1], False)
-    buffer.insert(0, 0.0, f[2], False)  # the time limit ends the episode here: no done
+    buffer.insert(action=0, reward=0.0, next_frame=f[1], done=False)
+    buffer.insert(
+        action=0, reward=0.0, next_frame=f[2], done=False
+    )  # the time limit ends the episode here: no done
     buffer.on_reset(f[3])
-    buffer.insert(0, 0.0, f[4], False)
+    buffer.insert(action=0, reward=0.0, next_frame=f[4], done=False)
     batch = buffer.gather(np.arange(3))
     assert batch["next_observations"][:, :, 0].tolist() == [[0, 1], [1, 2], [3, 4]]
     assert not batch["dones"].any()
@@ -182,7 +184,9 @@ def test_the_frame_index_wraps_and_memory_stays_one_frame_per_transition() -> No
         buffer.on_reset(f[written % 256])
         written += 1
         for t in range(100):
-            buffer.insert(t % 6, 1.0, f[written % 256], t == 99 and episode % 2 == 0)
+            buffer.insert(
+                action=t % 6, reward=1.0, next_frame=f[written % 256], done=t == 99 and episode % 2 == 0
+            )
             written += 1
         # A framebuffer of capacity + a few frames, and a few bytes per transition besides.
         assert buffer.nbytes <= (capacity + 2 * k) * frame_bytes + 32 * capacity
@@ -204,7 +208,7 @@ def test_transitions_are_dropped_when_short_episodes_overwrite_their_frames() ->
     written = 0
     for _ in range(30):  # episodes of one step: two frames per transition
         buffer.on_reset(f[written % 256])
-        buffer.insert(0, 0.0, f[(written + 1) % 256], True)
+        buffer.insert(action=0, reward=0.0, next_frame=f[(written + 1) % 256], done=True)
         written += 2
     # Each stored transition needs its two frames among the frame_capacity newest.
     assert len(buffer) == buffer.frame_capacity // 2
@@ -228,17 +232,17 @@ def test_inserting_out_of_order_or_of_another_shape_is_a_clear_error() -> None:
     buffer = MemoryEfficientReplayBuffer(capacity=5, frame_history_len=2)
     frame = np.zeros((3, 3), dtype=np.uint8)
     with pytest.raises(RuntimeError, match=r"insert before on_reset"):
-        buffer.insert(0, 0.0, frame, False)
+        buffer.insert(action=0, reward=0.0, next_frame=frame, done=False)
     with pytest.raises(RuntimeError, match="empty"):
         buffer.sample(1)
     buffer.on_reset(frame)
     with pytest.raises(ValueError, match=r"frame has shape \(3, 4\), expected \(3, 3\)"):
-        buffer.insert(0, 0.0, np.zeros((3, 4), dtype=np.uint8), False)
+        buffer.insert(action=0, reward=0.0, next_frame=np.zeros((3, 4), dtype=np.uint8), done=False)
     with pytest.raises(ValueError, match=r"frame has shape \(4, 3\), expected \(3, 3\)"):
         buffer.on_reset(np.zeros((4, 3), dtype=np.uint8))
-    buffer.insert(0, 0.0, frame, True)
+    buffer.insert(action=0, reward=0.0, next_frame=frame, done=True)
     with pytest.raises(RuntimeError, match=r"after a transition with done=True: call on_reset"):
-        buffer.insert(0, 0.0, frame, False)
+        buffer.insert(action=0, reward=0.0, next_frame=frame, done=False)
     with pytest.raises(ValueError, match="batch_size=0 is not valid"):
         buffer.sample(0)
     assert len(buffer) == 1
@@ -265,7 +269,7 @@ def test_state_dict_round_trips_through_npz(tmp_path: Path) -> None:
     # The trajectory under way goes on in both, into the same framebuffer slots.
     frame = np.array([999, 9], dtype=np.int64)
     for b in (buffer, restored):
-        b.insert(1, 0.5, frame, False)
+        b.insert(action=1, reward=0.5, next_frame=frame, done=False)
     assert_same_transitions(buffer, restored, np.arange(len(buffer)))
     assert restored.gather(np.array([len(buffer) - 1]))["next_observations"][0, -1, 0] == 999
     with pytest.raises(ValueError, match="frame_history_len=4, this buffer has frame_history_len=3"):

@@ -38,10 +38,10 @@ def test_cfg_job_composes_each_buffer_group(group: str, expected: dict, tmp_path
 
 @pytest.mark.parametrize("group", ["replay", "memory_efficient"])
 def test_each_group_lists_every_schema_field_with_its_default(group: str) -> None:
-    name, plugin, typed = config.plugin_section(compose(["agent=ppo", f"buffer={group}"]), "buffer")
-    assert name == group
-    assert typed == plugin.Config()  # the yaml repeats every default of the dataclass schema
-    built = plugin(typed)
+    section = config.plugin_section(compose(["agent=ppo", f"buffer={group}"]), "buffer")
+    assert section is not None and section.name == group
+    assert section.cfg == section.plugin.Config()  # the composed section holds every schema default
+    built = section.plugin(section.cfg)
     assert built.capacity == 1_000_000 and len(built) == 0
 
 
@@ -55,6 +55,7 @@ def test_a_misspelled_buffer_key_fails_before_running_naming_the_valid_keys() ->
 
 def test_command_line_overrides_reach_the_built_buffer() -> None:
     cfg = compose(["buffer=memory_efficient", "buffer.capacity=64", "buffer.frame_history_len=2"])
-    _, plugin, typed = config.plugin_section(cfg, "buffer")
-    buffer = plugin(typed)
+    section = config.plugin_section(cfg, "buffer")
+    assert section is not None
+    buffer = section.plugin(section.cfg)
     assert (buffer.capacity, buffer.frame_history_len) == (64, 2)

@@ -21,7 +21,11 @@ def fill(buffer: ReplayBuffer, n: int, start: int = 0) -> None:
     """Insert transitions numbered start..start+n-1; every field is derived from the number."""
     for i in range(start, start + n):
         buffer.insert(
-            np.array([i, -i], dtype=np.float32), i % 3, 0.5 * i, np.array([i + 1, -i - 1.0]), i % 4 == 0
+            observation=np.array([i, -i], dtype=np.float32),
+            action=i % 3,
+            reward=0.5 * i,
+            next_observation=np.array([i + 1, -i - 1.0]),
+            done=i % 4 == 0,
         )
 
 
@@ -45,7 +49,11 @@ def test_arrays_are_allocated_on_the_first_insert_with_its_shapes_and_dtypes() -
     assert buffer.nbytes == 0
     observation = np.zeros((2, 3), dtype=np.uint8)
     buffer.insert(
-        observation, np.array([0.1, 0.2], dtype=np.float64), np.float16(1), observation, np.bool_(1)
+        observation=observation,
+        action=np.array([0.1, 0.2], dtype=np.float64),
+        reward=np.float16(1),
+        next_observation=observation,
+        done=np.bool_(1),
     )
     batch = buffer.sample(4)
     assert batch["observations"].shape == (4, 2, 3) and batch["observations"].dtype == np.uint8
@@ -57,7 +65,7 @@ def test_arrays_are_allocated_on_the_first_insert_with_its_shapes_and_dtypes() -
 
 def test_python_scalars_become_float32_int64_and_bool() -> None:
     buffer = ReplayBuffer(capacity=3)
-    buffer.insert(1.5, 2, 0.25, [1.0, 2.0], True)
+    buffer.insert(observation=1.5, action=2, reward=0.25, next_observation=[1.0, 2.0], done=True)
     batch = buffer.gather(np.array([0]))
     dtypes = {key: value.dtype for key, value in batch.items()}
     assert dtypes == {
@@ -72,20 +80,24 @@ def test_python_scalars_become_float32_int64_and_bool() -> None:
 
 def test_a_transition_of_another_shape_is_refused_naming_the_field_and_both_shapes() -> None:
     buffer = ReplayBuffer(capacity=3)
-    buffer.insert(np.zeros(4), 0, 0.0, np.zeros(4), False)
+    buffer.insert(observation=np.zeros(4), action=0, reward=0.0, next_observation=np.zeros(4), done=False)
     with pytest.raises(ValueError, match=r"next_observation has shape \(5,\), expected \(4,\)"):
-        buffer.insert(np.zeros(4), 1, 1.0, np.zeros(5), False)
+        buffer.insert(observation=np.zeros(4), action=1, reward=1.0, next_observation=np.zeros(5), done=False)
     with pytest.raises(ValueError, match=r"action has shape \(2,\), expected \(\)"):
-        buffer.insert(np.zeros(4), [1, 2], 1.0, np.zeros(4), False)
+        buffer.insert(
+            observation=np.zeros(4), action=[1, 2], reward=1.0, next_observation=np.zeros(4), done=False
+        )
     assert len(buffer) == 1
     np.testing.assert_array_equal(buffer.gather(np.array([0]))["actions"], [0])
 
 
 def test_a_float_into_an_integer_field_is_refused_instead_of_truncated() -> None:
     buffer = ReplayBuffer(capacity=3)
-    buffer.insert(np.zeros(2), 0, 1, np.zeros(2), False)  # an int reward makes the rewards int64
+    buffer.insert(
+        observation=np.zeros(2), action=0, reward=1, next_observation=np.zeros(2), done=False
+    )  # an int reward makes the rewards int64
     with pytest.raises(ValueError, match=r"reward=0\.5 does not fit the stored dtype int64"):
-        buffer.insert(np.zeros(2), 0, 0.5, np.zeros(2), False)
+        buffer.insert(observation=np.zeros(2), action=0, reward=0.5, next_observation=np.zeros(2), done=False)
 
 
 def test_sampling_an_empty_buffer_or_a_batch_below_one_is_an_error() -> None:

@@ -80,7 +80,6 @@ def make_ctx(
     return RunContext(
         cfg=cfg,
         env_plugin=env_plugin,
-        agent_cfg=None,
         seed=seed,
         rng=np.random.default_rng(seed),
         device="cpu",

@@ -80,7 +80,11 @@ def test_q_values_converge_to_the_rewards_when_gamma_is_zero() -> None:
     for i in range(64):
         action = i % 2
         buffer.insert(
-            np.array([i / 64], np.float32), action, 1.0 + action, np.array([0.0], np.float32), False
+            observation=np.array([i / 64], np.float32),
+            action=action,
+            reward=1.0 + action,
+            next_observation=np.array([0.0], np.float32),
+            done=False,
         )
     for _ in range(40):
         learner.train_phase(buffer.sample(32 * 10), batch_size=32)
@@ -96,7 +100,13 @@ def test_statistics_are_means_since_the_last_read() -> None:
     assert learner.pop_stats() == {}
     buffer = ReplayBuffer(capacity=8, seed=0)
     for _ in range(8):
-        buffer.insert(np.array([1.0], np.float32), 0, 2.0, np.array([1.0], np.float32), False)
+        buffer.insert(
+            observation=np.array([1.0], np.float32),
+            action=0,
+            reward=2.0,
+            next_observation=np.array([1.0], np.float32),
+            done=False,
+        )
     learner.train_phase(buffer.sample(8), batch_size=8)
     stats = learner.pop_stats()
     # Q = 0 against targets of 2: Huber loss 1.5; the gradients of w[0] and b[0] are both -1.

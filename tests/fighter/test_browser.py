@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,18 +10,25 @@ import pytest
 from framework_plugins.fighter.browser import HeadlessChromium
 from framework_plugins.fighter.env import FightingEnv
 from framework_plugins.fighter.transports import WebRTCTransport
-from tests.conftest import run_cli
+from tests.conftest import require_tool, run_cli
 from tests.fighter.transport_checks import assert_passes_env_checkers, assert_plays_like_the_twin
 
 pytestmark = pytest.mark.slow
 
 
-def test_chromium_is_installed() -> None:
-    assert shutil.which("chromium"), "the browser tests need Debian's chromium package (.ci/run installs it)"
+def test_a_missing_system_tool_fails_with_the_command_that_installs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(
+        pytest.fail.Exception, match=r"`chromium` is not installed.*apt-get install -y chromium"
+    ):
+        require_tool("chromium")
 
 
 @pytest.fixture
 def transport():
+    require_tool("chromium")
     t = WebRTCTransport("browser", connect_timeout_s=60, step_timeout_s=10)
     yield t
     t.close()
@@ -58,6 +64,7 @@ def test_a_reloaded_page_reconnects_and_play_goes_on(transport: WebRTCTransport)
 
 
 def test_ppo_trains_over_the_browser_page_through_the_cli(tmp_path: Path) -> None:
+    require_tool("chromium")
     r = run_cli(
         "env=fighter", "env.transport=browser", "env.headless=true", "env.n_envs=1", "agent=ppo",
         "agent.hyperparams.n_steps=128", "agent.hyperparams.batch_size=64", "total_steps=384",

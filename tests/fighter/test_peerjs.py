@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from framework_plugins.fighter import python_peer
 from framework_plugins.fighter.peerjs import PeerJSError, PeerJSServer, PeerJSSocket, check_server_message
 from framework_plugins.fighter.protocol import ProtocolError
 from framework_plugins.fighter.transports import WebRTCTransport
-from tests.conftest import free_port, run_cli
+from tests.conftest import free_port, require_tool, run_cli
 from tests.fighter.transport_checks import (
     assert_a_new_python_peer_takes_over,
     assert_passes_env_checkers,
@@ -38,8 +37,7 @@ def _install_peer_server() -> None:
     """The `peer` package from the npm registry, pinned by the committed package-lock.json."""
     if SERVER_BIN.is_file():
         return
-    npm = shutil.which("npm")
-    assert npm, "the PeerJS tests need npm to install the `peer` server package (.ci/run installs it)"
+    npm = require_tool("npm")
     subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=SERVER_DIR, check=True, timeout=300)
 
 
@@ -48,7 +46,18 @@ def peerjs_server() -> Iterator[PeerJSServer]:
     _install_peer_server()
     port = free_port()
     process = subprocess.Popen(
-        ["node", str(SERVER_BIN), "--host", "127.0.0.1", "--port", str(port), "--path", PATH, "--key", KEY],
+        [
+            require_tool("node"),
+            str(SERVER_BIN),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--path",
+            PATH,
+            "--key",
+            KEY,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -69,6 +78,8 @@ def peerjs_server() -> Iterator[PeerJSServer]:
 def test_the_game_over_peerjs_passes_the_env_checkers_and_plays_like_the_twin(
     peerjs_server: PeerJSServer, client: str, opponent: str
 ) -> None:
+    if client == "browser":
+        require_tool("chromium")
     t = WebRTCTransport(client, connect_timeout_s=60, peerjs=peerjs_server)
     try:
         assert t.connection.client_kind == client

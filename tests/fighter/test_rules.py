@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 
 from framework_plugins.fighter import rules
 from framework_plugins.fighter.rules import A, S
+from tests.conftest import require_tool
 
 GOLDEN_JS = Path(rules.__file__).parent / "golden.js"
 C = rules.load_constants()
@@ -44,8 +44,7 @@ def scenarios() -> list[dict]:
 
 
 def javascript(cases: list[dict]) -> list[list[dict]]:
-    node = shutil.which("node")
-    assert node, "Node.js runs the authoritative rules; install it (apt-get install nodejs)"
+    node = require_tool("node")  # Node.js runs the authoritative JavaScript rules
     out = subprocess.run(
         [node, str(GOLDEN_JS)],
         input=json.dumps(cases),

@@ -11,7 +11,7 @@ from framework_plugins.fighter import python_peer
 from framework_plugins.fighter.env import OBSERVATION_FIELDS, FightingEnv
 from framework_plugins.fighter.transports import InProcessTransport, WebRTCTransport
 from framework_plugins.fighter.vector import FighterVectorEnv
-from tests.conftest import run_cli
+from tests.conftest import require_tool, run_cli
 
 N, STEPS, SEED = 4, 500, 10
 OBS_SELF_HP = OBSERVATION_FIELDS.index("self_hp")
@@ -73,6 +73,7 @@ def test_four_arenas_over_one_webrtc_connection_match_four_single_envs() -> None
 
 @pytest.mark.slow
 def test_four_arenas_on_one_browser_page_match_four_single_envs() -> None:
+    require_tool("chromium")
     assert_same_as_single_envs(WebRTCTransport("browser", connect_timeout_s=60))
 
 
@@ -86,6 +87,10 @@ def test_ppo_trains_on_arenas_sharing_one_connection(tmp_path: Path) -> None:
     )  # fmt: skip
     assert r.returncode == 0, r.output[-3000:]
     assert "FINISHED at step 512" in r.output
+    # Only the run's own log lines: aiortc's and aioice's INFO chatter stays out.
+    info = [line for line in r.output.splitlines() if "][INFO] - " in line]
+    assert info and all(line.split("][")[1].startswith("framework") for line in info), info
+    assert "aioice" not in r.output and "Warning" not in r.output, r.output[-3000:]
 
 
 @pytest.mark.slow

@@ -1,12 +1,14 @@
 """A tiny deterministic 1-D corridor environment and the framework env plugin that builds it."""
 
-# Optional[...] rather than `X | None`: OmegaConf 2.3 cannot read PEP 604 unions.
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+
+from framework.errors import ConfigError
+
+from .config import CorridorConfig
 
 LEFT, RIGHT = 0, 1
 
@@ -62,30 +64,20 @@ class CorridorEnv(gym.Env):
         return "".join(cells)
 
 
-@dataclass
-class CorridorConfig:
-    length: int = 8
-    """Cells in the corridor; the agent starts at the left end, the goal is the right end."""
-    n_envs: int = 1
-    """Parallel env instances an agent trains on."""
-    max_steps: int = 50
-    """Truncate an episode after this many steps."""
-
-
 class Corridor:
     """Corridor: walk right along a 1-D corridor to the goal (example third-party plugin)."""
 
-    Config: Any = CorridorConfig
+    Config: ClassVar[type] = CorridorConfig
 
-    def __init__(self, cfg: Any) -> None:
+    def __init__(self, cfg: CorridorConfig) -> None:
         self.cfg = cfg
         self.n_envs = int(cfg.n_envs)
         if int(cfg.length) < 2:
-            raise ValueError(f"env.length={cfg.length} must be at least 2")
+            raise ConfigError(f"env.length={cfg.length} must be at least 2")
         if self.n_envs < 1:
-            raise ValueError(f"env.n_envs={self.n_envs} must be at least 1")
+            raise ConfigError(f"env.n_envs={self.n_envs} must be at least 1")
         if int(cfg.max_steps) < 1:
-            raise ValueError(f"env.max_steps={cfg.max_steps} must be at least 1")
+            raise ConfigError(f"env.max_steps={cfg.max_steps} must be at least 1")
 
     def make(
         self, *, seed: int, index: int, evaluation: bool = False, render_mode: Optional[str] = None

@@ -1,0 +1,88 @@
+"""A user's mistakes: one message that names the bad value and what would be valid, no traceback."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class ConfigError(ValueError):
+    """A config value, key or command-line target that cannot be used.
+
+    Raised before anything starts; the command line prints its message alone (the traceback
+    only with HYDRA_FULL_ERROR=1). Plugins raise it from their constructors for bad config values.
+    """
+
+
+class RunFailed(RuntimeError):
+    """A run that raised after it started: it ended FAILED with a last checkpoint; the cause is chained.
+
+    `summary` is the run's last lines (status, metric, where its results are).
+    """
+
+    def __init__(self, summary: str) -> None:
+        super().__init__(summary)
+        self.summary = summary
+
+
+def closest(value: str, choices: Iterable[str], *, n: int = 1, always: bool = False) -> list[str]:
+    """The `n` choices most like `value`; with `always`, the nearest ones even when none is close."""
+    options = list(choices)
+    found = difflib.get_close_matches(value, options, n=n)
+    if not found and always and options:
+        found = difflib.get_close_matches(value, options, n=n, cutoff=0.0)
+    return found
+
+
+def did_you_mean(value: str, choices: Iterable[str], *, prefix: str = "", always: bool = False) -> str:
+    """' Did you mean PREFIX<closest>?' or '' when nothing is close."""
+    found = closest(value, choices, always=always)
+    return f" Did you mean {prefix}{found[0]}?" if found else ""
+
+
+def check_choice(key: str, value: object, choices: Iterable[str]) -> None:
+    """A ConfigError naming `key=value`, the closest choice and all of them, unless `value` is one."""
+    options = list(choices)
+    if value in options:
+        return
+    hint = did_you_mean(str(value), options)
+    raise ConfigError(f"{key}={value!r} is not valid; choose one of {', '.join(options)}.{hint}")
+
+
+def hydra_message(error: BaseException) -> str | None:
+    """What to print for Hydra's own refusals (composition, overrides); None for anything else."""
+    from hydra.errors import CompactHydraException, MissingConfigException
+    from omegaconf import DictConfig
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+    if not isinstance(error, CompactHydraException):
+        return None
+    cause = error.__cause__
+    if isinstance(error, MissingConfigException) and error.options and error.missing_cfg_file:
+        group, _, option = str(error.missing_cfg_file).rpartition("/")
+        hint = did_you_mean(option, error.options, prefix=f"{group}=")
+        return f"{group}={option} is not a config of group {group}.{hint} Options: {', '.join(error.options)}"
+    if (
+        isinstance(cause, ConfigKeyError | ConfigAttributeError)
+        and cause.full_key
+        and "not in" in (cause.msg or "")
+    ):
+        parent = cause.parent_node
+        keys = [str(k) for k in parent] if isinstance(parent, DictConfig) else []
+        return _unknown_key(str(cause.full_key), keys)
+    if isinstance(cause, OmegaConfBaseException):
+        return f"{error}\n{cause}".strip()
+    return str(error).strip()
+
+
+def _unknown_key(full_key: str, keys: list[str]) -> str:
+    """An override of a key the composed config does not have, with the keys it does have."""
+    section, _, leaf = full_key.rpartition(".")
+    where = f"{section}." if section else ""
+    hint = did_you_mean(leaf, keys, prefix=where)
+    listing = f" Keys of {section or 'the config'}: {', '.join(keys)}." if keys else ""
+    adding = "" if hint else f" `+{full_key}=VALUE` adds a key the config does not have."
+    return (
+        f"Unknown config key {full_key}.{hint}{listing}{adding} "
+        f"(`python -m framework --cfg job` shows the composed config.)"
+    )

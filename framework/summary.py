@@ -1,0 +1,54 @@
+"""The last lines of a run: its status, the final metric, and where its results are."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_name: str
+    run_id: str
+    run_dir: Path
+    total_steps: int
+    objective: str
+    view: str
+    """How to look at the run (the tracker's words: a command, a URL)."""
+
+    def text(
+        self,
+        status: str,
+        step: int,
+        metrics: Mapping[str, float],
+        *,
+        error: BaseException | None = None,
+        extra: Sequence[tuple[str, str]] = (),
+    ) -> str:
+        """Aligned lines, the status first; why, when the step count passed the budget."""
+        steps = f"step {step} of {self.total_steps}"
+        if step > self.total_steps:
+            steps += " (the agent finishes its last rollout or update cycle past the budget)"
+        rows = [(self.objective, _metric(metrics, self.objective))]
+        if error is not None:
+            rows.append(("error", f"{type(error).__name__}: {error}".splitlines()[0][:300]))
+        rows += [
+            ("run", f"{self.run_name} ({self.run_id})" if self.run_id else self.run_name),
+            ("run dir", str(self.run_dir.resolve())),
+            ("view it", self.view),
+            *extra,
+        ]
+        lines = [f"Run {status} at {steps}."]
+        lines += [f"  {key:<16}  {value}" for key, value in rows]
+        return "\n".join(lines)
+
+
+def _metric(metrics: Mapping[str, float], key: str) -> str:
+    if key not in metrics:
+        return "not measured (no evaluation ran)"
+    value = f"{metrics[key]:.4g}"
+    spread = key.removesuffix("_mean") + "_std"
+    if key.endswith("_mean") and spread in metrics:
+        value += f" ± {metrics[spread]:.3g}"
+    return value

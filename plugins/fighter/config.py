@@ -1,0 +1,44 @@
+"""The fighter env plugin's config schema: every key, its default and its description."""
+
+# Optional[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
+from dataclasses import dataclass
+
+TRANSPORTS = ("inprocess", "python", "browser")
+SIGNALING = ("builtin", "peerjs")
+
+
+@dataclass
+class FighterConfig:
+    opponent: str = "aggressive"
+    """Scripted opponent: idle, random, aggressive or defensive."""
+    transport: str = "browser"
+    """Where the game runs: browser (the JavaScript game page over WebRTC), python (the twin behind
+    an aiortc peer: WebRTC without a browser) or inprocess (the Python twin, no network)."""
+    headless: bool = False
+    """browser transport: false prints the page's URL and opens your browser (evaluation then plays
+    on the in-process twin, so only one page is yours to watch); true launches a headless Chromium."""
+    host: str = "127.0.0.1"
+    """Address the game page and its signaling endpoint are served on."""
+    port: int = 0
+    """Port of the first training env's page (0: any free port); others take free ports."""
+    signaling: str = "builtin"
+    """How the game client reaches the trainer: builtin (the page server's offer/answer endpoint) or
+    peerjs (through the PeerJS server at peerjs_url, with PeerJS ids, as PeerJS pages do)."""
+    peerjs_url: str = "http://127.0.0.1:9000/"
+    """signaling=peerjs: the PeerJS server (`npx peer --port 9000`), http://HOST:PORT/PATH."""
+    peerjs_key: str = "peerjs"
+    """signaling=peerjs: the PeerJS server's --key."""
+    connect_timeout_s: float = 120.0
+    """Longest wait for the game client to connect (and to reconnect after a page reload)."""
+    step_timeout_s: float = 10.0
+    """Longest wait for the game's answer to one step."""
+    heartbeat_timeout_s: float = 2.0
+    """A game client silent for this long is declared gone."""
+    reconnect: bool = True
+    """After a disconnect (a reloaded page), truncate the round and wait for the client to return."""
+    n_envs: int = 1
+    """Parallel game instances an agent trains on."""
+    damage_reward: float = 1.0
+    """Reward per full health bar of damage dealt (and penalty per bar taken)."""
+    win_reward: float = 1.0
+    """Bonus for winning the round (its negative for losing; 0 for a draw)."""

@@ -1,0 +1,128 @@
+"""A user's mistakes are refused before anything starts: exit status 1, one message naming the bad
+value and the closest valid one, no traceback, and no run in the MLflow store."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import CliResult, free_port
+
+
+def assert_refused(r: CliResult, *fragments: str) -> None:
+    assert r.returncode == 1, r.output[-3000:]
+    assert "Traceback" not in r.output, r.output[-3000:]
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def assert_no_run(tmp_path: Path) -> None:
+    db = tmp_path / "mlflow.db"
+    if db.exists():
+        client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+        assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
+
+
+def test_an_unknown_atari_game_names_the_closest(cli, tmp_path: Path) -> None:
+    started = time.monotonic()
+    r = cli("env=atari", "env.game=Pnog")
+    assert_refused(r, "Unknown Atari game env.game='Pnog'", "Closest: Pong")
+    assert time.monotonic() - started < 30
+    assert_no_run(tmp_path)
+
+
+def test_a_misspelled_sb3_hyperparameter_added_with_plus_is_checked_against_the_constructor(
+    cli, tmp_path: Path
+) -> None:
+    r = cli("agent=ppo", "+agent.hyperparams.lerning_rate=0.1")
+    assert_refused(
+        r,
+        "agent.hyperparams.lerning_rate is not a PPO hyperparameter",
+        "Did you mean agent.hyperparams.learning_rate?",
+    )
+    assert_no_run(tmp_path)
+
+
+def test_a_misspelled_override_of_an_existing_section_names_the_closest_key(cli, tmp_path: Path) -> None:
+    r = cli("agent=ppo", "agent.hyperparams.lerning_rate=0.1")
+    assert_refused(
+        r,
+        "Unknown config key agent.hyperparams.lerning_rate.",
+        "Did you mean agent.hyperparams.learning_rate?",
+    )
+    assert_no_run(tmp_path)
+
+
+def test_a_misspelled_policy_argument_names_the_closest(cli, tmp_path: Path) -> None:
+    r = cli("agent=ppo", "+agent.policy_kwargs.net_arc=[8]")
+    assert_refused(r, "agent.policy_kwargs.net_arc", "Did you mean agent.policy_kwargs.net_arch?")
+    assert_no_run(tmp_path)
+
+
+def test_an_unknown_resume_target_names_the_newest_runs(cli, tmp_path: Path) -> None:
+    from tests.conftest import FAST
+
+    assert cli(*FAST, "tracking.run_name=first").returncode == 0
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (first,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    r = cli(f"resume={first.info.run_id[:-1]}x")  # one character off
+    assert_refused(
+        r,
+        f"resume='{first.info.run_id[:-1]}x' is neither a run directory nor a tracked run",
+        f"Did you mean {first.info.run_id} (first, FINISHED)?",
+    )
+    assert len(client.search_runs([first.info.experiment_id])) == 1
+
+
+def test_resume_of_nothing_in_a_fresh_directory_creates_no_store(cli, tmp_path: Path) -> None:
+    r = cli("resume=doesnotexist")
+    assert_refused(r, "resume='doesnotexist' is neither a run directory nor a tracked run")
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_tracking_server_that_does_not_answer_is_refused_within_ten_seconds(cli, tmp_path: Path) -> None:
+    uri = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    r = cli(f"tracking.uri={uri}")
+    assert time.monotonic() - started < 10 + 5  # the check's 5 s, and the interpreter's start
+    assert_refused(
+        r, f"tracking.uri={uri} does not answer", "mlflow server --host 127.0.0.1", "tracking=none"
+    )
+    assert not list(tmp_path.glob("outputs/*/*/checkpoints"))
+
+
+def test_a_sqlite_store_in_a_missing_folder_is_refused(cli, tmp_path: Path) -> None:
+    r = cli("tracking.uri=sqlite:///no/such/folder/mlflow.db")
+    assert_refused(r, "the folder", "does not exist")
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (("env=cartpol",), ("env=cartpol is not a config of group env.", "Did you mean env=cartpole?")),
+        (("env.n_env=2",), ("Unknown config key env.n_env.", "Did you mean env.n_envs?")),
+        (("agent=ppo", "agent.algo=PP0"), ("Unknown SB3 algorithm agent.algo='PP0'.", "Did you mean PPO?")),
+        (
+            ("env=fighter", "env.opponent=bos"),
+            ("env.opponent='bos' is not valid", "boss" if False else "idle"),
+        ),
+        (("progress=fancy",), ("progress='fancy' is not valid; choose one of auto, bar, log, off",)),
+    ],
+)
+def test_other_mistakes_are_one_message(
+    cli, tmp_path: Path, args: tuple[str, ...], fragments: tuple[str, ...]
+) -> None:
+    assert_refused(cli(*args), *fragments)
+    assert_no_run(tmp_path)
+
+
+def test_hydra_full_error_shows_the_traceback(cli) -> None:
+    r = cli("env=atari", "env.game=Pnog", env={"HYDRA_FULL_ERROR": "1"})
+    assert r.returncode == 1
+    assert "Traceback" in r.stderr and "ConfigError: Unknown Atari game" in r.stderr

@@ -3,7 +3,7 @@
 Each default and its one-line description live once, in a dataclass schema: the root's below,
 each plugin's in its `Config`. A conf package registers the schemas its YAML files build on
 (`store_schema`), and those files select and override: `agent/dqn.yaml` starts from
-`/schema/agent/dqn` and sets only what differs, so `--cfg job` still shows every key.
+`/schema_agent_dqn` and sets only what differs, so `--cfg job` still shows every key.
 """
 
 # Optional[...] rather than `X | None`: OmegaConf 2.3 cannot read PEP 604 unions.
@@ -110,9 +110,9 @@ def register_schema() -> None:
 
 
 def store_schema(section: str, name: str, schema: type) -> None:
-    """Register a plugin's schema as `/schema/<section>/<name>`, with its `name` key first.
+    """Register a plugin's schema as the config `schema_<section>_<name>`, its `name` key first.
 
-    A config file of that plugin starts from it (`defaults: [/schema/agent/dqn@_here_, _self_]`)
+    A config file of that plugin starts from it (`defaults: [/schema_agent_dqn@_here_, _self_]`)
     and sets only what differs from the schema's defaults. The node holds the defaults untyped,
     so that a preset may switch the section to another plugin; the run checks the section
     against the chosen plugin's schema before anything starts (`plugin_section`).
@@ -122,7 +122,13 @@ def store_schema(section: str, name: str, schema: type) -> None:
     defaults = OmegaConf.to_container(OmegaConf.structured(schema))
     assert isinstance(defaults, dict)
     SCHEMAS[(section, name)] = schema
-    ConfigStore.instance().store(group=f"schema/{section}", name=name, node={"name": name, **defaults})
+    # A config outside any group, so that `--help` lists only the groups a user chooses from.
+    ConfigStore.instance().store(name=schema_config_name(section, name), node={"name": name, **defaults})
+
+
+def schema_config_name(section: str, name: str) -> str:
+    """`schema_agent_dqn`: the name a config file's defaults list gives a plugin's schema by."""
+    return f"schema_{section}_{name}"
 
 
 def check_root(cfg: DictConfig) -> None:

@@ -25,7 +25,7 @@ from framework.config import PLUGIN_SECTIONS, SCHEMAS
 
 #: `# requires: MODULE (how to install it)` in a config file: what it needs beyond the core's own.
 REQUIRES = re.compile(r"^#\s*requires:\s*(\S+)\s*(?:\((.*)\))?\s*$")
-SCHEMA_DEFAULT = re.compile(r"^/schema/(\w+)/(\w+)@_here_$")
+SCHEMA_DEFAULT = re.compile(rf"^/schema_({'|'.join(PLUGIN_SECTIONS)})_(\w+)@_here_$")
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ def test_plugins_marks_configs_whose_optional_dependency_is_missing(cli, tmp_pat
     (site / "fancy_conf" / "__init__.py").write_text("")
     (site / "fancy_conf" / "agent" / "fancy.yaml").write_text(
         "# requires: no_such_module_here (pip install fancy-extra)\n"
-        "defaults:\n  - /schema/agent/sb3@_here_\n  - _self_\nalgo: A2C\n"
+        "defaults:\n  - /schema_agent_sb3@_here_\n  - _self_\nalgo: A2C\n"
     )
     info = site / "fancy_conf-1.0.dist-info"
     info.mkdir()

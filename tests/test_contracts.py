@@ -71,9 +71,11 @@ SELECTING = {"algo"}
 def test_config_files_set_only_what_differs_from_their_schema(path: Path) -> None:
     data = yaml.safe_load(path.read_text()) or {}
     section = path.parent.name
-    schemas = [e for e in data.get("defaults", []) if isinstance(e, str) and e.startswith("/schema/")]
+    schemas = [
+        e for e in data.get("defaults", []) if isinstance(e, str) and e.startswith(f"/schema_{section}_")
+    ]
     assert len(schemas) == 1, f"{path.name} starts from no schema"
-    plugin = schemas[0].split("/")[3].split("@")[0]
+    plugin = schemas[0].removeprefix(f"/schema_{section}_").split("@")[0]
     schema = (
         config.SCHEMAS.get((section, plugin)) or registry.load(config.PLUGIN_SECTIONS[section], plugin).Config
     )

@@ -1,6 +1,6 @@
 """Hydra config groups of the example plugin (found through the `framework.conf` entry point).
 
-Importing it registers the plugin's schema as /schema/env/corridor, which env/corridor.yaml starts from.
+Importing it registers the plugin's schema as /schema_env_corridor, which env/corridor.yaml starts from.
 """
 
 from framework.config import store_schema

@@ -92,6 +92,8 @@ PLUGIN_SECTIONS = {
     "tracking": "tracker",
 }
 PROGRESS_MODES = ("auto", "bar", "log", "off")
+#: Seeds go to numpy's legacy generator too, which takes 32 bits.
+MAX_SEED = 2**32
 OBJECTIVE_MODES = ("max", "min")
 
 
@@ -138,6 +140,8 @@ def check_root(cfg: DictConfig) -> None:
     for key in ("total_steps", "eval.every_steps", "eval.episodes", "checkpoint.every_steps"):
         if OmegaConf.select(cfg, key) < 0:
             raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} must be >= 0")
+    if not 0 <= cfg.seed < MAX_SEED:
+        raise ConfigError(f"seed={cfg.seed} is not valid; a seed is an integer from 0 to {MAX_SEED - 1}")
     if cfg.env is None or cfg.agent is None:
         raise ConfigError("Both env and agent must be chosen, e.g. env=cartpole agent=ppo")
 

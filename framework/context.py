@@ -43,6 +43,7 @@ class RunContext:
     stop: threading.Event = field(default_factory=threading.Event)
     resume_from: Path | None = None
     last_eval: dict[str, float] = field(default_factory=dict)
+    last_eval_step: int = 0
     _eval_env: gym.Env | None = None
     _last_step: int = 0
     _perf_mark: tuple[float, int] = (0.0, 0)
@@ -79,10 +80,11 @@ class RunContext:
     def after_step(self, step: int, agent: Agent) -> bool:
         """Call once per env step (or vector step): progress, evaluation, checkpoints. False = stop."""
         previous, self._last_step = self._last_step, step
-        if self._eval_at_start:  # before anything else is logged (see EvalConfig.at_start)
+        due = self.progress.update(step)
+        if self._eval_at_start:  # before any metric is logged (see EvalConfig.at_start)
             self._eval_at_start = False
             self.evaluate(agent, step)
-        if self.progress.update(step):
+        if due:
             now = time.perf_counter()
             t0, s0 = self._perf_mark
             if now > t0 and step > s0:
@@ -121,7 +123,7 @@ class RunContext:
         finally:
             if video_dir is not None:
                 env.close()
-        self.last_eval = metrics
+        self.last_eval, self.last_eval_step = metrics, step
         # The objective first: the first metric a run logs is what MLflow's compare page plots.
         objective = str(self.cfg.objective.metric) if "objective" in self.cfg else ""
         self.log_metrics(dict(sorted(metrics.items(), key=lambda item: item[0] != objective)), step)

@@ -87,6 +87,14 @@ class Agent(Protocol):
 
 
 @runtime_checkable
+class CheckedAgent(Agent, Protocol):
+    """An agent that can tell, before the run starts, that it cannot train with the run's other
+    plugins (a buffer it cannot fill, say): `check_run` raises ConfigError naming what to change."""
+
+    def check_run(self, *, env: EnvPlugin, buffer: Buffer | None, search: SearchEngine | None) -> None: ...
+
+
+@runtime_checkable
 class SearchEngine(Protocol):
     """Tree search over a batch of roots: visit-count policies back, everything released by close()."""
 
@@ -148,7 +156,10 @@ class Tracker(Protocol):
     ) -> str: ...
     def end_parent(
         self, run_id: str, status: str, *, summary: SweepSummarySpec, end_time: float | None = None
-    ) -> None: ...
+    ) -> str:
+        """End the parent run, with its summary; returns what to tell the user ('' for nothing)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -160,7 +171,11 @@ CONTRACTS: dict[str, type] = {
     "search": SearchEngine,
     "tracker": Tracker,
 }
-CAPABILITIES: dict[str, tuple[type, ...]] = {"env": (VectorEnvPlugin,), "buffer": (FrameBuffer,)}
+CAPABILITIES: dict[str, tuple[type, ...]] = {
+    "env": (VectorEnvPlugin,),
+    "buffer": (FrameBuffer,),
+    "agent": (CheckedAgent,),
+}
 
 
 def check(kind: str, plugin: object) -> list[str]:

@@ -26,12 +26,13 @@ class RunFailed(RuntimeError):
 
 
 def closest(value: str, choices: Iterable[str], *, n: int = 1, always: bool = False) -> list[str]:
-    """The `n` choices most like `value`; with `always`, the nearest ones even when none is close."""
+    """The `n` choices most like `value` (case aside); with `always`, the nearest even when none is close."""
     options = list(choices)
-    found = difflib.get_close_matches(value, options, n=n)
+    by_lower = {o.lower(): o for o in options}
+    found = difflib.get_close_matches(value.lower(), list(by_lower), n=n)
     if not found and always and options:
-        found = difflib.get_close_matches(value, options, n=n, cutoff=0.0)
-    return found
+        found = difflib.get_close_matches(value.lower(), list(by_lower), n=n, cutoff=0.0)
+    return [by_lower[f] for f in found]
 
 
 def did_you_mean(value: str, choices: Iterable[str], *, prefix: str = "", always: bool = False) -> str:
@@ -51,7 +52,7 @@ def check_choice(key: str, value: object, choices: Iterable[str]) -> None:
 
 def hydra_message(error: BaseException) -> str | None:
     """What to print for Hydra's own refusals (composition, overrides); None for anything else."""
-    from hydra.errors import CompactHydraException, MissingConfigException
+    from hydra.errors import CompactHydraException, MissingConfigException, OverrideParseException
     from omegaconf import DictConfig
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
@@ -71,8 +72,21 @@ def hydra_message(error: BaseException) -> str | None:
         keys = [str(k) for k in parent] if isinstance(parent, DictConfig) else []
         return _unknown_key(str(cause.full_key), keys)
     if isinstance(cause, OmegaConfBaseException):
-        return f"{error}\n{cause}".strip()
-    return str(error).strip()
+        reason = str(cause.msg or cause).strip().splitlines()[0]
+        if cause.full_key:
+            return f"Invalid value for {cause.full_key}: {reason}"
+        return f"{_first_line(error)}: {reason}"
+    if isinstance(error, OverrideParseException) and "=" not in error.override:
+        hint = did_you_mean(error.override, ["plugins"], prefix="python -m framework ")
+        return (
+            f"{error.override!r} is neither a command nor an override (key=value, group=option).{hint} "
+            "(python -m framework --help lists the config groups.)"
+        )
+    return " ".join(str(error).split())
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 def _unknown_key(full_key: str, keys: list[str]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,10 @@ def run_episodes(
 def record_video(env: Any, folder: Path, episodes: int) -> Any:
     """Wrap an `rgb_array` env so its first `episodes` episodes are written as mp4 to `folder`."""
     from gymnasium.wrappers import RecordVideo
+
+    # Frames are drawn off-screen: SDL (pygame, which classic-control envs draw with) needs no display,
+    # and without one it would complain about XDG_RUNTIME_DIR on every run.
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
     return RecordVideo(
         env, str(folder), episode_trigger=lambda e: e < episodes, name_prefix="eval", disable_logger=True

@@ -73,8 +73,9 @@ class NullTracker:
 
     def end_parent(
         self, run_id: str, status: str, *, summary: SweepSummarySpec, end_time: float | None = None
-    ) -> None:
+    ) -> str:
         """Nothing to summarise."""
+        return ""
 
     def close(self) -> None:
         """Nothing to release."""

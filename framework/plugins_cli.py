@@ -128,7 +128,7 @@ def describe(name: str) -> int:
 
 
 def field_docs(schema: type) -> dict[str, str]:
-    """The first line of the docstring under each field of a dataclass (and of its bases)."""
+    """The first paragraph of the docstring under each field of a dataclass (and its bases), as a line."""
     docs: dict[str, str] = {}
     for klass in reversed(schema.__mro__[:-1]):
         try:
@@ -144,7 +144,7 @@ def field_docs(schema: type) -> dict[str, str]:
             ):
                 value = after.value
                 if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                    docs[node.target.id] = value.value.strip().splitlines()[0]
+                    docs[node.target.id] = " ".join(value.value.strip().split("\n\n")[0].split())
     return docs
 
 

@@ -65,11 +65,11 @@ class ProgressDisplay:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+        # Narrow enough for an 80-column terminal with budgets up to 10^6 steps, so nothing is cut.
         self._bar = Progress(
-            TextColumn("[bold]train"),
-            BarColumn(),
+            BarColumn(bar_width=16),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]:>8} steps/s"),
+            TextColumn("{task.fields[rate]:>5} steps/s"),
             TextColumn("{task.fields[label]} {task.fields[eval]}"),
             TimeRemainingColumn(),
             console=Console(file=sys.stderr),

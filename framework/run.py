@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import shutil
 import signal
 import sys
 import threading
@@ -27,28 +26,19 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from framework import __version__, config, contracts, registry
-from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, Checkpointer, find_latest, read_state
+from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, Checkpointer
 from framework.context import RunContext
-from framework.contracts import Agent, Buffer, EnvPlugin, SearchEngine, Tracker
+from framework.contracts import Agent, Buffer, CheckedAgent, EnvPlugin, SearchEngine, Tracker
 from framework.errors import ConfigError, RunFailed
 from framework.progress import ProgressDisplay
 from framework.provenance import flatten, run_tags
+from framework.resume import ResumePoint, resume_point
 from framework.summary import RunSummary
 
 log = logging.getLogger("framework")
 
 #: Process exit status of a run stopped with Ctrl-C (128 + SIGINT), as a shell reports it.
 EXIT_KILLED = 130
-#: Where a run resumed from a tracked run's artifacts keeps the checkpoint it downloaded.
-RESUMED_DIR = "resumed_checkpoint"
-
-
-@dataclass
-class ResumePoint:
-    run_id: str | None
-    checkpoint: Path
-    config: DictConfig
-    step: int
 
 
 @dataclass
@@ -98,7 +88,7 @@ def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_di
     """Every check that can refuse the run, and its plugins built, before anything is tracked."""
     resume = None
     if cfg.resume:
-        resume = _resume_point(cfg, tracker, overrides, run_dir)
+        resume = resume_point(cfg, tracker, overrides, run_dir)
         cfg = resume.config
         config.check_root(cfg)
     _seed_everything(int(cfg.seed))
@@ -124,6 +114,11 @@ def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_di
         device=device,
         resume=resume,
     )
+    if isinstance(plan.agent, CheckedAgent):
+        try:
+            plan.agent.check_run(env=plan.env, buffer=plan.buffer, search=plan.search)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     if resume is not None:
         try:
             plan.agent.load(resume.checkpoint / AGENT_DIR)
@@ -146,47 +141,19 @@ def _execute(
     cfg, resume = plan.cfg, plan.resume
     run_dir.mkdir(parents=True, exist_ok=True)
     name = run_name or _run_name(cfg, plan.env_name)
-    tracker.start_run(
-        run_name=name,
-        tags=run_tags(plan.plugins, run_dir, overrides),
-        parent_run_id=parent_run_id,
-        resume_run_id=resume.run_id if resume else None,
-        start_time=started_at,
-    )
-    if resume is None:
-        tracker.log_params(flatten(OmegaConf.to_container(cfg, resolve=True)))
-    else:
-        tracker.set_tags({"framework.resumed_from_step": str(resume.step)})
-    run_id = tracker.run_id  # a tracker that cannot create its run stops here, before training
-    checkpointer = Checkpointer(
-        run_dir / "checkpoints",
-        every_steps=int(cfg.checkpoint.every_steps),
-        keep=int(cfg.checkpoint.keep),
-        config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
-    )
-    start_step = resume.step if resume else 0
-    ctx = RunContext(
-        cfg=cfg,
-        env_plugin=plan.env,
-        seed=int(cfg.seed),
-        rng=np.random.default_rng(int(cfg.seed)),
-        device=plan.device,
-        total_steps=int(cfg.total_steps),
-        tracker=tracker,
-        checkpointer=checkpointer,
-        progress=ProgressDisplay(
-            int(cfg.total_steps),
-            mode=str(cfg.progress),
-            start=start_step,
-            log_every_s=float(cfg.log_every_s),
-            metric=str(cfg.objective.metric),
-        ),
-        run_dir=run_dir,
-        start_step=start_step,
-        buffer=plan.buffer,
-        search=plan.search,
-        resume_from=resume.checkpoint if resume else None,
-    )
+    ctx = _context(plan, tracker, run_dir)
+    try:
+        tracker.start_run(
+            run_name=name,
+            tags=run_tags(plan.plugins, run_dir, overrides),
+            parent_run_id=parent_run_id,
+            resume_run_id=resume.run_id if resume else None,
+            start_time=started_at,
+        )
+        run_id = tracker.run_id  # a tracker that cannot create its run stops here, before training
+    except BaseException:
+        ctx.close()
+        raise
     summary = RunSummary(
         run_name=name,
         run_id=run_id,
@@ -196,8 +163,24 @@ def _execute(
         view=tracker.how_to_view(run_id),
     )
     agent = plan.agent
+    # From here on the run exists: whatever happens, it ends FINISHED, KILLED or FAILED.
     try:
-        log.info("run started: env=%s agent=%s dir=%s", plan.env_name, plan.agent_name, run_dir)
+        if resume is None:
+            tracker.log_params(flatten(OmegaConf.to_container(cfg, resolve=True)))
+        else:  # params cannot change once logged: the budget of the resumed part is a tag
+            tracker.set_tags(
+                {
+                    "framework.resumed_from_step": str(resume.step),
+                    "framework.total_steps": str(cfg.total_steps),
+                }
+            )
+        log.info(
+            "run started: env=%s agent=%s dir=%s%s",
+            plan.env_name,
+            _agent_label(cfg),
+            run_dir,
+            f" (resumed at step {resume.step} from {resume.checkpoint})" if resume else "",
+        )
         with _stop_on_sigint(ctx.stop):
             agent.learn(ctx)
         step = ctx.progress.step
@@ -217,11 +200,12 @@ def _execute(
         saved = _last_checkpoint(ctx, agent)
         _end_safely(tracker, run_dir, saved, "KILLED")
         ctx.close()
-        resume_with = ("continue with", f"python -m framework resume={run_id or run_dir}")
+        again = f"python -m framework resume={run_dir.resolve()}"
+        if not _untracked(tracker):  # a tracked run also continues by its id, from any directory
+            again += f"   (or resume={run_id})"
+        extra = [("checkpoint", str(saved)), ("continue with", again)]
         print(
-            summary.text(
-                "KILLED", ctx.progress.step, ctx.last_eval, extra=[("checkpoint", str(saved)), resume_with]
-            ),
+            summary.text("KILLED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, extra=extra),
             flush=True,
         )
         raise RunKilled(EXIT_KILLED) from None
@@ -233,9 +217,50 @@ def _execute(
         ctx.close()
         if not isinstance(e, Exception):
             raise
-        raise RunFailed(summary.text("FAILED", ctx.progress.step, ctx.last_eval, error=e)) from e
+        # A mistake only the started run could see is said once, by the command line.
+        error = None if isinstance(e, ConfigError) else e
+        text = summary.text("FAILED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, error=error)
+        raise RunFailed(text) from e
     finally:
         ctx.close()
+
+
+def _context(plan: Plan, tracker: Tracker, run_dir: Path) -> RunContext:
+    cfg, resume = plan.cfg, plan.resume
+    start_step = resume.step if resume else 0
+    return RunContext(
+        cfg=cfg,
+        env_plugin=plan.env,
+        seed=int(cfg.seed),
+        rng=np.random.default_rng(int(cfg.seed)),
+        device=plan.device,
+        total_steps=int(cfg.total_steps),
+        tracker=tracker,
+        checkpointer=Checkpointer(
+            run_dir / "checkpoints",
+            every_steps=int(cfg.checkpoint.every_steps),
+            keep=int(cfg.checkpoint.keep),
+            config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
+        ),
+        progress=ProgressDisplay(
+            int(cfg.total_steps),
+            mode=str(cfg.progress),
+            start=start_step,
+            log_every_s=float(cfg.log_every_s),
+            metric=str(cfg.objective.metric),
+        ),
+        run_dir=run_dir,
+        start_step=start_step,
+        buffer=plan.buffer,
+        search=plan.search,
+        resume_from=resume.checkpoint if resume else None,
+    )
+
+
+def _untracked(tracker: Tracker) -> bool:
+    from framework.null_tracker import NullTracker
+
+    return isinstance(tracker, NullTracker)
 
 
 def _required(cfg: DictConfig, section: str) -> config.Section:
@@ -267,9 +292,14 @@ def _null_tracker() -> Tracker:
 
 
 def _run_name(cfg: DictConfig, env_name: str) -> str:
-    agent = cfg.agent
-    label = agent.get("algo") or agent.get("name")
+    label = cfg.agent.get("algo") or cfg.agent.get("name")
     return f"{env_name}-{str(label).lower()}-s{cfg.seed}"
+
+
+def _agent_label(cfg: DictConfig) -> str:
+    """The agent plugin, with its algorithm where it runs several: `sb3 (PPO)`."""
+    algo = cfg.agent.get("algo")
+    return f"{cfg.agent.name} ({algo})" if algo else str(cfg.agent.name)
 
 
 def _seed_everything(seed: int) -> None:
@@ -289,6 +319,19 @@ def _setup_torch(device: str, threads: int, seed: int) -> str:
         torch.set_num_threads(threads)
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        chosen = torch.device(device)
+    except RuntimeError:
+        raise ConfigError(
+            f"device={device!r} is not valid; choose auto (the GPU when there is one), cpu, cuda or cuda:N"
+        ) from None
+    if chosen.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(
+            f"device={device} but torch {torch.__version__} finds no CUDA GPU here; "
+            "use device=auto (the GPU when there is one) or device=cpu"
+        )
+    if chosen.type == "cuda" and chosen.index is not None and chosen.index >= torch.cuda.device_count():
+        raise ConfigError(f"device={device}: torch finds {torch.cuda.device_count()} GPU(s), numbered from 0")
     return device
 
 
@@ -329,80 +372,6 @@ def _log_artifacts(tracker: Tracker, run_dir: Path, checkpoint: Path | None) -> 
     videos = run_dir / "videos"
     if videos.is_dir() and any(videos.iterdir()):
         tracker.log_artifact(videos, "videos")
-
-
-def _resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_dir: Path) -> ResumePoint:
-    """Find the checkpoint named by `resume=` (a run directory or a tracked run id)."""
-    target = str(cfg.resume)
-    run_id: str | None = None
-    if Path(target).is_dir():
-        checkpoint = find_latest(Path(target))
-        if checkpoint is None:
-            raise ConfigError(
-                f"resume={target!r}: no checkpoint in that directory (a run directory holds "
-                f"checkpoints/latest; give the run directory or one of its checkpoints/step_* folders)"
-            )
-    else:
-        try:
-            tags = tracker.run_tags(target)
-        except LookupError as e:
-            raise ConfigError(
-                f"resume={target!r} is neither a run directory nor a tracked run: {e}"
-            ) from None
-        run_id = target
-        local = tags.get("framework.run_dir")
-        checkpoint = find_latest(Path(local)) if local else None
-        if checkpoint is None:
-            checkpoint = _download_checkpoint(tracker, run_id, run_dir / RESUMED_DIR)
-    state = read_state(checkpoint)
-    run_id = run_id or state.get("run_id")
-    saved = OmegaConf.load(checkpoint / CONFIG_FILE)
-    assert isinstance(saved, DictConfig)
-    merged = _apply_resume_overrides(saved, cfg, overrides)
-    return ResumePoint(run_id, checkpoint, merged, int(state["step"]))
-
-
-def _download_checkpoint(tracker: Tracker, run_id: str, dst: Path) -> Path:
-    """A tracked run's last checkpoint, rebuilt from its artifacts: state, model and config."""
-    shutil.rmtree(dst, ignore_errors=True)
-    dst.mkdir(parents=True)
-    try:
-        state = tracker.download_artifacts(run_id, f"checkpoint/{STATE_FILE}", dst)
-        model = tracker.download_artifacts(run_id, "model", dst)
-        cfg = tracker.download_artifacts(run_id, CONFIG_FILE, dst)
-    except Exception as e:
-        raise ConfigError(
-            f"resume={run_id!r}: the run has no checkpoint to continue from in its artifacts ({e}) "
-            "and its run directory is gone"
-        ) from None
-    model.rename(dst / AGENT_DIR)
-    for path in (state, cfg):
-        if path.parent != dst:
-            path.rename(dst / path.name)
-    return dst
-
-
-def _apply_resume_overrides(saved: DictConfig, cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
-    """The saved config, with this command line's explicit `key=value` overrides on top."""
-    merged = saved.copy()
-    OmegaConf.set_struct(merged, False)
-    for item in overrides:
-        key = item.split("=", 1)[0].lstrip("+~")
-        if key.startswith("hydra.") or key == "resume":
-            continue
-        if key in config.PLUGIN_SECTIONS:
-            before = OmegaConf.select(saved, f"{key}.name")
-            after = OmegaConf.select(cfg, f"{key}.name")
-            if before != after and key != "tracking":
-                raise ConfigError(
-                    f"Cannot change {key} on resume: the run used {key}={before!r}, not {after!r}"
-                )
-            merged[key] = cfg[key]
-            continue
-        OmegaConf.update(merged, key, OmegaConf.select(cfg, key), force_add=True)
-    merged.resume = cfg.resume
-    merged.tracking = cfg.tracking
-    return merged
 
 
 @contextmanager

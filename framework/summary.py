@@ -22,6 +22,7 @@ class RunSummary:
         status: str,
         step: int,
         metrics: Mapping[str, float],
+        metrics_step: int | None = None,
         *,
         error: BaseException | None = None,
         extra: Sequence[tuple[str, str]] = (),
@@ -30,7 +31,10 @@ class RunSummary:
         steps = f"step {step} of {self.total_steps}"
         if step > self.total_steps:
             steps += " (the agent finishes its last rollout or update cycle past the budget)"
-        rows = [(self.objective, _metric(metrics, self.objective))]
+        measured = _metric(metrics, self.objective)
+        if metrics and metrics_step is not None and metrics_step != step:
+            measured += f" (evaluated at step {metrics_step})"
+        rows = [(self.objective, measured)]
         if error is not None:
             rows.append(("error", f"{type(error).__name__}: {error}".splitlines()[0][:300]))
         rows += [

@@ -114,7 +114,9 @@ class SweepParentRun(Callback):
         os.environ.pop(PARENT_RUN_ENV, None)
         os.environ.pop(SWEPT_KEYS_ENV, None)
         try:
-            self._tracker.end_parent(run_id, status, summary=self._spec, end_time=time.time())
+            said = self._tracker.end_parent(run_id, status, summary=self._spec, end_time=time.time())
+            if said:
+                print(said, flush=True)
         finally:
             self._tracker.close()
 

@@ -76,6 +76,10 @@ def test_plugins_config_shows_each_key_with_its_default_and_description(cli) -> 
     assert r.stdout.startswith("agent plugin 'dqn', selected by agent=dqn")
     batch = next(line for line in r.stdout.splitlines() if "agent.batch_size" in line)
     assert batch.split()[:2] == ["agent.batch_size", "32"] and "Transitions per gradient step." in batch
+    fighter = cli("plugins", "--config", "fighter")  # a description over several lines, whole
+    assert "launches a headless Chromium." in next(
+        x for x in fighter.stdout.splitlines() if "env.headless" in x
+    )
     unknown = cli("plugins", "--config", "dqm")
     assert unknown.returncode == 1 and "no plugin or config named 'dqm'" in unknown.stderr
 

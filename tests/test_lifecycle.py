@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -158,3 +159,42 @@ def test_resume_of_an_unknown_run_id_says_so(cli, tmp_path: Path) -> None:
     assert r.stderr.startswith("Error: resume='0123456789abcdef0123456789abcdef' is neither a run directory")
     assert "no MLflow run '0123456789abcdef0123456789abcdef'" in r.stderr and "Newest runs" in r.stderr
     assert "Traceback" not in r.output
+
+
+def test_a_killed_untracked_run_prints_a_resume_command_that_works(tmp_path: Path) -> None:
+    p = subprocess.Popen(
+        [sys.executable, "-m", "framework", "tracking=none", "total_steps=400000",
+         "checkpoint.every_steps=2048", "eval.every_steps=0"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("outputs/*/*/checkpoints/latest")):
+        assert p.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 130, out[-3000:]
+    command = (
+        next(line for line in out.splitlines() if "continue with" in line).split("continue with")[1].split()
+    )
+    assert command[:3] == ["python", "-m", "framework"] and command[3].startswith("resume=/")
+    killed = int(re.search(r"Run KILLED at step (\d+)", out).group(1))  # type: ignore[union-attr]
+    r = subprocess.run(
+        [sys.executable, *command[1:], f"total_steps={killed + 1024}", "tracking=none"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"Run FINISHED at step {killed + 1024} of {killed + 1024}." in r.stdout
+    assert f"resumed at step {killed}" in r.stdout + r.stderr
+
+
+def test_resuming_an_untracked_run_with_the_default_tracker_says_how(cli, tmp_path: Path) -> None:
+    assert cli(*FAST, "tracking=none", "hydra.run.dir=outputs/a").returncode == 0
+    r = cli(f"resume={tmp_path / 'outputs/a'}", "total_steps=2048")
+    assert r.returncode == 1 and "Traceback" not in r.output
+    assert "that run ran with tracking=none" in r.stderr and "add tracking=none" in r.stderr
+    assert not (tmp_path / "mlflow.db").exists()
+    tracked = cli(f"resume={tmp_path / 'outputs/a'}", "total_steps=2048", "tracking=mlflow")
+    assert tracked.returncode == 0, tracked.output[-3000:]
+    assert "Run FINISHED at step 2048 of 2048." in tracked.stdout

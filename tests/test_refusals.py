@@ -113,6 +113,34 @@ def test_a_sqlite_store_in_a_missing_folder_is_refused(cli, tmp_path: Path) -> N
             ("env.opponent='bos' is not valid", "boss" if False else "idle"),
         ),
         (("progress=fancy",), ("progress='fancy' is not valid; choose one of auto, bar, log, off",)),
+        (("agent=PPO",), ("agent=PPO is not a config of group agent.", "Did you mean agent=ppo?")),
+        (
+            ("total_steps=lots",),
+            ("Invalid value for total_steps: Value 'lots'", "could not be converted to Integer"),
+        ),
+        (
+            ("plugin",),
+            ("'plugin' is neither a command nor an override", "Did you mean python -m framework plugins?"),
+        ),
+        (("seed=-1",), ("seed=-1 is not valid; a seed is an integer from 0 to 4294967295",)),
+        (("device=gpu",), ("device='gpu' is not valid; choose auto", "cpu, cuda or cuda:N")),
+        (("device=cuda:7",), ("device=cuda:7", "GPU")),  # no GPU here, or fewer than 8
+        (
+            ("buffer=memory_efficient",),
+            ("agent.n_step=3 needs a buffer of whole transitions (buffer=replay)",),
+        ),
+        (
+            ("agent=ppo", "agent.hyperparams.learning_rate=lin_abc"),
+            ("lin_<x> needs a number, e.g. lin_0.001",),
+        ),
+        (
+            ("agent=ppo", "agent.hyperparams.n_epochs=abc"),
+            ("agent.hyperparams.n_epochs='abc' is not valid: it is an integer",),
+        ),
+        (
+            ("agent=ppo", "+agent.policy_kwargs.activation_fn=relux"),
+            ("activation_fn='relux' is not valid", "Did you mean ReLU?"),
+        ),
     ],
 )
 def test_other_mistakes_are_one_message(
@@ -126,3 +154,22 @@ def test_hydra_full_error_shows_the_traceback(cli) -> None:
     r = cli("env=atari", "env.game=Pnog", env={"HYDRA_FULL_ERROR": "1"})
     assert r.returncode == 1
     assert "Traceback" in r.stderr and "ConfigError: Unknown Atari game" in r.stderr
+
+
+def test_a_sweep_whose_first_job_is_refused_leaves_no_parent_run(cli, tmp_path: Path) -> None:
+    r = cli("-m", "agent=ppo,dqm", "total_steps=500")
+    assert r.returncode == 1 and "Did you mean agent=dqn?" in r.stderr
+    assert "Traceback" not in r.output
+    assert_no_run(tmp_path)
+
+
+def test_a_mistake_only_the_started_run_sees_is_one_message_and_a_failed_run(cli, tmp_path: Path) -> None:
+    r = cli("agent=sac", "total_steps=300", "eval.episodes=1")
+    assert r.returncode == 1 and "Traceback" not in r.output
+    assert r.stderr.startswith(
+        "Error: agent.algo=SAC trains on Box action spaces, and this env's is Discrete(2)"
+    )
+    assert "Run FAILED at step 0 of 300." in r.stderr and r.stderr.count("Discrete(2)") == 1
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert run.info.status == "FAILED"

@@ -50,7 +50,9 @@ def test_continuous_algorithm_on_discrete_env_fails_clearly(tmp_path: Path) -> N
     with pytest.raises(RunFailed, match="Run FAILED at step 0") as failed:
         train(tmp_path, "agent=sac", "total_steps=100")
     assert isinstance(failed.value.__cause__, ConfigError)
-    assert "agent.algo=SAC cannot train on this env" in str(failed.value.__cause__)
+    assert "agent.algo=SAC trains on Box action spaces, and this env's is Discrete(2)" in str(
+        failed.value.__cause__
+    )
 
 
 def test_unknown_algorithm_lists_the_available_ones(tmp_path: Path) -> None:

@@ -9,12 +9,13 @@ import numpy as np
 import torch
 
 from framework.context import RunContext
+from framework.contracts import Buffer, CheckedAgent, EnvPlugin, SearchEngine
 from framework.errors import ConfigError, check_choice
 
 from .config import DQNConfig
 from .learner import LOSSES, QLearner
 from .networks import NETWORKS, activation_name, build_q_network
-from .replay import Replay, make_replay
+from .replay import Replay, check_buffer, make_replay
 from .rollout import EnvRunner
 from .schedules import Schedule, build_schedule
 
@@ -89,10 +90,17 @@ class DQNAgent:
             if flushing:
                 torch.set_flush_denormal(False)  # the process's default again
 
+    def check_run(self, *, env: EnvPlugin, buffer: Optional[Buffer], search: Optional[SearchEngine]) -> None:
+        """Before the run starts: a selected buffer this agent's settings cannot fill is refused."""
+        check_buffer(buffer, buffer_size=self.cfg.buffer_size, n_envs=env.n_envs, n_step=self.cfg.n_step)
+
     def _setup(self, observation_space: gym.Space, action_space: gym.Space, ctx: RunContext) -> None:
         """Networks, optimizer, schedules and replay for this run (restored when resuming)."""
         if not isinstance(action_space, gym.spaces.Discrete):
-            raise ValueError(f"DQN needs a discrete action space, not {action_space}")
+            raise ConfigError(
+                f"agent=dqn needs a discrete action space, and this env's is {action_space}: choose an agent "
+                "for continuous actions (agent=sac, agent=td3) or a discrete env (env.continuous=false)"
+            )
         spaces: Dict[str, Any] = {
             "obs_shape": list(observation_space.shape or ()),
             "obs_dtype": str(observation_space.dtype),
@@ -246,6 +254,4 @@ def _validate(cfg: DQNConfig) -> None:
 
 
 if TYPE_CHECKING:  # mypy holds each plugin to its kind's contract
-    from framework.contracts import Agent
-
-    _dqnagent_contract: type[Agent] = DQNAgent
+    _dqnagent_contract: type[CheckedAgent] = DQNAgent

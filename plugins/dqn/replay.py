@@ -10,6 +10,7 @@ import numpy as np
 
 from framework import registry
 from framework.contracts import Buffer, FrameBuffer
+from framework.errors import ConfigError
 
 
 class Replay(Protocol):
@@ -90,6 +91,28 @@ class FrameReplay:
         self.buffer.insert(action=action, reward=reward, next_frame=next_obs[-1], done=terminated)
 
 
+def check_buffer(selected: Buffer | None, *, buffer_size: int, n_envs: int, n_step: int) -> None:
+    """Refuse a buffer this agent's settings cannot fill (before the run starts, where it can)."""
+    if selected is None:
+        return
+    if selected.capacity != buffer_size:
+        raise ConfigError(
+            f"agent.buffer_size={buffer_size} but the selected buffer has "
+            f"buffer.capacity={selected.capacity}: the selected buffer's capacity is the one that counts "
+            "(agent.buffer_size follows it in conf/agent/dqn.yaml); set buffer.capacity instead"
+        )
+    if not isinstance(selected, FrameBuffer):
+        return
+    name = type(selected).__name__
+    if n_step > 1:
+        raise ConfigError(
+            f"agent.n_step={n_step} needs a buffer of whole transitions (buffer=replay), not {name} "
+            "(buffer=memory_efficient), which stores frames one step at a time"
+        )
+    if n_envs != 1:
+        raise ConfigError(f"{name} keeps one trajectory at a time: it needs env.n_envs=1, not {n_envs}")
+
+
 def make_replay(
     selected: Buffer | None,
     *,
@@ -101,37 +124,25 @@ def make_replay(
     gamma: float = 1.0,
 ) -> Replay:
     """The run's selected buffer (`buffer=...`), else a ReplayBuffer of `buffer_size` from the registry."""
+    check_buffer(selected, buffer_size=buffer_size, n_envs=n_envs, n_step=n_step)
     if selected is None:
         replay = registry.load("buffer", "replay")
         buffer: Buffer = replay(replay.Config(capacity=buffer_size))
     else:
         buffer = selected
-        capacity = buffer.capacity
-        if capacity != buffer_size:
-            raise ValueError(
-                f"agent.buffer_size={buffer_size} but the selected buffer has buffer.capacity={capacity}: "
-                "the selected buffer's capacity is the one that counts (agent.buffer_size follows it "
-                "in conf/agent/dqn.yaml); set buffer.capacity instead"
-            )
     buffer.seed(seed)
-    name = type(buffer).__name__
     if not isinstance(buffer, FrameBuffer):
         return (
             NStepReplay(buffer, n=n_step, gamma=gamma, n_envs=n_envs)
             if n_step > 1
             else TransitionReplay(buffer)
         )
-    if n_step > 1:
-        raise ValueError(
-            f"agent.n_step={n_step} needs a buffer of whole transitions (buffer=replay), not {name}"
-        )
-    if n_envs != 1:
-        raise ValueError(f"{name} keeps one trajectory at a time: it needs env.n_envs=1, not {n_envs}")
     k = int(buffer.frame_history_len)
     if len(obs_shape) != 3 or obs_shape[0] != k:
-        raise ValueError(
-            f"{name} with buffer.frame_history_len={k} needs observations of {k} stacked frames "
-            f"shaped ({k}, H, W), but the env gives {tuple(obs_shape)}: set buffer.frame_history_len "
-            "to the env's frame stack (env.frame_stack for Atari)"
+        raise ConfigError(
+            f"{type(buffer).__name__} (buffer=memory_efficient) stores image frames and stacks "
+            f"buffer.frame_history_len={k} of them: it needs observations of {k} stacked frames shaped "
+            f"({k}, H, W), and this env gives {tuple(obs_shape)}. Use buffer=replay, or an env of frames "
+            "with as many stacked (env=atari: env.frame_stack)"
         )
     return FrameReplay(buffer)

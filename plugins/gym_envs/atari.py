@@ -29,8 +29,8 @@ class Atari:
             games = sorted(k[4:-3] for k in gym.registry if k.startswith("ALE/") and k.endswith("-v5"))
             close = closest(cfg.game, games, n=3, always=True)
             raise ConfigError(
-                f"Unknown Atari game env.game={cfg.game!r}. Closest: {', '.join(close)} "
-                f"({len(games)} games ship with ale-py: {', '.join(games)})."
+                f"Unknown Atari game env.game={cfg.game!r}. Closest: {', '.join(close)}. "
+                f"All {len(games)} that ship with ale-py: {', '.join(games)}."
             )
 
     def make(

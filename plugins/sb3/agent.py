@@ -8,7 +8,7 @@ from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from framework.context import RunContext
 from framework.errors import ConfigError, check_choice
 
-from .algorithms import algorithm_class, build_kwargs, check_hyperparams, default_policy
+from .algorithms import algorithm_class, build_kwargs, check_hyperparams, default_policy, space_mismatch
 from .bridge import FrameworkCallback, tracker_logger
 from .config import VEC_ENVS, SB3Config
 from .vec_env import make_vec_env
@@ -45,7 +45,7 @@ class SB3Agent:
                     **build_kwargs(self.cfg.hyperparams, self.cfg.policy_kwargs, venv.action_space),
                 )
             except AssertionError as e:  # SB3 checks spaces with asserts
-                raise ConfigError(f"agent.algo={self.cfg.algo} cannot train on this env: {e}") from None
+                raise ConfigError(space_mismatch(self.algo_cls, venv, e)) from None
         else:
             self._restore(venv, ctx.device)
         self.model.set_random_seed(ctx.seed)

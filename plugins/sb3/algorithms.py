@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
 import torch
 
-from framework.errors import ConfigError, did_you_mean
+from framework.errors import ConfigError, check_choice, did_you_mean
 
 SB3_ALGOS = ("A2C", "DDPG", "DQN", "PPO", "SAC", "TD3")
 CONTRIB_ALGOS = ("ARS", "CrossQ", "MaskablePPO", "QRDQN", "RecurrentPPO", "TQC", "TRPO")
@@ -19,6 +20,7 @@ MANAGED = {"self", "policy", "env", "policy_kwargs", "verbose", "seed", "device"
            "tensorboard_log", "action_noise", "replay_buffer_class", "rollout_buffer_class"}  # fmt: skip
 #: rl-zoo3's keys that build_kwargs turns into constructor arguments.
 ZOO_KEYS = {"noise_type", "noise_std"}
+NOISE_TYPES = ("normal", "ornstein-uhlenbeck")
 #: Policy constructor arguments the algorithm passes itself.
 POLICY_MANAGED = {"self", "observation_space", "action_space", "lr_schedule", "use_sde"}
 
@@ -63,13 +65,15 @@ def check_hyperparams(
 ) -> None:
     """Refuse, before anything starts, a hyperparameter or policy argument the algorithm does not take."""
     valid = hyperparameter_names(algo)
-    for key in hyperparams:
+    defaults = {name: p.default for name, p in inspect.signature(algo.__init__).parameters.items()}
+    for key, value in hyperparams.items():
         if key not in valid:
             raise ConfigError(
                 f"agent.hyperparams.{key} is not a {algo.__name__} hyperparameter."
                 f"{did_you_mean(key, valid, prefix='agent.hyperparams.')} "
                 f"{algo.__name__} takes: {', '.join(valid)}"
             )
+        _check_value(f"agent.hyperparams.{key}", key, value, defaults.get(key))
     aliases: dict[str, Any] = dict(algo.policy_aliases)
     if policy != "auto" and policy not in aliases:
         hint = did_you_mean(policy, list(aliases))
@@ -88,6 +92,32 @@ def check_hyperparams(
                 f"{did_you_mean(key, accepted, prefix='agent.policy_kwargs.')} "
                 f"They take: {', '.join(accepted)}"
             )
+    if isinstance(policy_kwargs.get("activation_fn"), str):
+        activation(policy_kwargs["activation_fn"])
+
+
+def _check_value(name: str, key: str, value: Any, default: Any) -> None:
+    """A value of the kind the constructor's default has (a number where it takes a number)."""
+    if value is None or default is None or default is inspect.Parameter.empty:
+        if key == "noise_type" and value is not None:
+            check_choice(name, value, NOISE_TYPES)
+        return
+    try:
+        parsed = parse_value(key, value)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r} is not valid: lin_<x> needs a number, e.g. lin_0.001") from None
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name}={value!r} is not valid: it is true or false")
+    elif isinstance(default, int | float) and not callable(parsed):
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not _integral(value, default):
+            kind = "an integer" if isinstance(default, int) else "a number"
+            raise ConfigError(f"{name}={value!r} is not valid: it is {kind} (the default is {default!r})")
+
+
+def _integral(value: Any, default: Any) -> bool:
+    return not isinstance(default, int) or isinstance(value, int) or float(value).is_integer()
 
 
 def default_policy(space: gym.Space) -> str:
@@ -138,10 +168,7 @@ def activation(name: str) -> type[torch.nn.Module]:
     options = {n.lower(): n for n in ("ReLU", "Tanh", "ELU", "GELU", "LeakyReLU", "SiLU", "Sigmoid")}
     key = name.rsplit(".", 1)[-1].lower()
     if key not in options:
-        raise ConfigError(
-            f"agent.policy_kwargs.activation_fn={name!r} is not valid; "
-            f"choose one of {', '.join(options.values())}"
-        )
+        check_choice("agent.policy_kwargs.activation_fn", name, list(options.values()))
     cls: type[torch.nn.Module] = getattr(torch.nn, options[key])
     return cls
 
@@ -160,3 +187,21 @@ def action_noise(kind: str, std: float, space: gym.Space) -> Any:
         raise ValueError(f"noise_type={kind!r} needs a continuous (Box) action space, not {space}")
     n = int(np.prod(space.shape))
     return kinds[kind](mean=np.zeros(n), sigma=std * np.ones(n))
+
+
+def space_mismatch(algo: Any, venv: Any, error: AssertionError) -> str:
+    """What to say when SB3 refuses the env's spaces: what the algorithm takes, and what to change."""
+    # SB3 keeps the supported spaces on the instance it could not build; its message names them.
+    supported = re.findall(r"<class '[\w.]+\.(\w+)'>", str(error))
+    if "action spaces" in str(error) and supported:
+        takes = " or ".join(supported)
+        if isinstance(venv.action_space, gym.spaces.Discrete):
+            advice = "an agent for discrete actions (agent=ppo, a2c, dqn or sb3_dqn)"
+        else:
+            advice = "an agent for this action space (agent=ppo or a2c take most)"
+        return (
+            f"agent.algo={algo.__name__} trains on {takes} action spaces, and this env's is "
+            f"{venv.action_space}: choose {advice}, or an env with {takes} actions "
+            "(env=lunarlander env.continuous=true has Box actions)"
+        )
+    return f"agent.algo={algo.__name__} cannot train on this env: {error}"

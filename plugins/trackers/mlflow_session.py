@@ -184,16 +184,23 @@ class MlflowSession:
 
     def end_parent(
         self, run_id: str, status: str, summary: Mapping[str, Any], end_time: float | None = None
-    ) -> None:
-        """Summarise the sweep on its parent run (table, plot, best child), then end the parent."""
+    ) -> dict[str, Any]:
+        """Summarise the sweep on its parent run (table, plot, best child), then end the parent.
+
+        A sweep none of whose jobs started (its first was refused, say) leaves no parent behind.
+        Returns the counts and the best child, for the command line to say.
+        """
         try:
-            self._summarise(
+            found = self._summarise(
                 run_id, list(summary["swept_keys"]), str(summary["objective"]), str(summary["mode"])
             )
         finally:
             self.client.set_terminated(run_id, status, end_time=_ms(end_time))
+        if not found["runs"]:
+            self.client.delete_run(run_id)
+        return found
 
-    def _summarise(self, parent_id: str, swept_keys: list[str], objective: str, mode: str) -> None:
+    def _summarise(self, parent_id: str, swept_keys: list[str], objective: str, mode: str) -> dict[str, Any]:
         runs = self.client.search_runs(
             [self._experiment_id()],
             filter_string=f"tags.mlflow.parentRunId = '{parent_id}'",
@@ -201,6 +208,8 @@ class MlflowSession:
             order_by=["attributes.start_time ASC"],
         )
         children = [sweep_summary.child_from_run(r, swept_keys, objective) for r in runs]
+        if not children:
+            return {"runs": 0}
         top = sweep_summary.best(children, mode)
         links = {
             c.run_id: f"#/experiments/{self._experiment_id()}/runs/{c.run_id}?workflowType=machine_learning"
@@ -218,6 +227,11 @@ class MlflowSession:
             tags.update({"framework.best_child_run_id": top.run_id, "framework.best_child": top.name})
             metrics.append(Metric(f"best/{objective}", top.objective, int(time.time() * 1000), 0))
         self.client.log_batch(parent_id, metrics=metrics, tags=[RunTag(k, v) for k, v in tags.items()])
+        statuses: dict[str, int] = {}
+        for c in children:
+            statuses[c.status] = statuses.get(c.status, 0) + 1
+        best = {"best": top.name, "best_value": top.objective} if top is not None else {}
+        return {"runs": len(children), "statuses": statuses, **best, "experiment_id": self._experiment_id()}
 
     def due(self) -> bool:
         return bool(self._pending) and time.monotonic() - self._last_flush >= self.flush_every_s
@@ -251,7 +265,8 @@ class MlflowSession:
         if not runs:
             return f" The experiment {self.experiment!r} there holds no runs."
         ids = {r.info.run_id: r for r in runs}
-        close = difflib.get_close_matches(wanted, list(ids), n=1, cutoff=0.3)
+        prefixed = [i for i in ids if wanted and i.startswith(wanted)]
+        close = prefixed[:1] if len(prefixed) == 1 else difflib.get_close_matches(wanted, list(ids), n=1)
         describe = lambda r: f"{r.info.run_id} ({r.info.run_name}, {r.info.status})"  # noqa: E731
         hint = f" Did you mean {describe(ids[close[0]])}?" if close else ""
         newest = "; ".join(describe(r) for r in runs[:3])

@@ -169,8 +169,8 @@ class MlflowTracker:
 
     def end_parent(
         self, run_id: str, status: str, *, summary: SweepSummarySpec, end_time: Optional[float] = None
-    ) -> None:
-        self._process.call(
+    ) -> str:
+        found: dict[str, Any] = self._process.call(
             "end_parent",
             run_id,
             status,
@@ -178,6 +178,17 @@ class MlflowTracker:
             end_time,
             timeout=self.cfg.finish_timeout_s,
         )
+        if not found.get("runs"):
+            return ""
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(found["statuses"].items()))
+        lines = [f"Sweep {status}: {found['runs']} runs ({counts})."]
+        if "best" in found:
+            lines.append(
+                f"  best              {found['best']} ({summary.objective} {found['best_value']:.4g})"
+            )
+        self._experiment_id = str(found["experiment_id"])
+        lines.append(f"  summary           {self.how_to_view(run_id)}")
+        return "\n".join(lines)
 
     def close(self) -> None:
         self._process.close()

@@ -167,6 +167,7 @@ def serve(factory: str, args: list[Any], requests: TextIO, answers: TextIO) -> N
             return
         request = json.loads(line)
         if request["method"] == CLOSE:
+            _guarded(lambda: session.abandon("tracking was closed before the run was ended"))
             _guarded(session.flush)
             _report_repeats(failures)
             _answer(answers, request["id"], True, None)

@@ -183,13 +183,13 @@ def test_memory_efficient_buffer_gets_the_newest_frame_of_each_stacked_observati
         (
             MemoryEfficientReplayBuffer(capacity=10, frame_history_len=4),
             {"obs_shape": (2, 84, 84)},
-            r"buffer.frame_history_len=4 needs observations of 4 stacked frames shaped \(4, H, W\), "
-            r"but the env gives \(2, 84, 84\)",
+            r"buffer.frame_history_len=4 of them: it needs observations of 4 stacked frames shaped "
+            r"\(4, H, W\), and this env gives \(2, 84, 84\). Use buffer=replay",
         ),
         (
             MemoryEfficientReplayBuffer(capacity=10, frame_history_len=4),
             {"obs_shape": (84, 84)},
-            r"but the env gives \(84, 84\)",
+            r"and this env gives \(84, 84\)",
         ),
         (
             ReplayBuffer(capacity=10),
@@ -238,7 +238,7 @@ def test_a_continuous_action_space_is_refused(tmp_path: Path) -> None:
         def make(self, **kwargs: object) -> gym.Env:
             return gym.make("MountainCarContinuous-v0")
 
-    with pytest.raises(ValueError, match=r"DQN needs a discrete action space, not Box"):
+    with pytest.raises(ValueError, match=r"agent=dqn needs a discrete action space, and this env's is Box"):
         trained_agent(Continuous(), tmp_path, total_steps=10)
 
 

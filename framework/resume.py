@@ -1,0 +1,124 @@
+"""Where `resume=` continues from: a run directory's last checkpoint, or a tracked run's, rebuilt
+from its artifacts when its directory is gone; the saved config with this command line's overrides."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from framework import config
+from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, find_latest, read_state
+from framework.contracts import Tracker
+from framework.errors import ConfigError
+
+#: Where a run resumed from a tracked run's artifacts keeps the checkpoint it downloaded.
+RESUMED_DIR = "resumed_checkpoint"
+
+
+@dataclass
+class ResumePoint:
+    run_id: str | None
+    checkpoint: Path
+    config: DictConfig
+    step: int
+
+
+def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_dir: Path) -> ResumePoint:
+    """Find the checkpoint named by `resume=` (a run directory or a tracked run id)."""
+    target = str(cfg.resume)
+    run_id: str | None = None
+    if Path(target).is_dir():
+        checkpoint = find_latest(Path(target))
+        if checkpoint is None:
+            raise ConfigError(
+                f"resume={target!r}: no checkpoint in that directory (a run directory holds "
+                f"checkpoints/latest; give the run directory or one of its checkpoints/step_* folders)"
+            )
+    else:
+        try:
+            tags = tracker.run_tags(target)
+        except LookupError as e:
+            raise ConfigError(
+                f"resume={target!r} is neither a run directory nor a tracked run: {e}"
+            ) from None
+        run_id = target
+        local = tags.get("framework.run_dir")
+        checkpoint = find_latest(Path(local)) if local else None
+        if checkpoint is None:
+            checkpoint = _download_checkpoint(tracker, run_id, run_dir / RESUMED_DIR)
+    state = read_state(checkpoint)
+    saved = OmegaConf.load(checkpoint / CONFIG_FILE)
+    assert isinstance(saved, DictConfig)
+    if run_id is None:
+        run_id = _tracked_run_of(saved, cfg, overrides, state.get("run_id"), target)
+    merged = _apply_resume_overrides(saved, cfg, overrides)
+    return ResumePoint(run_id, checkpoint, merged, int(state["step"]))
+
+
+def _tracked_run_of(
+    saved: DictConfig, cfg: DictConfig, overrides: Sequence[str], run_id: str | None, target: str
+) -> str | None:
+    """The tracked run a run directory continues: its own, where the tracker is the one it ran with.
+
+    A run tracked one way (tracking=none) and resumed another (the default MLflow) would look for a
+    run its store never had: that is said, unless the command line chose the tracker itself, in
+    which case the rest of the run is tracked as a new one.
+    """
+    before = OmegaConf.select(saved, "tracking.name")
+    now = OmegaConf.select(cfg, "tracking.name")
+    if before == now:
+        return run_id
+    if any(item.split("=", 1)[0].lstrip("+~").split(".")[0] == "tracking" for item in overrides):
+        return None
+    raise ConfigError(
+        f"resume={target}: that run ran with tracking={before}, and this command would track it with "
+        f"tracking={now}: add tracking={before} to continue it as it ran (or tracking={now} to track "
+        "the rest of it as a new run)"
+    )
+
+
+def _download_checkpoint(tracker: Tracker, run_id: str, dst: Path) -> Path:
+    """A tracked run's last checkpoint, rebuilt from its artifacts: state, model and config."""
+    shutil.rmtree(dst, ignore_errors=True)
+    dst.mkdir(parents=True)
+    try:
+        state = tracker.download_artifacts(run_id, f"checkpoint/{STATE_FILE}", dst)
+        model = tracker.download_artifacts(run_id, "model", dst)
+        cfg = tracker.download_artifacts(run_id, CONFIG_FILE, dst)
+    except Exception as e:
+        raise ConfigError(
+            f"resume={run_id!r}: the run has no checkpoint to continue from in its artifacts ({e}) "
+            "and its run directory is gone"
+        ) from None
+    model.rename(dst / AGENT_DIR)
+    for path in (state, cfg):
+        if path.parent != dst:
+            path.rename(dst / path.name)
+    return dst
+
+
+def _apply_resume_overrides(saved: DictConfig, cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
+    """The saved config, with this command line's explicit `key=value` overrides on top."""
+    merged = saved.copy()
+    OmegaConf.set_struct(merged, False)
+    for item in overrides:
+        key = item.split("=", 1)[0].lstrip("+~")
+        if key.startswith("hydra.") or key == "resume":
+            continue
+        if key in config.PLUGIN_SECTIONS:
+            before = OmegaConf.select(saved, f"{key}.name")
+            after = OmegaConf.select(cfg, f"{key}.name")
+            if before != after and key != "tracking":
+                raise ConfigError(
+                    f"Cannot change {key} on resume: the run used {key}={before!r}, not {after!r}"
+                )
+            merged[key] = cfg[key]
+            continue
+        OmegaConf.update(merged, key, OmegaConf.select(cfg, key), force_add=True)
+    merged.resume = cfg.resume
+    merged.tracking = cfg.tracking
+    return merged

@@ -3,6 +3,7 @@ from its artifacts when its directory is gone; the saved config with this comman
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from framework import config
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, find_latest, read_state
 from framework.contracts import Tracker
 from framework.errors import ConfigError
+
+log = logging.getLogger("framework")
 
 #: Where a run resumed from a tracked run's artifacts keeps the checkpoint it downloaded.
 RESUMED_DIR = "resumed_checkpoint"
@@ -55,8 +58,25 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
     assert isinstance(saved, DictConfig)
     if run_id is None:
         run_id = _tracked_run_of(saved, cfg, overrides, state.get("run_id"), target)
+        if run_id is not None:
+            _warn_if_the_run_went_on(tracker, run_id, checkpoint, int(state["step"]))
     merged = _apply_resume_overrides(saved, cfg, overrides)
     return ResumePoint(run_id, checkpoint, merged, int(state["step"]))
+
+
+def _warn_if_the_run_went_on(tracker: Tracker, run_id: str, checkpoint: Path, step: int) -> None:
+    """A run directory's checkpoint is older than its tracked run when a resume went on elsewhere."""
+    try:
+        latest_dir = tracker.run_tags(run_id).get("framework.run_dir")
+    except LookupError:
+        return
+    this_dir = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint
+    if latest_dir and Path(latest_dir).resolve() != this_dir.resolve():
+        log.warning(
+            "run %s went on in %s after this checkpoint (step %d): continuing from here, its metrics "
+            "from later steps are followed by these; resume=%s continues from its latest instead",
+            run_id, latest_dir, step, latest_dir,
+        )  # fmt: skip
 
 
 def _tracked_run_of(
@@ -114,7 +134,8 @@ def _apply_resume_overrides(saved: DictConfig, cfg: DictConfig, overrides: Seque
             after = OmegaConf.select(cfg, f"{key}.name")
             if before != after and key != "tracking":
                 raise ConfigError(
-                    f"Cannot change {key} on resume: the run used {key}={before!r}, not {after!r}"
+                    f"Cannot change {key} on resume: the run used the {key} plugin {_label(saved, key)}, "
+                    f"this command names {_label(cfg, key)}"
                 )
             merged[key] = cfg[key]
             continue
@@ -122,3 +143,9 @@ def _apply_resume_overrides(saved: DictConfig, cfg: DictConfig, overrides: Seque
     merged.resume = cfg.resume
     merged.tracking = cfg.tracking
     return merged
+
+
+def _label(cfg: DictConfig, section: str) -> str:
+    """`'sb3' (PPO)`: a section's plugin, with the algorithm where the plugin runs several."""
+    algo = OmegaConf.select(cfg, f"{section}.algo")
+    return f"{OmegaConf.select(cfg, f'{section}.name')!r}" + (f" ({algo})" if algo else "")

@@ -97,7 +97,8 @@ def test_resume_refuses_to_change_the_env(cli, tmp_path: Path) -> None:
     assert cli(*FAST, "tracking=none", "hydra.run.dir=outputs/a").returncode == 0
     r = cli(f"resume={tmp_path / 'outputs/a'}", "env=lunarlander", "tracking=none")
     assert r.returncode == 1
-    assert "Cannot change env on resume: the run used env='cartpole', not 'lunarlander'" in r.stderr
+    said = "Cannot change env on resume: the run used the env plugin 'cartpole', this command names"
+    assert f"{said} 'lunarlander'" in r.stderr
 
 
 def test_exception_ends_failed_with_the_traceback(cli, tmp_path: Path) -> None:
@@ -198,3 +199,16 @@ def test_resuming_an_untracked_run_with_the_default_tracker_says_how(cli, tmp_pa
     tracked = cli(f"resume={tmp_path / 'outputs/a'}", "total_steps=2048", "tracking=mlflow")
     assert tracked.returncode == 0, tracked.output[-3000:]
     assert "Run FINISHED at step 2048 of 2048." in tracked.stdout
+
+
+def test_resuming_an_older_directory_of_a_run_that_went_on_warns(cli, tmp_path: Path) -> None:
+    assert cli(*FAST, "hydra.run.dir=outputs/a").returncode == 0
+    run = only_run(store(tmp_path))
+    assert cli(f"resume={run.info.run_id}", "total_steps=2048", "hydra.run.dir=outputs/b").returncode == 0
+    r = cli(f"resume={tmp_path / 'outputs/a'}", "total_steps=3072", "hydra.run.dir=outputs/c")
+    assert r.returncode == 0, r.output[-3000:]
+    assert (
+        f"run {run.info.run_id} went on in {tmp_path / 'outputs/b'} after this checkpoint (step 1024)"
+        in r.output
+    )
+    assert "resumed at step 1024" in r.output

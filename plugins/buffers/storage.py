@@ -48,11 +48,8 @@ def _is_count(value: Any) -> bool:
 
 def transition_values(owner: str, transition: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, ...]:
     """The values of `transition` in the order of `names`; a TypeError unless it has exactly those keys."""
-    if len(transition) == len(names):
-        try:
-            return tuple([transition[name] for name in names])
-        except KeyError:
-            pass
+    if len(transition) == len(names) and all(name in transition for name in names):
+        return tuple([transition[name] for name in names])
     missing = [n for n in names if n not in transition]
     unexpected = [k for k in transition if k not in names]
     problems = ([f"missing {', '.join(missing)}"] if missing else []) + (

@@ -43,7 +43,7 @@ def swept_values(overrides: Sequence[str], sweeper_params: Mapping[str, Any] | N
 def labels(keys: Sequence[str]) -> dict[str, str]:
     """A short label per key: its last part (`agent.hyperparams.n_epochs` → `n_epochs`), unless shared."""
     short = {key: key.rsplit(".", 1)[-1] for key in keys}
-    taken = [label for label in short.values()]
+    taken = list(short.values())
     return {key: label if taken.count(label) == 1 else key for key, label in short.items()}
 
 

@@ -6,10 +6,13 @@ description; the YAML files here start from them and set only what differs.
 
 from framework.config import store_schema
 from framework.null_tracker import NullTrackerConfig
+from framework_plugins.alphazero.config import AlphaZeroConfig
 from framework_plugins.buffers.config import MemoryEfficientReplayBufferConfig, ReplayBufferConfig
 from framework_plugins.dqn.config import DQNConfig
 from framework_plugins.fighter.config import FighterConfig
+from framework_plugins.gomoku.config import GomokuConfig
 from framework_plugins.gym_envs.config import AtariConfig, CartPoleConfig, GymConfig, LunarLanderConfig
+from framework_plugins.mcts.config import SequentialConfig
 from framework_plugins.sb3.config import SB3Config
 from framework_plugins.trackers.mlflow_tracker import MlflowConfig
 
@@ -19,6 +22,9 @@ for section, name, schema in (
     ("env", "lunarlander", LunarLanderConfig),
     ("env", "atari", AtariConfig),
     ("env", "fighter", FighterConfig),
+    ("env", "gomoku", GomokuConfig),
+    ("search", "sequential", SequentialConfig),
+    ("agent", "alphazero", AlphaZeroConfig),
     ("buffer", "replay", ReplayBufferConfig),
     ("buffer", "memory_efficient", MemoryEfficientReplayBufferConfig),
     ("agent", "dqn", DQNConfig),

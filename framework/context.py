@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -12,12 +13,25 @@ import numpy as np
 from omegaconf import DictConfig
 
 from framework.checkpoint import Checkpointer
-from framework.contracts import Agent, Buffer, EnvPlugin, SearchEngine, Tracker
+from framework.contracts import (
+    Agent,
+    Buffer,
+    EnvPlugin,
+    EvaluatingAgent,
+    Evaluator,
+    SearchEngine,
+    Tracker,
+    VariantEnvPlugin,
+)
 from framework.evaluation import record_video, run_episodes
 from framework.progress import ProgressDisplay
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import gymnasium as gym
+
+log = logging.getLogger("framework")
 
 #: Offset between training and evaluation env seeds, so evaluation never replays training resets.
 EVAL_SEED_OFFSET = 10_000
@@ -40,6 +54,8 @@ class RunContext:
     start_step: int = 0
     buffer: Buffer | None = None
     search: SearchEngine | None = None
+    """The run's search engine, built with the env's game and the agent's evaluator."""
+    search_factory: Callable[[Callable[[], Evaluator], int], SearchEngine] | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     resume_from: Path | None = None
     last_eval: dict[str, float] = field(default_factory=dict)
@@ -49,6 +65,8 @@ class RunContext:
     _perf_mark: tuple[float, int] = (0.0, 0)
     _eval_every: int = 0
     _eval_at_start: bool = False
+    _engines: list[SearchEngine] = field(default_factory=list)
+    _objective_missing_said: bool = False
 
     def __post_init__(self) -> None:
         self._last_step = self.start_step
@@ -74,11 +92,21 @@ class RunContext:
             seed=self.seed + index, index=index, evaluation=evaluation, render_mode=render_mode
         )
 
+    def make_search(self, evaluator_factory: Callable[[], Evaluator], *, seed: int) -> SearchEngine:
+        """Another engine of the run's search config with another evaluator (a previous network,
+        say); the run closes it with the others on every exit path."""
+        if self.search_factory is None:
+            raise RuntimeError("this run has no search engine config (search=...)")
+        engine = self.search_factory(evaluator_factory, seed)
+        self._engines.append(engine)
+        return engine
+
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         self.tracker.log_metrics(metrics, step)
 
     def after_step(self, step: int, agent: Agent) -> bool:
-        """Call once per env step (or vector step): progress, evaluation, checkpoints. False = stop."""
+        """Call whenever steps advanced (an env step, a vector step, a batch of self-play moves) with
+        the total so far: progress, evaluation, checkpoints. False = stop."""
         previous, self._last_step = self._last_step, step
         due = self.progress.update(step)
         if self._eval_at_start:  # before any metric is logged (see EvalConfig.at_start)
@@ -98,37 +126,64 @@ class RunContext:
         return not self.stop.is_set()
 
     def evaluate(self, agent: Agent, step: int, *, video_dir: Path | None = None) -> dict[str, float]:
-        """Deterministic evaluation episodes on the eval env; logs eval/* at `step`."""
+        """The agent's evaluation, logged as eval/* at `step`: its own (an EvaluatingAgent), else
+        episodes of its `act` on the eval env, or on each of the env's evaluation variants."""
         episodes = int(self.cfg.eval.episodes)
         if episodes == 0:
             return {}
+        if isinstance(agent, EvaluatingAgent):
+            metrics = agent.evaluate(self, episodes=episodes)
+        elif isinstance(self.env_plugin, VariantEnvPlugin) and video_dir is None:
+            metrics = {}
+            for variant in self.env_plugin.eval_variants:
+                env = self.env_plugin.make_variant(variant, seed=self.seed + EVAL_SEED_OFFSET)
+                try:
+                    found = self._episodes(agent, env, episodes)
+                finally:
+                    env.close()
+                metrics.update({k.replace("eval/", f"eval/{variant}/", 1): v for k, v in found.items()})
+            # Over all variants too, so that the default objective means the same for every env.
+            means = [metrics[f"eval/{v}/return_mean"] for v in self.env_plugin.eval_variants]
+            metrics["eval/return_mean"] = float(np.mean(means))
+        else:
+            metrics = self._episodes_on_eval_env(agent, episodes, video_dir)
+        self.last_eval, self.last_eval_step = metrics, step
+        # The objective first: the first metric a run logs is what MLflow's compare page plots.
+        objective = str(self.cfg.objective.metric) if "objective" in self.cfg else ""
+        if objective and metrics and objective not in metrics and not self._objective_missing_said:
+            self._objective_missing_said = True
+            log.warning(
+                "objective.metric=%s is not among this run's evaluation metrics: %s",
+                objective,
+                ", ".join(sorted(metrics)),
+            )
+        self.log_metrics(dict(sorted(metrics.items(), key=lambda item: item[0] != objective)), step)
+        self.progress.set_eval(metrics)
+        return metrics
+
+    def _episodes(self, agent: Agent, env: gym.Env, episodes: int) -> dict[str, float]:
         deterministic = bool(self.cfg.eval.deterministic)
+        return run_episodes(
+            lambda obs: agent.act(obs, deterministic=deterministic),
+            env,
+            episodes=episodes,
+            seed=self.seed + EVAL_SEED_OFFSET,
+        )
+
+    def _episodes_on_eval_env(self, agent: Agent, episodes: int, video_dir: Path | None) -> dict[str, float]:
         if video_dir is not None:
             env = record_video(
                 self.make_env(0, evaluation=True, render_mode="rgb_array"),
                 video_dir,
                 int(self.cfg.eval.video_episodes),
             )
-        else:
-            if self._eval_env is None:
-                self._eval_env = self.make_env(0, evaluation=True)
-            env = self._eval_env
-        try:
-            metrics = run_episodes(
-                lambda obs: agent.act(obs, deterministic=deterministic),
-                env,
-                episodes=episodes,
-                seed=self.seed + EVAL_SEED_OFFSET,
-            )
-        finally:
-            if video_dir is not None:
+            try:
+                return self._episodes(agent, env, episodes)
+            finally:
                 env.close()
-        self.last_eval, self.last_eval_step = metrics, step
-        # The objective first: the first metric a run logs is what MLflow's compare page plots.
-        objective = str(self.cfg.objective.metric) if "objective" in self.cfg else ""
-        self.log_metrics(dict(sorted(metrics.items(), key=lambda item: item[0] != objective)), step)
-        self.progress.set_eval(metrics)
-        return metrics
+        if self._eval_env is None:
+            self._eval_env = self.make_env(0, evaluation=True)
+        return self._episodes(agent, self._eval_env, episodes)
 
     def save_checkpoint(self, step: int, agent: Agent) -> Path:
         return self.checkpointer.save(
@@ -136,6 +191,16 @@ class RunContext:
         )
 
     def close(self) -> None:
+        """Release what the run holds: search engines (every one built for it), the eval env, the display."""
+        engines, self._engines = self._engines, []
+        if self.search is not None:
+            engines.insert(0, self.search)
+            self.search = None
+        for engine in engines:
+            try:
+                engine.close()
+            except Exception:
+                log.exception("could not close the search engine %s", type(engine).__name__)
         if self._eval_env is not None:
             self._eval_env.close()
             self._eval_env = None

@@ -47,6 +47,16 @@ class VectorEnvPlugin(EnvPlugin, Protocol):
 
 
 @runtime_checkable
+class VariantEnvPlugin(EnvPlugin, Protocol):
+    """An env plugin with named evaluation variants (one per opponent, say): the run evaluates an
+    agent on each and logs `eval/<variant>/<metric>`."""
+
+    @property
+    def eval_variants(self) -> tuple[str, ...]: ...
+    def make_variant(self, variant: str, *, seed: int) -> gym.Env: ...
+
+
+@runtime_checkable
 class Buffer(Protocol):
     """A replay buffer: `insert` takes one transition by field name, `sample` a dict of batch arrays."""
 
@@ -87,6 +97,22 @@ class Agent(Protocol):
 
 
 @runtime_checkable
+class SearchAgent(Agent, Protocol):
+    """An agent that plays by tree search: it gives the run a factory of its batched evaluator
+    (on its current network), and the run builds its search engines with it."""
+
+    def evaluator(self) -> Evaluator: ...
+
+
+@runtime_checkable
+class EvaluatingAgent(Agent, Protocol):
+    """An agent that evaluates itself (matches against opponents, say) instead of the run playing
+    episodes of its `act`: metrics named `eval/...`, the run's objective among them."""
+
+    def evaluate(self, ctx: RunContext, *, episodes: int) -> dict[str, float]: ...
+
+
+@runtime_checkable
 class CheckedAgent(Agent, Protocol):
     """An agent that can tell, before the run starts, that it cannot train with the run's other
     plugins (a buffer it cannot fill, say): `check_run` raises ConfigError naming what to change."""
@@ -94,14 +120,112 @@ class CheckedAgent(Agent, Protocol):
     def check_run(self, *, env: EnvPlugin, buffer: Buffer | None, search: SearchEngine | None) -> None: ...
 
 
+class BoardState(Protocol):
+    """A position of a two-player board game, as a search engine reads it."""
+
+    board: np.ndarray
+    """The cells, flat: 0 empty, +1 the first player's stones, -1 the second's."""
+    to_play: int
+    """+1 or -1: whose move it is."""
+    moves: Sequence[int]
+    """The actions played so far, in order (a search engine matches a new root to its last tree by them)."""
+
+
+class Evaluator(Protocol):
+    """A batched policy-value function: planes [B, C, H, W] float32 → (policy logits [B, A], values [B]).
+
+    Values are from the view of the player to move in each position, in [-1, 1].
+    """
+
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@runtime_checkable
+class BoardGame(Protocol):
+    """The rules of a two-player, alternating board game over flat action indices, for search.
+
+    The hot loop of a search runs the game's C kernels (numba cfuncs over pointers: the board
+    int8[n_actions], `params` int64[...], the planes float32[n_planes, H, W]):
+    `apply_move(board, action, player, n_moves, params) -> 0 ongoing | 1 the mover won | 2 draw`,
+    `winning_move(board, player, params) -> action or -1`, and
+    `encode(board, player, last_move, params, out) -> 0`.
+    """
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def n_actions(self) -> int: ...
+    @property
+    def board_shape(self) -> tuple[int, int]: ...
+    @property
+    def n_planes(self) -> int: ...
+    @property
+    def params(self) -> np.ndarray: ...
+    @property
+    def apply_move(self) -> Any: ...
+    @property
+    def winning_move(self) -> Any: ...
+    @property
+    def encode(self) -> Any: ...
+    @property
+    def symmetry_index(self) -> np.ndarray:
+        """[S, n_actions]: the board's symmetries; symmetry k maps a flat board b to b[..., symmetry_index[k]]
+        (a policy over actions, or planes flattened over their cells)."""
+        ...
+
+    def new_state(self) -> Any: ...
+    def state_from_planes(self, planes: np.ndarray) -> Any:
+        """The position shown by input planes (what a gymnasium observation of the game holds)."""
+        ...
+
+
+class GameOpponent(Protocol):
+    """A fixed player of a board game."""
+
+    name: str
+
+    def act(self, state: Any) -> int: ...
+
+
+@runtime_checkable
+class GameEnvPlugin(EnvPlugin, Protocol):
+    """An env plugin of a board game: its rules for search-based agents, and its fixed opponents
+    (those named in `eval_variants` among them) for their evaluation."""
+
+    @property
+    def game(self) -> BoardGame: ...
+    @property
+    def eval_variants(self) -> tuple[str, ...]: ...
+    def opponent(self, name: str, *, seed: int) -> GameOpponent: ...
+
+
 @runtime_checkable
 class SearchEngine(Protocol):
-    """Tree search over a batch of roots: visit-count policies back, everything released by close()."""
+    """Tree search over a batch of roots: visit counts back, everything released by close().
+
+    Built by the run with what it needs: the game's rules, a factory of the batched evaluator
+    (called when the engine first needs it, in the process or actor that evaluates) and a seed.
+    A constructor starts nothing. Root i of each call is game slot i: an engine may keep slot
+    i's tree for the next call when the new root follows from the last by the moves since.
+    """
 
     Config: ClassVar[type]
+    num_simulations: int
+    """Simulations per root and call; a runner may change it between calls (a schedule)."""
 
-    def __init__(self, cfg: Any) -> None: ...
-    def search(self, roots: Sequence[Any], *, add_noise: bool) -> np.ndarray: ...
+    def __init__(
+        self, cfg: Any, *, game: BoardGame, evaluator_factory: Callable[[], Evaluator], seed: int
+    ) -> None: ...
+    def search(self, roots: Sequence[BoardState], *, add_noise: bool = False) -> np.ndarray:
+        """Visit counts [len(roots), n_actions]; `add_noise` mixes Dirichlet noise into each start
+        node's priors (the root, or a kept root) and nowhere deeper."""
+        ...
+
+    @property
+    def root_values(self) -> np.ndarray:
+        """The last call's root values from the view of each root's player to move, [B]."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -172,9 +296,9 @@ CONTRACTS: dict[str, type] = {
     "tracker": Tracker,
 }
 CAPABILITIES: dict[str, tuple[type, ...]] = {
-    "env": (VectorEnvPlugin,),
+    "env": (VectorEnvPlugin, VariantEnvPlugin, GameEnvPlugin),
     "buffer": (FrameBuffer,),
-    "agent": (CheckedAgent,),
+    "agent": (CheckedAgent, SearchAgent, EvaluatingAgent),
 }
 
 

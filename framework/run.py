@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +28,17 @@ from omegaconf import DictConfig, OmegaConf
 from framework import __version__, config, contracts, registry
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, Checkpointer
 from framework.context import RunContext
-from framework.contracts import Agent, Buffer, CheckedAgent, EnvPlugin, SearchEngine, Tracker
+from framework.contracts import (
+    Agent,
+    Buffer,
+    CheckedAgent,
+    EnvPlugin,
+    Evaluator,
+    GameEnvPlugin,
+    SearchAgent,
+    SearchEngine,
+    Tracker,
+)
 from framework.errors import ConfigError, RunFailed
 from framework.progress import ProgressDisplay
 from framework.provenance import flatten, run_tags
@@ -52,9 +62,13 @@ class Plan:
     agent: Agent
     buffer: Buffer | None
     search: SearchEngine | None
+    search_factory: SearchFactory | None
     plugins: dict[str, str]
     device: str
     resume: ResumePoint | None
+
+
+SearchFactory = Callable[[Callable[[], Evaluator], int], SearchEngine]
 
 
 class RunKilled(SystemExit):
@@ -97,8 +111,10 @@ def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_di
     env_plugin: EnvPlugin = _build(env, "env")
     buffer, search = config.plugin_section(cfg, "buffer"), config.plugin_section(cfg, "search")
     built_buffer: Buffer | None = _build(buffer, "buffer") if buffer else None
-    built_search: SearchEngine | None = _build(search, "search") if search else None
     agent = _required(cfg, "agent")
+    built_agent: Agent = _build(agent, "agent")
+    search_factory = _search_factory(search, env, env_plugin, agent.name, built_agent) if search else None
+    built_search = search_factory(built_agent.evaluator, int(cfg.seed)) if search_factory else None  # type: ignore[attr-defined]
     device = _setup_torch(str(cfg.device), int(cfg.threads), int(cfg.seed))
     plugins = {"env": env.name, "agent": agent.name}
     plugins.update({s: v.name for s, v in (("buffer", buffer), ("search", search)) if v is not None})
@@ -109,11 +125,24 @@ def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_di
         env=env_plugin,
         buffer=built_buffer,
         search=built_search,
-        agent=_build(agent, "agent"),
+        search_factory=search_factory,
+        agent=built_agent,
         plugins=plugins,
         device=device,
         resume=resume,
     )
+    try:
+        _check_plan(plan)
+    except BaseException:
+        if built_search is not None:
+            built_search.close()
+        raise
+    return plan
+
+
+def _check_plan(plan: Plan) -> None:
+    """The agent's own check of the run's other plugins, and the checkpoint it resumes from."""
+    cfg, resume = plan.cfg, plan.resume
     if isinstance(plan.agent, CheckedAgent):
         try:
             plan.agent.check_run(env=plan.env, buffer=plan.buffer, search=plan.search)
@@ -126,7 +155,6 @@ def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_di
             raise ConfigError(
                 f"resume={cfg.resume!r}: the checkpoint {resume.checkpoint} cannot be loaded: {e}"
             ) from None
-    return plan
 
 
 def _execute(
@@ -253,6 +281,7 @@ def _context(plan: Plan, tracker: Tracker, run_dir: Path) -> RunContext:
         start_step=start_step,
         buffer=plan.buffer,
         search=plan.search,
+        search_factory=plan.search_factory,
         resume_from=resume.checkpoint if resume else None,
     )
 
@@ -283,6 +312,44 @@ def _build(section: config.Section, kind: str) -> Any:
             f"The {kind} plugin {section.name!r} does not satisfy its contract: " + "; ".join(problems)
         )
     return plugin
+
+
+def _search_factory(
+    section: config.Section, env: config.Section, env_plugin: EnvPlugin, agent_name: str, agent: Agent
+) -> SearchFactory:
+    """Builds engines of the search config for this env's game; refuses what cannot search."""
+    if not isinstance(env_plugin, GameEnvPlugin):
+        if isinstance(agent, SearchAgent):
+            raise ConfigError(
+                f"agent={agent_name} plays by tree search over a board game's rules, and env={env.name} "
+                "gives none: choose a board game env (env=gomoku)"
+            )
+        raise ConfigError(
+            f"search={section.name} searches a board game's tree, and env={env.name} gives no game rules "
+            "(choose env=gomoku, or drop search= with ~search)"
+        )
+    if not isinstance(agent, SearchAgent):
+        raise ConfigError(
+            f"search={section.name} needs an agent that plays by search (agent=alphazero); "
+            f"agent={agent_name} does not: drop search= (or use ~search)"
+        )
+    game = env_plugin.game
+
+    def build(evaluator_factory: Callable[[], Evaluator], seed: int) -> SearchEngine:
+        try:
+            engine = section.plugin(section.cfg, game=game, evaluator_factory=evaluator_factory, seed=seed)
+        except ConfigError:
+            raise
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        problems = contracts.check_instance("search", engine)
+        if problems:
+            raise registry.RegistryError(
+                f"The search plugin {section.name!r} does not satisfy its contract: " + "; ".join(problems)
+            )
+        return engine
+
+    return build
 
 
 def _null_tracker() -> Tracker:

@@ -31,7 +31,11 @@ def test_every_entry_point_built_from_its_default_config_has_the_contracts_attri
 ) -> None:
     monkeypatch.chdir(tmp_path)  # the MLflow tracker's default store lives in the working directory
     plugin = registry.load(kind, name)
-    built = plugin(plugin.Config())
+    if kind == "search":  # an engine is built for a game, with an evaluator
+        game = registry.load("env", "gomoku")(registry.load("env", "gomoku").Config()).game
+        built = plugin(plugin.Config(), game=game, evaluator_factory=lambda: None, seed=0)
+    else:
+        built = plugin(plugin.Config())
     try:
         assert contracts.check_instance(kind, built) == []
     finally:
@@ -52,6 +56,11 @@ def test_optional_capabilities_are_declared_protocols() -> None:
     fighter, cartpole = registry.load("env", "fighter"), registry.load("env", "cartpole")
     assert contracts.capabilities("env", fighter) == ["VectorEnvPlugin"]
     assert contracts.capabilities("env", cartpole) == []
+    gomoku = registry.load("env", "gomoku")
+    assert contracts.capabilities("env", gomoku) == ["VariantEnvPlugin", "GameEnvPlugin"]
+    alphazero, dqn = registry.load("agent", "alphazero"), registry.load("agent", "dqn")
+    assert contracts.capabilities("agent", alphazero) == ["CheckedAgent", "SearchAgent", "EvaluatingAgent"]
+    assert contracts.capabilities("agent", dqn) == ["CheckedAgent"]
     assert contracts.capabilities("buffer", registry.load("buffer", "memory_efficient")) == ["FrameBuffer"]
     assert contracts.capabilities("buffer", registry.load("buffer", "replay")) == []
 

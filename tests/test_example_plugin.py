@@ -48,7 +48,7 @@ def test_example_plugins_are_listed(installed: dict[str, str], tmp_path: Path) -
 
 def test_example_config_group_shows_in_help(installed: dict[str, str], tmp_path: Path) -> None:
     r = run_cli("--help", cwd=tmp_path, env=installed)
-    assert "env: atari, cartpole, corridor, fighter, gym, lunarlander" in r.stdout
+    assert "env: atari, cartpole, corridor, fighter, gomoku, gym, lunarlander" in r.stdout
 
 
 def test_example_env_trains_through_the_cli(installed: dict[str, str], tmp_path: Path) -> None:

@@ -1,0 +1,432 @@
+"""Tree-search speed on Gomoku: our compiled MCTS beside a plain-Python AlphaZero MCTS.
+
+Section 1 (the tree and the rules alone): a 15x15 board, 5 in a row (freestyle), `--sims`
+simulations (800) from a fresh tree, with a uniform prior (all empty cells equally likely)
+and a value of 0, so no network is involved. Two sides search the same positions:
+
+- reference: a naive MCTS written here the way the popular public Gomoku AlphaZero projects write
+  it (junxiaosong/AlphaZero_Gomoku's mcts_alphaZero.py, alpha-zero-general): a Python object per
+  node with a dict of children {action: node} and N, W, P; every simulation deep-copies the board
+  (an object holding a dict {cell: player} and a list of empty cells), walks down by PUCT, expands
+  all legal moves, evaluates the leaf and backs up along the path;
+- ours: framework_plugins.mcts.sequential.SequentialEngine (reuse_tree=False) with
+  uniform_evaluator, asked for one root at a time (B=1) and for all the roots in one call (B=8,
+  one leaf per root per simulation, as self-play does).
+
+Both play the same game the same way: a win is checked through the last move only; PUCT is
+Q + c_puct * P * sqrt(N_parent) / (1 + N_child) with c_puct = 2.0 and an unvisited child worth 0.0
+(first-play urgency); a terminal leaf is backed up without evaluation, and so is a leaf where the
+player to move has a winning move (our detect_wins=True), as lost for the side that moved there.
+The reference finds such a move by checking the empty cells next to the mover's stones, as our
+kernel does. Before timing, both must pass checks: visits add up to `--sims` at every root, the
+winning move and the only block get most visits, and the two sides' visit counts are compared.
+
+Eight roots are searched per repeat: the empty board and seven quiet openings (2 to 14 stones in
+the centre, no immediate win for either side); ours at B=1 and the reference search them one by
+one, ours at B=8 in one call. Simulations/s = sims * roots / seconds; the table shows medians over
+`--repeats` repeats, timed by default with this process's CPU time (one thread; `--clock wall`
+for wall time). Our first call, which compiles the numba kernels, is timed on its own. The
+project's target is ours >= 30x the reference.
+
+    python benchmarks/mcts_speed.py [--repeats 5] [--sims 800] [--board 15] [--clock cpu|wall]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+N_IN_ROW = 5
+C_PUCT = 2.0
+FPU = 0.0
+N_ROOTS = 8
+TARGET = 30.0
+CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.process_time, "wall": time.perf_counter}
+
+BLACK, WHITE = 1, -1
+ONGOING, WIN, DRAW = 0, 1, 2
+DIRECTIONS = ((1, 0), (0, 1), (1, 1), (1, -1))
+
+
+# -- the reference: a plain-Python AlphaZero MCTS ------------------------------------------------------
+
+
+class Board:
+    """The board as junxiaosong/AlphaZero_Gomoku's game.Board keeps it: {cell: player} and the empty cells.
+
+    Same rules as ours: black (+1) first, freestyle (n_in_row or more wins), checked through the
+    last move only; a full board is a draw.
+    """
+
+    def __init__(self, size: int, n_in_row: int) -> None:
+        self.size = size
+        self.n_in_row = n_in_row
+        self.states: dict[int, int] = {}
+        self.availables = list(range(size * size))
+        self.current_player = BLACK
+        self.last_move = -1
+
+    def do_move(self, move: int) -> int:
+        """Play `move` for the side to move; the outcome (ONGOING, WIN or DRAW)."""
+        player = self.current_player
+        self.states[move] = player
+        self.availables.remove(move)
+        self.current_player = -player
+        self.last_move = move
+        if self.wins(move, player):
+            return WIN
+        if not self.availables:
+            return DRAW
+        return ONGOING
+
+    def wins(self, move: int, player: int) -> bool:
+        """Whether `player`'s stone at `move` (placed or not) makes a line of n_in_row or more."""
+        size, states = self.size, self.states
+        x, y = move % size, move // size
+        for dx, dy in DIRECTIONS:
+            count = 1
+            u, v = x + dx, y + dy
+            while 0 <= u < size and 0 <= v < size and states.get(v * size + u) == player:
+                count += 1
+                u, v = u + dx, v + dy
+            u, v = x - dx, y - dy
+            while 0 <= u < size and 0 <= v < size and states.get(v * size + u) == player:
+                count += 1
+                u, v = u - dx, v - dy
+            if count >= self.n_in_row:
+                return True
+        return False
+
+    def has_winning_move(self, player: int) -> bool:
+        """Whether `player` can win at once: an empty cell next to one of their stones that wins."""
+        size, states = self.size, self.states
+        for cell, owner in states.items():
+            if owner != player:
+                continue
+            x, y = cell % size, cell // size
+            for v in range(max(y - 1, 0), min(y + 2, size)):
+                for u in range(max(x - 1, 0), min(x + 2, size)):
+                    c = v * size + u
+                    if c not in states and self.wins(c, player):
+                        return True
+        return False
+
+
+def uniform_policy(board: Board) -> tuple[list[tuple[int, float]], float]:
+    """(action, prior) over the empty cells, all equal, and a value of 0 (the projects' rollout-free stub)."""
+    p = 1.0 / len(board.availables)
+    return [(a, p) for a in board.availables], 0.0
+
+
+class Node:
+    """A search node: children {action: node}, visits N, value sum W (mover-into-node's view), prior P."""
+
+    __slots__ = ("N", "P", "W", "children", "terminal")
+
+    def __init__(self, prior: float) -> None:
+        self.children: dict[int, Node] = {}
+        self.N = 0
+        self.W = 0.0
+        self.P = prior
+        self.terminal: float | None = None
+        """The value of a terminal leaf (mover-into-node's view), once known."""
+
+    def expand(self, priors: list[tuple[int, float]]) -> None:
+        self.children = {action: Node(p) for action, p in priors}
+
+    def select(self, c_puct: float, fpu: float) -> tuple[int, Node]:
+        """The child with the best PUCT score (the first of equals)."""
+        sqrt_n = math.sqrt(self.N)
+        best_score = -math.inf
+        best: tuple[int, Node] | None = None
+        for action, child in self.children.items():
+            n = child.N
+            q = child.W / n if n else fpu
+            score = q + c_puct * child.P * sqrt_n / (1 + n)
+            if score > best_score:
+                best_score, best = score, (action, child)
+        assert best is not None
+        return best
+
+
+class ReferenceMCTS:
+    """PUCT search in the style of mcts_alphaZero.py: a fresh tree per search, a board copy per playout."""
+
+    def __init__(
+        self,
+        num_simulations: int,
+        *,
+        policy: Callable[[Board], tuple[list[tuple[int, float]], float]] = uniform_policy,
+        c_puct: float = C_PUCT,
+        fpu: float = FPU,
+        detect_wins: bool = True,
+    ) -> None:
+        self.num_simulations = num_simulations
+        self.policy = policy
+        self.c_puct = c_puct
+        self.fpu = fpu
+        self.detect_wins = detect_wins
+
+    def search(self, board: Board) -> list[int]:
+        """Visit counts of the root's moves, indexed by action, after num_simulations playouts."""
+        root = Node(1.0)
+        priors, value = self.policy(board)
+        root.expand(priors)
+        root.N, root.W = 1, -value
+        for _ in range(self.num_simulations):
+            self._playout(root, copy.deepcopy(board))
+        counts = [0] * (board.size * board.size)
+        for action, child in root.children.items():
+            counts[action] = child.N
+        return counts
+
+    def _playout(self, root: Node, board: Board) -> None:
+        node, path, outcome = root, [root], ONGOING
+        while node.children:
+            action, node = node.select(self.c_puct, self.fpu)
+            outcome = board.do_move(action)
+            path.append(node)
+        if node.terminal is None:
+            if outcome == WIN:
+                node.terminal = 1.0
+            elif outcome == DRAW:
+                node.terminal = 0.0
+            elif self.detect_wins and board.has_winning_move(board.current_player):
+                node.terminal = -1.0  # the player to move wins next: lost for whoever moved here
+        if node.terminal is not None:
+            value = node.terminal
+        else:
+            priors, leaf_value = self.policy(board)
+            node.expand(priors)
+            value = -leaf_value  # the policy's value is the player to move's; nodes hold the mover's
+        for visited in reversed(path):
+            visited.N += 1
+            visited.W += value
+            value = -value
+
+
+# -- ours ------------------------------------------------------------------------------------------------
+
+
+def make_engine(size: int, sims: int) -> Any:
+    from framework_plugins.gomoku.rules import Gomoku
+    from framework_plugins.mcts.config import SequentialConfig
+    from framework_plugins.mcts.sequential import SequentialEngine, uniform_evaluator
+
+    game = Gomoku(size, N_IN_ROW)
+    cfg = SequentialConfig(num_simulations=sims, reuse_tree=False)
+    return SequentialEngine(cfg, game=game, evaluator_factory=uniform_evaluator(game), seed=0)
+
+
+# -- positions -------------------------------------------------------------------------------------------
+
+
+def our_state(size: int, moves: Sequence[int]) -> Any:
+    from framework_plugins.gomoku.rules import GameState, Gomoku
+
+    return GameState.from_moves(Gomoku(size, N_IN_ROW), list(moves))
+
+
+def reference_board(size: int, moves: Sequence[int]) -> Board:
+    board = Board(size, N_IN_ROW)
+    for move in moves:
+        if board.do_move(move) != ONGOING:
+            raise ValueError(f"moves {list(moves)} end the game")
+    return board
+
+
+def quiet_openings(size: int, count: int, seed: int) -> list[list[int]]:
+    """The empty board and count-1 openings of 2, 4, ... central stones, no win in one for either side."""
+    rng = random.Random(seed)
+    lo, hi = max(size // 2 - 3, 0), min(size // 2 + 3, size - 1)
+    centre = [y * size + x for y in range(lo, hi + 1) for x in range(lo, hi + 1)]
+    openings: list[list[int]] = [[]]
+    while len(openings) < count:
+        moves = rng.sample(centre, 2 * len(openings))
+        board = reference_board(size, moves)
+        if not board.has_winning_move(BLACK) and not board.has_winning_move(WHITE):
+            openings.append(moves)
+    return openings
+
+
+def tactical_positions(size: int) -> dict[str, tuple[list[int], int]]:
+    """{name: (moves, the one good move)} with black to move: a four to complete, and one to block."""
+    assert N_IN_ROW == 5 and size >= 9, "the tactical positions are laid out for 5 in a row on 9x9 or more"
+    row, x0 = size // 2, size // 2 - 2
+    cell = lambda x, y: y * size + x  # noqa: E731
+    corners = [cell(1, 1), cell(size - 2, size - 2), cell(size - 2, 1)]
+    # Black: four in a row at (x0..x0+3, row), blocked on the left; white: the block and three far stones.
+    black = [cell(x0 + i, row) for i in range(4)]
+    white = [cell(x0 - 1, row), *corners]
+    win = [m for pair in zip(black, white, strict=True) for m in pair]
+    # White: four in a row, blocked on the left by black; black: the block and three far stones.
+    white = [cell(x0 + i, row) for i in range(4)]
+    black = [cell(x0 - 1, row), *corners]
+    block = [m for pair in zip(black, white, strict=True) for m in pair]
+    return {
+        "black completes its four": (win, cell(x0 + 4, row)),
+        "black blocks white's four": (block, cell(x0 + 4, row)),
+    }
+
+
+# -- checks ----------------------------------------------------------------------------------------------
+
+
+def check(engine: Any, reference: ReferenceMCTS, size: int, sims: int, openings: list[list[int]]) -> None:
+    """Visits add up to sims on both sides; the good move of each tactical position gets most visits;
+    the two sides' visit counts are compared root by root (same rules, PUCT and tie-break order)."""
+    print("checks:")
+    for name, (moves, good) in tactical_positions(size).items():
+        ours = engine.search([our_state(size, moves)])[0]
+        ref = np.array(reference.search(reference_board(size, moves)))
+        for side, counts in (("ours", ours), ("reference", ref)):
+            total = int(counts.sum())
+            assert total == sims, f"{name}: {side}'s visits add up to {total}, not {sims}"
+            best = int(np.argmax(counts))
+            assert best == good, f"{name}: {side} puts most visits on {best}, not {good} ({counts[best]:.0f})"
+        print(
+            f"  {name}: move {good} (x={good % size}, y={good // size}) gets {ours[good]:.0f} of {sims}"
+            f" visits in ours, {ref[good]} in the reference (the most in both)"
+        )
+    same, worst = 0, 0
+    ours_all = engine.search([our_state(size, m) for m in openings])
+    for moves, ours in zip(openings, ours_all, strict=True):
+        ref = np.array(reference.search(reference_board(size, moves)))
+        assert int(ours.sum()) == sims and int(ref.sum()) == sims, "visits do not add up to sims"
+        diff = int(np.abs(ours - ref).max())
+        same += diff == 0
+        worst = max(worst, diff)
+    print(
+        f"  quiet openings: visits add up to {sims} at all {len(openings)} roots on both sides; identical"
+        f" visit counts at {same} of {len(openings)} roots (largest difference {worst})"
+    )
+
+
+# -- timing ----------------------------------------------------------------------------------------------
+
+
+def rates(run: Callable[[], None], n_sims: int, repeats: int, clock: Callable[[], float]) -> list[float]:
+    """Simulations per second of each of `repeats` calls of `run`, which runs n_sims simulations."""
+    out = []
+    for _ in range(repeats):
+        t0 = clock()
+        run()
+        out.append(n_sims / (clock() - t0))
+    return out
+
+
+def tree_section(args: argparse.Namespace) -> None:
+    """Section 1: the tree and the rules alone (uniform prior, value 0), ours against the reference."""
+    size, sims, clock = args.board, args.sims, CLOCKS[args.clock]
+    openings = quiet_openings(size, N_ROOTS, seed=0)
+    states = [our_state(size, m) for m in openings]
+    boards = [reference_board(size, m) for m in openings]
+    reference = ReferenceMCTS(sims)
+    engine = make_engine(size, sims)
+    print(
+        f"\n== section 1: tree and rules alone: {size}x{size}, {N_IN_ROW} in a row, {sims} simulations from"
+        f" a fresh tree, uniform prior, value 0; {len(openings)} roots of"
+        f" {', '.join(str(len(m)) for m in openings)} stones =="
+    )
+
+    t0 = time.perf_counter()
+    engine.search(states[:1])
+    first_b1 = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    engine.search(states)
+    first_b8 = time.perf_counter() - t0
+    print(f"ours compile/warm-up (wall): first call B=1 {first_b1:.2f} s, then B={N_ROOTS} {first_b8:.2f} s")
+    check(engine, reference, size, sims, openings)
+
+    def run_reference() -> None:
+        for board in boards:
+            reference.search(board)
+
+    def run_ours_b1() -> None:
+        for state in states:
+            engine.search([state])
+
+    def run_ours_batch() -> None:
+        engine.search(states)
+
+    n_sims = sims * len(openings)
+    sides = {
+        "reference (Python objects, deepcopy)": run_reference,
+        "ours, B=1 (one root per call)": run_ours_b1,
+        f"ours, B={N_ROOTS} (all roots in one call)": run_ours_batch,
+    }
+    print(f"timing: {args.repeats} repeats of {len(openings)} roots x {sims} simulations a side", flush=True)
+    results = {}
+    for name, run in sides.items():
+        if run is not run_reference:
+            run()  # untimed: our kernels' first call for this batch size (the reference has nothing to warm)
+        results[name] = rates(run, n_sims, args.repeats, clock)
+        print(f"  {name}: {statistics.median(results[name]):,.0f} sims/s", flush=True)
+
+    base = statistics.median(next(iter(results.values())))
+    print(f"\nsimulations/s, {args.clock} time, median (min-max) of {args.repeats} repeats\n")
+    header = ["side", "median sims/s", "min-max sims/s", f"ms per root ({sims} sims)", "ours / reference"]
+    lines = []
+    for name, values in results.items():
+        median = statistics.median(values)
+        lines.append([
+            name,
+            f"{median:,.0f}",
+            f"{min(values):,.0f}-{max(values):,.0f}",
+            f"{sims / median * 1000:.2f}",
+            f"{median / base:.1f}x",
+        ])  # fmt: skip
+    print_table(header, lines)
+    print(f"  (a B={N_ROOTS} call searches {N_ROOTS} roots at once: it takes {N_ROOTS}x its 'ms per root')")
+    for name in list(results)[1:]:
+        ratio = statistics.median(results[name]) / base
+        met = "met" if ratio >= TARGET else "MISSED"
+        print(f"  [{met}] {name} >= {TARGET:.0f}x reference: {ratio:.1f}x")
+
+
+def print_table(header: list[str], lines: list[list[str]]) -> None:
+    widths = [max(len(line[i]) for line in [header, *lines]) for i in range(len(header))]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for line in lines:
+        cells = [line[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(line[1:], widths[1:], strict=True))]
+        print("| " + " | ".join(cells) + " |")
+
+
+def print_machine() -> None:
+    import numba
+
+    print(
+        f"machine: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), Python"
+        f" {platform.python_version()}, numba {numba.__version__}, numpy {np.__version__}, {sys.platform}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per side")
+    parser.add_argument("--sims", type=int, default=800, help="simulations per search, from a fresh tree")
+    parser.add_argument("--board", type=int, default=15, help="board size (5 in a row)")
+    parser.add_argument("--clock", choices=list(CLOCKS), default="cpu", help="time with CPU or wall time")
+    args = parser.parse_args()
+
+    print_machine()
+    tree_section(args)
+    # Section 2 (with a network) goes here: network_section(args).
+
+
+if __name__ == "__main__":
+    main()

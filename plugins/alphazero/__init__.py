@@ -1,0 +1,1 @@
+"""AlphaZero: a policy-value network, self-play by tree search, training, gating, evaluation."""

@@ -1,0 +1,53 @@
+"""AlphaZero's config schema: every key, its default and its description (`agent.<key>`)."""
+
+from dataclasses import dataclass
+
+RUNNERS = ("vectorize", "single")
+
+
+@dataclass
+class AlphaZeroConfig:
+    blocks: int = 4
+    """Residual blocks of the network's tower."""
+    channels: int = 64
+    """Convolution channels of the tower."""
+    runner: str = "vectorize"
+    """Self-play runner: vectorize (parallel_games games in one process, the leaves of all of them
+    evaluated in one network call) or single (one game at a time)."""
+    parallel_games: int = 32
+    """Games the vectorize runner plays at once (the batch of roots each search gets)."""
+    temperature: float = 1.0
+    """Self-play: moves are drawn from visit counts^(1/temperature) for the first temperature_moves
+    moves of a game, then the most visited move is played."""
+    temperature_moves: int = 8
+    """Moves of each self-play game played with `temperature`."""
+    noise: bool = True
+    """Self-play: Dirichlet noise at each search's start node (search.dirichlet_alpha, _epsilon)."""
+    replay_size: int = 100_000
+    """Positions kept for training (each sampled under a random one of the 8 board symmetries)."""
+    min_replay: int = 2_000
+    """Positions needed before the first training phase."""
+    train_every: int = 1_000
+    """Self-play moves between training phases."""
+    updates_per_phase: int = 50
+    """Gradient steps per training phase."""
+    batch_size: int = 256
+    """Positions per gradient step."""
+    learning_rate: float = 2.0e-3
+    """Adam's learning rate."""
+    l2: float = 1.0e-4
+    """L2 weight penalty (Adam's weight_decay)."""
+    gating: bool = True
+    """Self-play uses the best network so far; a trained network replaces it only if it scores at
+    least gate_threshold against it in gate_games arena games."""
+    gate_every: int = 4
+    """Training phases between arena matches (with gating)."""
+    gate_games: int = 20
+    """Arena games per gate, colours alternating."""
+    gate_threshold: float = 0.55
+    """Arena score (win = 1, draw = 1/2) a new network needs to replace the best."""
+    arena_temperature_moves: int = 2
+    """Arena and evaluation games: moves drawn from the visit counts (temperature 1) at the start of
+    each game, so that games differ; the most visited move after."""
+    save_replay: bool = True
+    """Keep the replay in checkpoints, so that resume= continues with it."""

@@ -1,0 +1,61 @@
+"""The policy-value network: a residual tower with a policy head and a value head (AlphaGo Zero's)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return torch.relu(x + y)
+
+
+class PolicyValueNet(nn.Module):
+    """Planes [B, C, n, n] → (policy logits [B, n*n], value [B] in [-1, 1], the mover's view)."""
+
+    def __init__(self, *, board_size: int, in_planes: int, blocks: int, channels: int) -> None:
+        super().__init__()
+        self.spec = {"board_size": board_size, "in_planes": in_planes, "blocks": blocks, "channels": channels}
+        n_cells = board_size * board_size
+        self.stem = nn.Sequential(
+            nn.Conv2d(in_planes, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels), nn.ReLU()
+        )
+        self.tower = nn.Sequential(*[ResidualBlock(channels) for _ in range(blocks)])
+        self.policy_conv = nn.Sequential(nn.Conv2d(channels, 2, 1, bias=False), nn.BatchNorm2d(2), nn.ReLU())
+        self.policy_fc = nn.Linear(2 * n_cells, n_cells)
+        self.value_conv = nn.Sequential(nn.Conv2d(channels, 1, 1, bias=False), nn.BatchNorm2d(1), nn.ReLU())
+        self.value_fc = nn.Sequential(nn.Linear(n_cells, channels), nn.ReLU(), nn.Linear(channels, 1))
+
+    def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.tower(self.stem(planes))
+        logits = self.policy_fc(self.policy_conv(x).flatten(1))
+        value = torch.tanh(self.value_fc(self.value_conv(x).flatten(1))).squeeze(1)
+        return logits, value
+
+
+class NetworkEvaluator:
+    """The batched policy-value function of a live network, for a search engine (in inference mode)."""
+
+    def __init__(self, net: PolicyValueNet, device: torch.device | str) -> None:
+        self.net = net
+        self.device = torch.device(device)
+        self.positions = 0
+        """Positions evaluated so far."""
+
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self.positions += len(planes)
+        with torch.inference_mode():
+            x = torch.from_numpy(planes).to(self.device, non_blocking=True)
+            logits, value = self.net(x)
+            return logits.float().cpu().numpy(), value.float().cpu().numpy()

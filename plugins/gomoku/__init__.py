@@ -1,0 +1,1 @@
+"""Gomoku: the rules (compiled, no torch), fixed opponents, and the env plugin `env=gomoku`."""

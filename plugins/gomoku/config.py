@@ -1,0 +1,27 @@
+"""The Gomoku env plugin's config schema: every key, its default and its description (`env.<key>`)."""
+
+# List[...] in schemas: OmegaConf 2.3 cannot read PEP 585 generics.
+from dataclasses import dataclass, field
+from typing import List
+
+COLOURS = ("alternate", "black", "white")
+
+
+@dataclass
+class GomokuConfig:
+    board_size: int = 15
+    """Cells per side of the square board."""
+    n_in_row: int = 5
+    """Stones in a row that win."""
+    rule: str = "freestyle"
+    """freestyle (n or more in a row wins) or exact (exactly n; an overline does not win)."""
+    opponent: str = "heuristic"
+    """The fixed opponent an agent trains against as a gymnasium env (agent=ppo, agent=dqn): random,
+    heuristic (wins, blocks, extends), mcts (pure MCTS, 1,000 random rollouts a move) or mcts<N>."""
+    eval_opponents: List[str] = field(default_factory=lambda: ["random", "heuristic", "mcts1000"])
+    """Opponents every evaluation plays, each logged as eval/<opponent>/win_rate, draw_rate,
+    loss_rate and score (win = 1, draw = 1/2)."""
+    colour: str = "alternate"
+    """The agent's colour in the gymnasium env: alternate (black in even episodes), black or white."""
+    n_envs: int = 1
+    """Parallel env instances an agent trains on (gymnasium env agents)."""

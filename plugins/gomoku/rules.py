@@ -1,0 +1,327 @@
+"""Gomoku's rules: compiled kernels on a flat board, and the game object search engines use.
+
+A board is an int8 array of n*n cells (0 empty, +1 black, -1 white); action `a` is the cell at
+row `a // n`, column `a % n`; (x, y) = (column, row) appear only at the edges (display,
+protocols). Black moves first. A move is checked for a win through that move only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+BLACK, WHITE = 1, -1
+#: Outcomes of a move: the game goes on, the mover won, or the board filled up.
+ONGOING, WIN, DRAW = 0, 1, 2
+#: Input planes of a position, from the mover's view: own stones, opponent stones, last move,
+#: and side to move (all ones when black is to move).
+N_PLANES = 4
+RULES = ("freestyle", "exact")
+
+# Kernel parameters, one int64 array so that a kernel's signature is the same for every game.
+P_SIZE, P_N_IN_ROW, P_EXACT = 0, 1, 2
+
+
+@nb.njit(cache=True, inline="always")
+def _run(board: np.ndarray, x: int, y: int, dx: int, dy: int, player: int, size: int) -> int:
+    count = 0
+    x, y = x + dx, y + dy
+    while 0 <= x < size and 0 <= y < size and board[y * size + x] == player:
+        count += 1
+        x, y = x + dx, y + dy
+    return count
+
+
+@nb.njit(cache=True)
+def line_lengths(board: np.ndarray, action: int, player: int, size: int) -> tuple[int, int, int, int]:
+    """Lengths of `player`'s lines through `action` (counting it) along the four directions."""
+    x, y = action % size, action // size
+    h = 1 + _run(board, x, y, 1, 0, player, size) + _run(board, x, y, -1, 0, player, size)
+    v = 1 + _run(board, x, y, 0, 1, player, size) + _run(board, x, y, 0, -1, player, size)
+    d = 1 + _run(board, x, y, 1, 1, player, size) + _run(board, x, y, -1, -1, player, size)
+    a = 1 + _run(board, x, y, 1, -1, player, size) + _run(board, x, y, -1, 1, player, size)
+    return h, v, d, a
+
+
+@nb.njit(cache=True)
+def wins(board: np.ndarray, action: int, player: int, params: np.ndarray) -> bool:
+    """Whether `player` at `action` makes a winning line (the stone need not be on the board)."""
+    size, n_in_row, exact = params[P_SIZE], params[P_N_IN_ROW], params[P_EXACT]
+    x, y = action % size, action // size
+    for d in range(4):
+        dx, dy = (1, 0, 1, 1)[d], (0, 1, 1, -1)[d]
+        count = 1
+        u, v = x + dx, y + dy
+        while 0 <= u < size and 0 <= v < size and board[v * size + u] == player:
+            count += 1
+            u, v = u + dx, v + dy
+        u, v = x - dx, y - dy
+        while 0 <= u < size and 0 <= v < size and board[v * size + u] == player:
+            count += 1
+            u, v = u - dx, v - dy
+        if count == n_in_row or (count > n_in_row and exact == 0):
+            return True
+    return False
+
+
+@nb.njit(cache=True)
+def winning_move(board: np.ndarray, player: int, params: np.ndarray) -> int:
+    """An empty cell where `player` would win at once, or -1."""
+    size = params[P_SIZE]
+    for a in range(board.size):
+        if board[a] != player:
+            continue
+        # A winning cell extends a line of the player's: it is next to one of their stones.
+        x, y = a % size, a // size
+        for v in range(max(y - 1, 0), min(y + 2, size)):
+            for u in range(max(x - 1, 0), min(x + 2, size)):
+                c = v * size + u
+                if board[c] == 0 and wins(board, c, player, params):
+                    return c
+    return -1
+
+
+@nb.njit(cache=True)
+def apply_move(board: np.ndarray, action: int, player: int, n_moves: int, params: np.ndarray) -> int:
+    """Place `player`'s stone at an empty `action`; the outcome (ONGOING, WIN or DRAW).
+
+    `n_moves` is the number of stones on the board before this one.
+    """
+    board[action] = player
+    if wins(board, action, player, params):
+        return WIN
+    if n_moves + 1 == board.size:
+        return DRAW
+    return ONGOING
+
+
+@nb.njit(cache=True)
+def encode(board: np.ndarray, player: int, last_move: int, params: np.ndarray, out: np.ndarray) -> None:
+    """Write the N_PLANES input planes of a position, from the view of `player` (to move), to `out`."""
+    size = params[P_SIZE]
+    out[:] = 0.0
+    for a in range(board.size):
+        stone = board[a]
+        if stone == player:
+            out[0, a // size, a % size] = 1.0
+        elif stone == -player:
+            out[1, a // size, a % size] = 1.0
+    if last_move >= 0:
+        out[2, last_move // size, last_move % size] = 1.0
+    if player == BLACK:
+        out[3, :, :] = 1.0
+
+
+# The kernels a search engine calls, as C functions: a C function's type is its signature, so an
+# engine kernel that takes them compiles once for every game with these signatures and numba's
+# disk cache keeps it (a jitted function passed as an argument is a new type in every process).
+_BOARD = nb.types.CPointer(nb.types.int8)
+_PARAMS = nb.types.CPointer(nb.types.int64)
+
+
+@nb.cfunc(nb.types.int64(_BOARD, nb.types.int64, nb.types.int64, nb.types.int64, _PARAMS), cache=True)
+def apply_move_c(board_ptr, action, player, n_moves, params_ptr):  # type: ignore[no-untyped-def]
+    params = nb.carray(params_ptr, (3,))
+    board = nb.carray(board_ptr, (params[P_SIZE] * params[P_SIZE],))
+    return apply_move(board, action, player, n_moves, params)
+
+
+@nb.cfunc(nb.types.int64(_BOARD, nb.types.int64, _PARAMS), cache=True)
+def winning_move_c(board_ptr, player, params_ptr):  # type: ignore[no-untyped-def]
+    params = nb.carray(params_ptr, (3,))
+    board = nb.carray(board_ptr, (params[P_SIZE] * params[P_SIZE],))
+    return winning_move(board, player, params)
+
+
+@nb.cfunc(
+    nb.types.int64(_BOARD, nb.types.int64, nb.types.int64, _PARAMS, nb.types.CPointer(nb.types.float32)),
+    cache=True,
+)
+def encode_c(board_ptr, player, last_move, params_ptr, out_ptr):  # type: ignore[no-untyped-def]
+    params = nb.carray(params_ptr, (3,))
+    size = params[P_SIZE]
+    board = nb.carray(board_ptr, (size * size,))
+    out = nb.carray(out_ptr, (N_PLANES, size, size))
+    encode(board, player, last_move, params, out)
+    return 0
+
+
+@dataclass(frozen=True)
+class Gomoku:
+    """The rules of one Gomoku variant, and what a search engine needs of them.
+
+    A search engine runs the game through its compiled kernels (`apply_move`, `encode`), which
+    take `params`; everything else here is for code outside the hot loop.
+    """
+
+    board_size: int = 15
+    n_in_row: int = 5
+    rule: str = "freestyle"
+    """freestyle (n or more in a row wins) or exact (exactly n: an overline does not win)."""
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:
+            raise ValueError(f"rule={self.rule!r} is not a Gomoku rule; choose one of {', '.join(RULES)}")
+        if not 3 <= self.board_size <= 32:
+            raise ValueError(f"board_size={self.board_size} is out of range; a board is 3 to 32 cells wide")
+        if not 3 <= self.n_in_row <= self.board_size:
+            raise ValueError(
+                f"n_in_row={self.n_in_row} does not fit: it must be from 3 to board_size ({self.board_size})"
+            )
+
+    @property
+    def name(self) -> str:
+        exact = ", exactly" if self.rule == "exact" else ""
+        return f"gomoku {self.board_size}x{self.board_size}{exact} {self.n_in_row} in a row"
+
+    @property
+    def n_actions(self) -> int:
+        return self.board_size * self.board_size
+
+    @property
+    def board_shape(self) -> tuple[int, int]:
+        return (self.board_size, self.board_size)
+
+    @property
+    def n_planes(self) -> int:
+        return N_PLANES
+
+    @property
+    def params(self) -> np.ndarray:
+        return np.array([self.board_size, self.n_in_row, int(self.rule == "exact")], dtype=np.int64)
+
+    @property
+    def apply_move(self) -> object:
+        """The C kernel `apply_move(board*, action, player, n_moves, params*) -> outcome`."""
+        return apply_move_c
+
+    @property
+    def winning_move(self) -> object:
+        """The C kernel `winning_move(board*, player, params*) -> action or -1`."""
+        return winning_move_c
+
+    @property
+    def encode(self) -> object:
+        """The C kernel `encode(board*, player, last_move, params*, out*)`, out [N_PLANES, n, n] float32."""
+        return encode_c
+
+    def new_state(self) -> GameState:
+        return GameState(self)
+
+    @property
+    def symmetry_index(self) -> np.ndarray:
+        """[8, n*n]: symmetry k maps any flat board array b to b[..., symmetry_index[k]]."""
+        from .symmetries import tables
+
+        return tables(self.board_size)[0]
+
+    def state_from_planes(self, planes: np.ndarray) -> GameState:
+        """The position the input planes show (the order of earlier moves is lost; the last is kept)."""
+        planes = np.asarray(planes)
+        if planes.shape != (N_PLANES, *self.board_shape):
+            raise ValueError(
+                f"planes of shape {planes.shape}; this game's are {(N_PLANES, *self.board_shape)}"
+            )
+        state = GameState(self)
+        me = BLACK if planes[3].any() else WHITE
+        state.board[:] = np.where(planes[0].ravel() > 0, me, np.where(planes[1].ravel() > 0, -me, 0))
+        state.legal[:] = state.board == 0
+        state.to_play = me
+        last = int(planes[2].argmax()) if planes[2].any() else -1
+        stones = [int(a) for a in np.flatnonzero(state.board) if a != last]
+        state.moves = [*stones, last] if last >= 0 else stones
+        return state
+
+    def to_xy(self, action: int) -> tuple[int, int]:
+        return action % self.board_size, action // self.board_size
+
+    def from_xy(self, x: int, y: int) -> int:
+        if not (0 <= x < self.board_size and 0 <= y < self.board_size):
+            raise ValueError(f"({x}, {y}) is off the {self.board_size}x{self.board_size} board")
+        return y * self.board_size + x
+
+
+class GameState:
+    """A position: the board, the side to move, the moves so far and the outcome; `play` mutates."""
+
+    __slots__ = ("board", "game", "legal", "moves", "outcome", "to_play", "winner")
+
+    def __init__(self, game: Gomoku) -> None:
+        self.game = game
+        self.board = np.zeros(game.n_actions, dtype=np.int8)
+        self.legal = np.ones(game.n_actions, dtype=bool)
+        """Empty cells (all False once the game is over), kept move by move."""
+        self.to_play = BLACK
+        self.moves: list[int] = []
+        self.outcome = ONGOING
+        self.winner = 0
+
+    @property
+    def last_move(self) -> int:
+        return self.moves[-1] if self.moves else -1
+
+    @property
+    def done(self) -> bool:
+        return self.outcome != ONGOING
+
+    def play(self, action: int) -> int:
+        """Play `action` for the side to move; returns the outcome. An illegal move is a ValueError."""
+        action = int(action)
+        if self.done:
+            raise ValueError(f"move {action}: the game is over")
+        if not (0 <= action < self.game.n_actions) or not self.legal[action]:
+            x, y = self.game.to_xy(action)
+            raise ValueError(f"move {action} (x={x}, y={y}) is not legal: the cell is taken or off the board")
+        player = self.to_play
+        self.outcome = int(apply_move(self.board, action, player, len(self.moves), self.game.params))
+        self.moves.append(action)
+        self.legal[action] = False
+        self.to_play = -player
+        if self.outcome == WIN:
+            self.winner = player
+        if self.done:
+            self.legal[:] = False
+        return self.outcome
+
+    def copy(self) -> GameState:
+        other = GameState.__new__(GameState)
+        other.game, other.to_play, other.outcome, other.winner = (
+            self.game,
+            self.to_play,
+            self.outcome,
+            self.winner,
+        )
+        other.board, other.legal, other.moves = self.board.copy(), self.legal.copy(), list(self.moves)
+        return other
+
+    def planes(self) -> np.ndarray:
+        """The N_PLANES input planes from the view of the side to move."""
+        out = np.empty((N_PLANES, *self.game.board_shape), dtype=np.float32)
+        encode(self.board, self.to_play, self.last_move, self.game.params, out)
+        return out
+
+    @classmethod
+    def from_moves(cls, game: Gomoku, moves: list[int]) -> GameState:
+        state = cls(game)
+        for move in moves:
+            state.play(move)
+        return state
+
+    def __repr__(self) -> str:
+        return f"GameState({self.game.name}, moves={self.moves})"
+
+    def render(self) -> str:
+        """The board as text: X black, O white, . empty; the last move in brackets."""
+        size, symbols = self.game.board_size, {0: ".", 1: "X", -1: "O"}
+        rows = []
+        for y in range(size):
+            cells = []
+            for x in range(size):
+                a = y * size + x
+                mark = symbols[int(self.board[a])]
+                cells.append(f"[{mark}]" if a == self.last_move else f" {mark} ")
+            rows.append(f"{y:2d} " + "".join(cells))
+        header = "   " + "".join(f"{x:^3d}" for x in range(size))
+        return "\n".join([header, *rows])

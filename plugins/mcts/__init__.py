@@ -1,0 +1,1 @@
+"""Tree search engines over batches of board-game roots: `search=sequential`."""

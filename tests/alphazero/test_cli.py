@@ -1,0 +1,129 @@
+"""agent=alphazero end to end through `python -m framework`: tracked, resumed, and refused when wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+pytestmark = pytest.mark.slow
+
+#: A 6x6 run short enough for a test that still trains, gates and evaluates.
+SHORT = [
+    "experiment=gomoku_6x6",
+    "total_steps=640",
+    "agent.parallel_games=16",
+    "agent.min_replay=128",
+    "agent.train_every=128",
+    "agent.updates_per_phase=4",
+    "agent.batch_size=64",
+    "agent.gate_every=2",
+    "agent.gate_games=2",
+    "search.num_simulations=16",
+    "env.eval_opponents=[random,mcts50]",
+    "objective.metric=eval/mcts50/score",
+    "eval.every_steps=320",
+    "eval.episodes=2",
+    "checkpoint.every_steps=320",
+    "log_every_s=0.5",
+]
+
+
+def only_run(tmp_path: Path):
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
+    return client, run
+
+
+def test_a_gomoku_run_self_plays_trains_gates_and_evaluates_per_opponent(cli, tmp_path: Path) -> None:
+    r = cli(*SHORT, "hydra.run.dir=outputs/run")
+    assert r.returncode == 0, r.output[-3000:]
+    assert "FINISHED at step 640" in r.output
+    client, run = only_run(tmp_path)
+    assert run.info.status == "FINISHED" and run.info.run_name == "gomoku-alphazero-s0"
+    metrics = set(run.data.metrics)
+    for opponent in ("random", "mcts50"):
+        for key in ("score", "win_rate", "draw_rate", "loss_rate", "elo_diff"):
+            assert f"eval/{opponent}/{key}" in metrics
+    assert {
+        "train/policy_loss",
+        "train/value_loss",
+        "gate/score",
+        "gate/generation",
+        "perf/sims_per_s",
+    } <= metrics
+    assert {"selfplay/games", "selfplay/game_length", "eval/elo"} <= metrics
+    # Evaluated at the start, halfway and at the end; the objective is the first metric logged.
+    steps = [m.step for m in client.get_metric_history(run.info.run_id, "eval/mcts50/score")]
+    assert steps == [16, 320, 640]
+    assert run.data.params["search.name"] == "sequential" and run.data.params["env.board_size"] == "6"
+    assert (tmp_path / "outputs/run/checkpoints/step_0000000640/agent/alphazero.pt").is_file()
+    assert "eval/mcts50/score" in r.output.split("FINISHED")[1]
+
+
+def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -> None:
+    first = cli(*SHORT, "hydra.run.dir=outputs/a")
+    assert first.returncode == 0, first.output[-3000:]
+    client, run = only_run(tmp_path)
+    games = run.data.metrics["selfplay/games"]
+    positions = run.data.metrics["train/replay_positions"]
+    again = cli(f"resume={run.info.run_id}", "total_steps=960", "hydra.run.dir=outputs/b")
+    assert again.returncode == 0, again.output[-3000:]
+    assert "resumed at step 640" in again.output and "FINISHED at step 960" in again.output
+    run = client.get_run(run.info.run_id)
+    assert run.data.metrics["selfplay/games"] > games
+    # The replay came back with the checkpoint (games in progress at the stop are not in it).
+    assert run.data.metrics["train/replay_positions"] > positions
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["env=cartpole", "agent=alphazero"],
+            "agent=alphazero plays by tree search over a board game's rules",
+        ),
+        (
+            ["env=gomoku", "agent=ppo", "search=sequential"],
+            "search=sequential needs an agent that plays by search",
+        ),
+        (
+            ["env=gomoku", "agent=alphazero", "~search"],
+            "agent=alphazero needs a search engine: search=sequential",
+        ),
+        (["env=gomoku", "env.board_size=2"], "env.board_size=2 is out of range"),
+        (["env=gomoku", "env.eval_opponents=[random,mtcs]"], "Unknown Gomoku opponent 'mtcs'"),
+        (["experiment=gomoku_6x6", "search.num_simulations=0"], "search.num_simulations=0 must be >= 1"),
+        (["experiment=gomoku_6x6", "agent.runner=parallel"], "agent.runner='parallel' is not valid"),
+    ],
+)
+def test_mistakes_are_refused_in_one_line_before_anything_starts(
+    cli, tmp_path: Path, args: list[str], message: str
+) -> None:
+    r = cli(*args)
+    assert r.returncode == 1, r.output[-2000:]
+    assert message in r.output
+    assert "Traceback" not in r.output
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_ppo_plays_gomoku_as_a_gymnasium_env_and_is_evaluated_per_opponent(cli, tmp_path: Path) -> None:
+    r = cli(
+        "env=gomoku",
+        "env.board_size=6",
+        "env.n_in_row=4",
+        "env.eval_opponents=[random,heuristic]",
+        "agent=ppo",
+        "agent.hyperparams.n_steps=64",
+        "total_steps=128",
+        "eval.every_steps=0",
+        "eval.episodes=2",
+    )
+    assert r.returncode == 0, r.output[-3000:]
+    _, run = only_run(tmp_path)
+    for opponent in ("random", "heuristic"):
+        assert {f"eval/{opponent}/win", f"eval/{opponent}/loss", f"eval/{opponent}/return_mean"} <= set(
+            run.data.metrics
+        )
+    assert "eval/return_mean" in run.data.metrics

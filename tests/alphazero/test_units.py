@@ -1,0 +1,116 @@
+"""AlphaZero's parts: replay under symmetries, self-play records, matches, the network's shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from framework_plugins.alphazero.arena import FixedPlayer, MatchResult, SearchPlayer, play_match
+from framework_plugins.alphazero.network import NetworkEvaluator, PolicyValueNet
+from framework_plugins.alphazero.replay import PositionReplay
+from framework_plugins.alphazero.selfplay import MoveChoice, SelfPlayRunner, VectorizeRunner
+from framework_plugins.gomoku.opponents import make_opponent
+from framework_plugins.gomoku.rules import Gomoku
+from framework_plugins.mcts.config import SequentialConfig
+from framework_plugins.mcts.sequential import SequentialEngine, uniform_evaluator
+
+GAME = Gomoku(6, 4)
+
+
+def engine(sims: int = 16, seed: int = 0) -> SequentialEngine:
+    return SequentialEngine(
+        SequentialConfig(num_simulations=sims),
+        game=GAME,
+        evaluator_factory=uniform_evaluator(GAME),
+        seed=seed,
+    )
+
+
+def test_replay_samples_a_stone_and_its_policy_under_the_same_symmetry() -> None:
+    replay = PositionReplay(10, (4, 6, 6), 36, GAME.symmetry_index)
+    state = GAME.new_state()
+    state.play(GAME.from_xy(1, 0))  # black at (1, 0); white to move
+    planes = state.planes()
+    policy = np.zeros(36, dtype=np.float32)
+    policy[GAME.from_xy(1, 0)] = 1.0  # the policy's mass on the same cell as the stone
+    replay.add(planes[None].astype(np.uint8), policy[None], np.array([0.5], dtype=np.float32))
+    sampled, pi, z = replay.sample(64, np.random.default_rng(0))
+    cells = {int(p[1].ravel().argmax()) for p in sampled}
+    assert len(cells) > 1, "symmetries move the stone"
+    for p, target in zip(sampled, pi, strict=True):
+        assert int(p[1].ravel().argmax()) == int(target.argmax())  # the opponent's stone plane
+        assert p[3].sum() == 0  # white to move: the side-to-move plane stays empty
+    assert (z == 0.5).all()
+
+
+def test_replay_is_circular_and_restores_oldest_first() -> None:
+    replay = PositionReplay(3, (4, 6, 6), 36, GAME.symmetry_index)
+    for v in range(5):
+        replay.add(np.zeros((1, 4, 6, 6), np.uint8), np.zeros((1, 36), np.float32), np.array([v], np.float32))
+    assert len(replay) == 3 and replay.added == 5
+    state = replay.state_dict()
+    assert state["value"].tolist() == [2.0, 3.0, 4.0]
+    other = PositionReplay(3, (4, 6, 6), 36, GAME.symmetry_index)
+    other.load_state_dict(state)
+    assert sorted(other.value.tolist()) == [2.0, 3.0, 4.0]
+
+
+def test_self_play_records_give_each_position_the_outcome_from_its_movers_view() -> None:
+    runner = SelfPlayRunner(GAME, engine(), MoveChoice(1.0, 36), np.random.default_rng(0), noise=True)
+    finished = []
+    while not finished:
+        moves, finished = runner.step()
+        assert moves == 1
+    (record,) = finished
+    z = record.outcomes()
+    assert len(z) == len(record.policies) == len(record.planes)
+    if record.winner:
+        assert z[-1] == 1.0  # the last mover won
+        assert set(z[::2]) == {z[0]} and set(z[1::2]) == {-z[0]}
+    for pi in record.policies:
+        assert pi.sum() == pytest.approx(1.0)
+
+
+def test_the_vectorize_runner_moves_in_every_game_and_restarts_finished_ones() -> None:
+    runner = VectorizeRunner(
+        GAME, engine(), MoveChoice(1.0, 36), np.random.default_rng(0), n_games=5, noise=False
+    )
+    games = 0
+    for _ in range(40):
+        moves, finished = runner.step()
+        assert moves == 5
+        games += len(finished)
+        for record in finished:
+            assert all(len(p) == 36 for p in record.policies)
+    assert games >= 5
+    assert all(not s.done for s in runner.states)
+
+
+def test_a_search_player_beats_a_random_player_and_results_are_from_the_first_players_view() -> None:
+    me = SearchPlayer("search", engine(sims=200), np.random.default_rng(0), temperature_moves=0)
+    result = play_match(GAME, me, FixedPlayer(make_opponent("random", GAME, seed=1)), 6)
+    assert result.games == 6
+    assert result.wins >= 5
+    flipped = play_match(GAME, FixedPlayer(make_opponent("random", GAME, seed=1)), me, 6)
+    assert flipped.losses >= 5
+
+
+def test_match_result_metrics_and_a_finite_elo() -> None:
+    result = MatchResult(wins=10, draws=0, losses=0)
+    metrics = result.metrics("eval/x")
+    assert metrics["eval/x/score"] == 1.0 and metrics["eval/x/win_rate"] == 1.0
+    assert 0 < metrics["eval/x/elo_diff"] < 800
+    assert MatchResult(wins=5, draws=0, losses=5).elo_difference() == pytest.approx(0.0)
+
+
+def test_the_network_gives_a_policy_per_cell_and_a_value_in_range() -> None:
+    net = PolicyValueNet(board_size=6, in_planes=4, blocks=1, channels=8).eval()
+    evaluate = NetworkEvaluator(net, "cpu")
+    planes = np.stack([GAME.new_state().planes()] * 3)
+    logits, values = evaluate(planes)
+    assert logits.shape == (3, 36) and values.shape == (3,)
+    assert np.all(np.abs(values) <= 1.0)
+    assert evaluate.positions == 3
+    with torch.no_grad():
+        assert np.allclose(net(torch.from_numpy(planes))[0].numpy(), logits)

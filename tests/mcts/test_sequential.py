@@ -1,0 +1,722 @@
+"""SequentialEngine: visit budgets, noise at the start node only, subtree reuse per game slot, tactics,
+value signs, terminal leaves without the network, and the refusals of bad roots, evaluators and configs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from framework.errors import ConfigError
+from framework_plugins.gomoku.rules import BLACK, WHITE, GameState, Gomoku, winning_move, wins
+from framework_plugins.mcts.config import SequentialConfig
+from framework_plugins.mcts.sequential import SequentialEngine, uniform_evaluator
+from framework_plugins.mcts.tree import ACTION, EXPANDED, PARENT, STATE, VISITS
+
+GAME = Gomoku(9, 5)
+Evaluator = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def position(black: list[tuple[int, int]], white: list[tuple[int, int]], game: Gomoku = GAME) -> GameState:
+    """The position with these stones, reached by alternate moves (black first)."""
+    assert len(white) <= len(black) <= len(white) + 1
+    b, w = [game.from_xy(*c) for c in black], [game.from_xy(*c) for c in white]
+    state = GameState.from_moves(game, [m for pair in zip(b, w, strict=False) for m in pair] + b[len(w) :])
+    assert not state.done
+    return state
+
+
+def make_engine(
+    game: Gomoku = GAME,
+    evaluator_factory: Callable[[], Evaluator] | None = None,
+    seed: int = 0,
+    **cfg: object,
+) -> SequentialEngine:
+    factory = evaluator_factory or uniform_evaluator(game)
+    return SequentialEngine(SequentialConfig(**cfg), game=game, evaluator_factory=factory, seed=seed)  # type: ignore[arg-type]
+
+
+def index_logits(game: Gomoku) -> np.ndarray:
+    """A fixed, non-uniform policy: the logit of a cell grows with its index."""
+    return 0.05 * np.arange(game.n_actions, dtype=np.float32)
+
+
+def index_evaluator(game: Gomoku = GAME) -> Callable[[], Evaluator]:
+    def make() -> Evaluator:
+        def evaluate(planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            n = len(planes)
+            return np.tile(index_logits(game), (n, 1)), np.zeros(n, dtype=np.float32)
+
+        return evaluate
+
+    return make
+
+
+class Recorder:
+    """A uniform evaluator (or `value_of` planes) that keeps every batch of planes it is given."""
+
+    def __init__(self, game: Gomoku = GAME, value_of: Callable[[np.ndarray], float] | None = None) -> None:
+        self.game = game
+        self.value_of = value_of
+        self.batches: list[np.ndarray] = []
+        self.made = 0
+
+    def factory(self) -> Evaluator:
+        self.made += 1
+        return self.evaluate
+
+    def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        assert planes.dtype == np.float32 and planes.shape[1:] == (4, *self.game.board_shape)
+        self.batches.append(planes.copy())
+        values = [self.value_of(p) if self.value_of else 0.0 for p in planes]
+        return np.zeros((len(planes), self.game.n_actions), np.float32), np.array(values, np.float32)
+
+    @property
+    def positions(self) -> np.ndarray:
+        return np.concatenate(self.batches)
+
+
+def softmax_over_empty(logits: np.ndarray, board: np.ndarray) -> np.ndarray:
+    p = np.where(board == 0, np.exp(logits.astype(np.float64) - logits[board == 0].max()), 0.0)
+    return p / p.sum()
+
+
+def board_at(engine: SequentialEngine, b: int, node: int) -> np.ndarray:
+    """The position at a node of tree b: the root's board and the actions down to the node."""
+    forest = engine._forest
+    assert forest is not None
+    actions = []
+    while node != 0:
+        actions.append(int(forest.node_i[b, node, ACTION]))
+        node = int(forest.node_i[b, node, PARENT])
+    board, player = forest.root_board[b].copy(), int(forest.root_player[b])
+    for a in reversed(actions):
+        assert board[a] == 0
+        board[a] = player
+        player = -player
+    return board
+
+
+def child(engine: SequentialEngine, b: int, node: int, action: int) -> int:
+    assert engine._forest is not None
+    return int(engine._forest.children[b, node, action])
+
+
+def child_visits(engine: SequentialEngine, b: int, node: int) -> np.ndarray:
+    forest = engine._forest
+    assert forest is not None
+    kids = forest.children[b, node]
+    return np.where(kids >= 0, forest.node_i[b, np.maximum(kids, 0), VISITS], 0)
+
+
+def tree_of(engine: SequentialEngine, state: GameState) -> int:
+    """The tree whose root is `state`'s position (the engine picks a tree slot per root)."""
+    forest = engine._forest
+    assert forest is not None
+    same = [
+        b
+        for b in range(forest.n_trees)
+        if np.array_equal(forest.root_board[b], state.board)
+        and forest.root_moves[b] == len(state.moves)
+        and forest.root_player[b] == state.to_play
+    ]
+    assert len(same) == 1, f"{len(same)} trees have the root {state}"
+    return same[0]
+
+
+def most_visited_line(engine: SequentialEngine, state: GameState) -> tuple[int, int, int]:
+    """After a search of `state`: its most visited move, the most visited reply to it, and the visits
+    of the grandchild they lead to."""
+    b = tree_of(engine, state)
+    move = int(child_visits(engine, b, 0).argmax())
+    reply = int(child_visits(engine, b, child(engine, b, 0, move)).argmax())
+    grandchild = child(engine, b, child(engine, b, 0, move), reply)
+    assert engine._forest is not None
+    return move, reply, int(engine._forest.node_i[b, grandchild, VISITS])
+
+
+def spy_on_roots(monkeypatch: pytest.MonkeyPatch, engine: SequentialEngine) -> list[dict[str, np.ndarray]]:
+    """Record each tree's root (visits, children's visits, priors) once placed and expanded, before
+    any noise and any new simulation."""
+    seen: list[dict[str, np.ndarray]] = []
+    expand_roots = engine._expand_roots
+
+    def spy(forest, active):  # type: ignore[no-untyped-def]
+        expand_roots(forest, active)
+        seen.append(
+            {
+                "visits": forest.node_i[:, 0, VISITS].copy(),
+                "children": np.stack([child_visits(engine, b, 0) for b in range(forest.n_trees)]),
+                "prior": forest.prior[:, 0].copy(),
+            }
+        )
+
+    monkeypatch.setattr(engine, "_expand_roots", spy)
+    return seen
+
+
+def has_line(stones: np.ndarray, n: int) -> bool:
+    """Whether a [size, size] board of booleans has n in a row in any direction."""
+    size = stones.shape[0]
+    m = size - n + 1
+    rows, cols = np.ones((size, m), bool), np.ones((m, size), bool)
+    diagonals, anti_diagonals = np.ones((m, m), bool), np.ones((m, m), bool)
+    for i in range(n):
+        rows &= stones[:, i : i + m]
+        cols &= stones[i : i + m, :]
+        diagonals &= stones[i : i + m, i : i + m]
+        anti_diagonals &= stones[i : i + m, n - 1 - i : n - 1 - i + m]
+    return bool(rows.any() or cols.any() or diagonals.any() or anti_diagonals.any())
+
+
+#: Black to move; black blocks white's four at (5, 4), which makes black's column-5 four that white
+#: must block at (5, 5): a forced line, so the grandchild after those two moves gets most visits.
+FORCED = ([(0, 4), (5, 1), (5, 2), (5, 3), (8, 8)], [(1, 4), (2, 4), (3, 4), (4, 4), (5, 0)])
+FORCED_MOVES = (GAME.from_xy(5, 4), GAME.from_xy(5, 5))
+
+
+# -- the visit budget ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        {},
+        {"fpu_value": None},
+        {"fpu_value": -1.0, "c_puct": 0.5},
+        {"detect_wins": False, "reuse_tree": False},
+    ],
+    ids=["defaults", "fpu-from-parent", "pessimistic-fpu", "no-win-detection"],
+)
+def test_visit_counts_sum_to_num_simulations_for_every_root_of_a_batch(cfg: dict[str, object]) -> None:
+    roots = [
+        GAME.new_state(),
+        GameState.from_moves(GAME, [40]),
+        position(*FORCED),
+        position([(1, 2), (2, 2), (3, 2), (4, 2)], [(0, 2), (6, 6), (2, 7)]),  # white to move
+    ]
+    engine = make_engine(num_simulations=64, **cfg)
+    counts = engine.search(roots)
+    assert counts.shape == (4, 81)
+    assert counts.sum(axis=1).tolist() == [64] * 4
+    assert engine.simulations == 4 * 64
+    assert engine.root_values.shape == (4,)
+
+
+def test_a_single_simulation_visits_a_single_move() -> None:
+    counts = make_engine(num_simulations=1).search([GAME.new_state(), position(*FORCED)])
+    assert counts.sum(axis=1).tolist() == [1, 1]
+    assert (np.count_nonzero(counts, axis=1) == 1).all()
+
+
+def test_occupied_cells_get_no_visits_and_no_prior() -> None:
+    # The index evaluator prefers the highest cells most: occupy them.
+    black, white = [(8, 8), (6, 8), (4, 8), (8, 6)], [(7, 8), (5, 8), (3, 8)]
+    roots = [position(black, white), position(*FORCED)]
+    engine = make_engine(evaluator_factory=index_evaluator(), num_simulations=200)
+    counts = engine.search(roots)
+    assert engine._forest is not None
+    for i, root in enumerate(roots):
+        occupied = root.board != 0
+        assert counts[i, occupied].sum() == 0 and counts[i].sum() == 200
+        assert (engine._forest.prior[tree_of(engine, root), 0, occupied] == 0).all()
+    # The preferred empty cell, not an occupied one, gets the most visits.
+    assert counts[0].argmax() == GAME.from_xy(2, 8)
+
+
+def test_an_empty_batch_returns_no_counts() -> None:
+    counts = make_engine().search([])
+    assert counts.shape == (0, 81)
+
+
+# -- Dirichlet noise -------------------------------------------------------------------------------
+
+
+def assert_mixed_once(prior: np.ndarray, policy: np.ndarray, eps: float) -> None:
+    """prior = (1 − eps) · policy + eps · noise for one noise vector ≥ 0 that sums to 1."""
+    noise_part = prior.astype(np.float64) - (1 - eps) * policy
+    assert noise_part.min() >= -1e-6, "a prior is below (1 - eps) * policy: noise mixed in more than once"
+    assert noise_part.sum() == pytest.approx(eps, abs=1e-5)
+
+
+def assert_non_root_priors_are_the_policy(engine: SequentialEngine, b: int) -> None:
+    """Every expanded node below the root of tree b has the index evaluator's softmax as its priors."""
+    forest = engine._forest
+    assert forest is not None
+    expanded = [n for n in range(1, int(forest.n_nodes[b])) if forest.node_i[b, n, STATE] == EXPANDED]
+    assert len(expanded) > 20, "precondition: a tree with many expanded nodes"
+    for node in expanded:
+        expected = softmax_over_empty(index_logits(GAME), board_at(engine, b, node))
+        np.testing.assert_allclose(
+            forest.prior[b, node], expected, rtol=1e-5, atol=1e-7, err_msg=f"node {node}"
+        )
+
+
+def test_noise_changes_the_root_priors_and_no_other_node_s() -> None:
+    root = position([(4, 4), (5, 5)], [(4, 5), (3, 3)])
+    engine = make_engine(evaluator_factory=index_evaluator(), num_simulations=200, dirichlet_epsilon=0.25)
+    engine.search([root], add_noise=True)
+    forest = engine._forest
+    assert forest is not None
+    b = tree_of(engine, root)
+    policy = softmax_over_empty(index_logits(GAME), root.board)
+    prior = forest.prior[b, 0]
+    assert np.abs(prior - policy).max() > 0.01
+    assert prior.sum() == pytest.approx(1.0, abs=1e-5) and (prior[root.board != 0] == 0).all()
+    assert_mixed_once(prior, policy, 0.25)
+    assert_non_root_priors_are_the_policy(engine, b)
+
+
+def test_without_noise_the_root_priors_are_the_evaluators_softmax() -> None:
+    root = position([(4, 4), (5, 5)], [(4, 5), (3, 3)])
+    engine = make_engine(evaluator_factory=index_evaluator(), num_simulations=50)
+    engine.search([root], add_noise=False)
+    assert engine._forest is not None
+    expected = softmax_over_empty(index_logits(GAME), root.board)
+    np.testing.assert_allclose(engine._forest.prior[tree_of(engine, root), 0], expected, rtol=1e-5, atol=1e-7)
+
+
+def test_noise_goes_into_the_kept_root_after_a_move_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = make_engine(evaluator_factory=index_evaluator(), num_simulations=300, dirichlet_alpha=0.3)
+    seen = spy_on_roots(monkeypatch, engine)
+    state = position(*FORCED)
+    engine.search([state], add_noise=True)
+    for move in FORCED_MOVES:
+        state.play(move)
+    engine.search([state], add_noise=True)
+    b = tree_of(engine, state)
+    assert seen[1]["visits"][b] > 100, "precondition: the kept subtree is large"
+    policy = softmax_over_empty(index_logits(GAME), state.board)
+    # The kept root arrives with the network's priors (it was not the start node before)...
+    np.testing.assert_allclose(seen[1]["prior"][b], policy, rtol=1e-5, atol=1e-7)
+    assert engine._forest is not None
+    prior = engine._forest.prior[b, 0].copy()
+    # ...and leaves noised, once.
+    assert np.abs(prior - policy).max() > 0.01
+    assert_mixed_once(prior, policy, 0.25)
+    # The nodes under it, kept or new, are not noised.
+    assert_non_root_priors_are_the_policy(engine, b)
+    # Searching the same position again does not noise it again.
+    engine.search([state], add_noise=True)
+    np.testing.assert_array_equal(engine._forest.prior[tree_of(engine, state), 0], prior)
+
+
+# -- reuse of the tree -----------------------------------------------------------------------------
+
+
+def test_reuse_keeps_the_grandchild_s_statistics_and_counts_its_visits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    n = 400
+    engine = make_engine(num_simulations=n)
+    seen = spy_on_roots(monkeypatch, engine)
+    state = position(*FORCED)
+    counts = engine.search([state])
+    b = tree_of(engine, state)
+    move = int(counts[0].argmax())
+    reply = int(child_visits(engine, b, child(engine, b, 0, move)).argmax())
+    assert (move, reply) == FORCED_MOVES
+    grandchild = child(engine, b, child(engine, b, 0, move), reply)
+    assert engine._forest is not None
+    kept_visits = int(engine._forest.node_i[b, grandchild, VISITS])
+    kept_children = child_visits(engine, b, grandchild)
+    kept_prior = engine._forest.prior[b, grandchild].copy()
+    assert kept_visits > 100, "precondition: the forced line gets most visits"
+
+    state.play(move)
+    state.play(reply)
+    before = engine.simulations
+    counts = engine.search([state])
+    b = tree_of(engine, state)
+    assert seen[1]["visits"][b] == kept_visits
+    np.testing.assert_array_equal(seen[1]["children"][b], kept_children)
+    np.testing.assert_array_equal(seen[1]["prior"][b], kept_prior)
+    assert counts.sum() == n
+    assert engine.simulations - before == n - (kept_visits - 1)
+    assert (counts[0] >= kept_children).all()
+
+
+def test_without_reuse_the_tree_restarts_after_a_move(monkeypatch: pytest.MonkeyPatch) -> None:
+    n = 400
+    engine = make_engine(num_simulations=n, reuse_tree=False)
+    seen = spy_on_roots(monkeypatch, engine)
+    state = position(*FORCED)
+    engine.search([state])
+    for move in FORCED_MOVES:
+        state.play(move)
+    before = engine.simulations
+    counts = engine.search([state])
+    b = tree_of(engine, state)
+    assert seen[1]["visits"][b] == 1  # just expanded
+    assert not seen[1]["children"][b].any()
+    assert counts.sum() == n and engine.simulations - before == n
+
+
+def test_a_new_game_resets_its_tree_and_the_continued_game_keeps_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    n = 400
+    engine = make_engine(num_simulations=n)
+    seen = spy_on_roots(monkeypatch, engine)
+    continued, replaced = position(*FORCED), position([(4, 4), (5, 5)], [(4, 5)])
+    engine.search([continued, replaced])
+    for move in FORCED_MOVES:
+        continued.play(move)
+    # The second game is replaced by new ones whose moves do not extend it: another opening, then
+    # an empty board.
+    for i, new_game in enumerate((GameState.from_moves(GAME, [40, 41, 30]), GAME.new_state())):
+        before = engine.simulations
+        counts = engine.search([continued, new_game])
+        kept, fresh = tree_of(engine, continued), tree_of(engine, new_game)
+        assert seen[-1]["visits"][fresh] == 1 and not seen[-1]["children"][fresh].any()
+        # The continued game's subtree is kept (the second time, it is the same root again).
+        kept_visits = int(seen[-1]["visits"][kept])
+        assert kept_visits > 100 if i == 0 else kept_visits == n + 1
+        assert counts.sum(axis=1).tolist() == [n, n]
+        assert engine.simulations - before == n + n - (kept_visits - 1)
+
+
+def test_a_larger_batch_later_keeps_the_subtrees_of_the_games_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    n = 400
+    engine = make_engine(num_simulations=n)
+    seen = spy_on_roots(monkeypatch, engine)
+    state = position(*FORCED)
+    engine.search([state])
+    move, reply, kept_visits = most_visited_line(engine, state)
+    state.play(move)
+    state.play(reply)
+    others = [GAME.new_state(), GameState.from_moves(GAME, [40])]
+    counts = engine.search([*others, state])
+    assert counts.sum(axis=1).tolist() == [n, n, n]
+    assert seen[1]["visits"][tree_of(engine, state)] == kept_visits
+    assert [seen[1]["visits"][tree_of(engine, s)] for s in others] == [1, 1]
+
+
+def test_games_with_the_same_history_each_keep_their_own_subtree(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Self-play starts every game from the same position: each game, passed in the same place and
+    # extending its own last root, keeps the subtree its own search built.
+    n = 400
+    engine = make_engine(num_simulations=n)
+    seen = spy_on_roots(monkeypatch, engine)
+    games = [position(*FORCED) for _ in range(3)]
+    engine.search(games)
+    assert engine._forest is not None
+    kept = []
+    for b in range(3):
+        grandchild = child(engine, b, child(engine, b, 0, FORCED_MOVES[0]), FORCED_MOVES[1])
+        kept.append(int(engine._forest.node_i[b, grandchild, VISITS]))
+    assert min(kept) > 100, "precondition: the forced line gets most visits in every tree"
+    for game in games:
+        for move in FORCED_MOVES:
+            game.play(move)
+    before = engine.simulations
+    counts = engine.search(games)
+    assert counts.sum(axis=1).tolist() == [n, n, n]
+    assert sorted(int(seen[1]["visits"][b]) for b in range(3)) == sorted(kept)
+    assert engine.simulations - before == sum(n - (v - 1) for v in kept)
+
+
+def test_a_shorter_game_is_a_new_game(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = make_engine(num_simulations=100)
+    seen = spy_on_roots(monkeypatch, engine)
+    engine.search([GameState.from_moves(GAME, [40, 41, 42])])
+    state = GameState.from_moves(GAME, [40, 41])
+    counts = engine.search([state])
+    assert seen[1]["visits"][tree_of(engine, state)] == 1 and counts.sum() == 100
+
+
+def test_games_passed_in_another_order_keep_their_subtrees(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The module's contract: a root is searched in the tree it follows from, whatever its place.
+    n = 400
+    engine = make_engine(num_simulations=n)
+    seen = spy_on_roots(monkeypatch, engine)
+    first, second = position(*FORCED), position(*FORCED)
+    second.play(FORCED_MOVES[0])
+    engine.search([first, second])
+    lines = [most_visited_line(engine, state) for state in (first, second)]
+    assert lines[0][2] > 100 and lines[1][2] > 1, "precondition: kept subtrees with more than a leaf"
+    for state, (move, reply, _) in zip((first, second), lines, strict=True):
+        state.play(move)
+        state.play(reply)
+    counts = engine.search([second, first])
+    assert counts.sum(axis=1).tolist() == [n, n]
+    assert seen[1]["visits"][tree_of(engine, first)] == lines[0][2]
+    assert seen[1]["visits"][tree_of(engine, second)] == lines[1][2]
+
+
+# -- tactics and values ----------------------------------------------------------------------------
+
+TACTICS = {
+    # name: (black, white, the move that must be chosen)
+    "black wins on a row": ([(1, 2), (2, 2), (3, 2), (4, 2)], [(0, 2), (6, 6), (2, 7), (7, 1)], (5, 2)),
+    "white wins on a column": (
+        [(6, 2), (1, 1), (2, 7), (4, 4), (8, 8)],
+        [(6, 3), (6, 4), (6, 5), (6, 6)],
+        (6, 7),
+    ),
+    "black wins in the gap of a diagonal": (
+        [(1, 1), (2, 2), (4, 4), (5, 5)],
+        [(0, 8), (7, 1), (8, 3), (3, 6)],
+        (3, 3),
+    ),
+    "white wins on an anti-diagonal to the edge": (
+        [(0, 0), (1, 3), (2, 0), (7, 7), (3, 3)],
+        [(8, 4), (7, 5), (6, 6), (5, 7)],
+        (4, 8),
+    ),
+    "black blocks a four at the edge": (
+        [(5, 0), (7, 2), (8, 8), (2, 2)],
+        [(0, 6), (1, 6), (2, 6), (3, 6)],
+        (4, 6),
+    ),
+    "white blocks a diagonal four": (
+        [(2, 1), (3, 2), (4, 3), (5, 4), (4, 7)],
+        [(1, 0), (7, 1), (0, 6), (8, 8)],
+        (6, 5),
+    ),
+    "black blocks the gap of a four": (
+        [(0, 0), (8, 0), (8, 8), (4, 0)],
+        [(1, 5), (2, 5), (4, 5), (5, 5)],
+        (3, 5),
+    ),
+    "black wins rather than blocks": (
+        [(1, 2), (2, 2), (3, 2), (4, 2), (8, 0)],
+        [(0, 2), (3, 4), (3, 5), (3, 6), (3, 7)],
+        (5, 2),
+    ),
+    "white wins rather than blocks": (
+        [(0, 2), (3, 4), (3, 5), (3, 6), (3, 7)],
+        [(1, 2), (2, 2), (3, 2), (4, 2)],
+        (5, 2),
+    ),
+}
+
+
+def test_the_tactics_are_what_they_say() -> None:
+    """The answer wins at once; or the opponent's only winning cell is the answer, and the mover has none."""
+    for name, (black, white, answer) in TACTICS.items():
+        state = position(black, white)
+        mover, a = state.to_play, GAME.from_xy(*answer)
+        assert mover == (BLACK if name.startswith("black") else WHITE), name
+        opponent_wins = {
+            c for c in np.flatnonzero(state.board == 0) if wins(state.board, c, -mover, GAME.params)
+        }
+        if "wins" in name:
+            assert wins(state.board, a, mover, GAME.params), name
+            assert bool(opponent_wins) == ("rather than blocks" in name), name
+        else:
+            assert winning_move(state.board, mover, GAME.params) == -1, name
+            assert opponent_wins == {a}, name
+
+
+@pytest.mark.parametrize("name", list(TACTICS))
+def test_the_uniform_evaluator_solves_the_tactic_within_a_small_budget(name: str) -> None:
+    black, white, answer = TACTICS[name]
+    state = position(black, white)
+    counts = make_engine(num_simulations=200).search([state])[0]
+    assert counts.argmax() == GAME.from_xy(*answer), f"{name}: chose {GAME.to_xy(int(counts.argmax()))}"
+    assert counts[GAME.from_xy(*answer)] > 0.5 * 200
+
+
+def test_tactics_are_solved_together_in_one_batch() -> None:
+    states = [position(b, w) for b, w, _ in TACTICS.values()]
+    counts = make_engine(num_simulations=200).search(states)
+    chosen = [GAME.to_xy(int(a)) for a in counts.argmax(axis=1)]
+    assert chosen == [answer for _, _, answer in TACTICS.values()]
+
+
+@pytest.mark.parametrize("name", [n for n in TACTICS if "wins" in n])
+def test_a_root_whose_mover_wins_at_once_is_worth_nearly_plus_one(name: str) -> None:
+    black, white, _ = TACTICS[name]
+    engine = make_engine(num_simulations=400)
+    engine.search([position(black, white)])
+    assert engine.root_values[0] > 0.8
+
+
+@pytest.mark.parametrize(
+    ("black", "white"),
+    [
+        # Black to move, white has an open four on row 4: whatever black does, white wins.
+        ([(0, 0), (8, 0), (0, 8), (8, 8)], [(2, 4), (3, 4), (4, 4), (5, 4)]),
+        # White to move, black has two separate fours (each blocked at one end).
+        (
+            [(1, 1), (2, 1), (3, 1), (4, 1), (7, 3), (7, 4), (7, 5), (7, 6)],
+            [(0, 1), (7, 2), (0, 8), (8, 8), (2, 6), (4, 6), (2, 8)],
+        ),
+    ],
+    ids=["black-faces-an-open-four", "white-faces-two-fours"],
+)
+def test_a_root_whose_mover_cannot_stop_a_win_is_worth_nearly_minus_one(
+    black: list[tuple[int, int]], white: list[tuple[int, int]]
+) -> None:
+    state = position(black, white)
+    assert winning_move(state.board, state.to_play, GAME.params) == -1, "precondition: no win for the mover"
+    engine = make_engine(num_simulations=400)
+    engine.search([state])
+    assert engine.root_values[0] < -0.9
+
+
+def test_root_values_are_from_the_view_of_each_roots_player_to_move() -> None:
+    # A network that says black is ahead by 0.5 in every position (from the mover's view: +0.5 when
+    # black is to move, -0.5 when white is); nothing ends within the budget.
+    recorder = Recorder(value_of=lambda planes: 0.5 if planes[3].all() else -0.5)
+    engine = make_engine(evaluator_factory=recorder.factory, num_simulations=40)
+    engine.search([GAME.new_state(), GameState.from_moves(GAME, [40]), GameState.from_moves(GAME, [40, 41])])
+    np.testing.assert_allclose(engine.root_values, [0.5, -0.5, 0.5], atol=1e-6)
+
+
+def test_terminal_leaves_are_backed_up_without_the_evaluator() -> None:
+    # 3x3, three in a row: one empty cell left, and black's move there completes the top row.
+    game = Gomoku(3, 3)
+    win = GameState.from_moves(game, [0, 3, 2, 4, 5, 7, 6, 8])
+    # X O X / X O O / O X X less its last cell: filling it draws.
+    draw = GameState.from_moves(game, [0, 1, 2, 4, 3, 5, 7, 6])
+    recorder = Recorder(game)
+    engine = make_engine(game, recorder.factory, num_simulations=30)
+    counts = engine.search([win, draw])
+    assert len(recorder.positions) == 2  # the two roots, nothing else
+    assert counts[0, 1] == 30 and counts[1, 8] == 30
+    # The roots' own evaluations (0) count as one visit each.
+    np.testing.assert_allclose(engine.root_values, [30 / 31, 0.0], atol=1e-6)
+
+
+def test_the_evaluator_never_sees_a_finished_position() -> None:
+    recorder = Recorder()
+    engine = make_engine(evaluator_factory=recorder.factory, num_simulations=200, detect_wins=False)
+    engine.search([position(b, w) for b, w, _ in TACTICS.values()])
+    positions = recorder.positions
+    assert len(positions) > 100
+    for planes in positions:
+        assert not has_line(planes[0] > 0, 5) and not has_line(planes[1] > 0, 5)
+
+
+def test_a_leaf_where_the_mover_wins_at_once_is_scored_without_the_evaluator() -> None:
+    def mover_can_win(planes: np.ndarray) -> bool:
+        board = (planes[0] - planes[1]).astype(np.int8).ravel()
+        return bool(winning_move(board, 1, GAME.params) >= 0)
+
+    roots = [position(*FORCED), position([(4, 4), (5, 5), (6, 6)], [(4, 5), (3, 3)])]
+    recorder = Recorder()
+    make_engine(evaluator_factory=recorder.factory, num_simulations=300).search(roots)
+    first, rest = recorder.batches[0], np.concatenate(recorder.batches[1:])
+    assert len(first) == len(roots) and len(rest) > 100
+    assert not any(mover_can_win(p) for p in rest)
+    # Without win detection such leaves go to the evaluator.
+    recorder = Recorder()
+    make_engine(evaluator_factory=recorder.factory, num_simulations=300, detect_wins=False).search(roots)
+    assert any(mover_can_win(p) for p in np.concatenate(recorder.batches[1:]))
+
+
+# -- refusals and cleanup --------------------------------------------------------------------------
+
+
+def test_searching_a_finished_game_raises() -> None:
+    recorder = Recorder()
+    won = GameState.from_moves(GAME, [0, 9, 1, 10, 2, 11, 3, 12, 4])
+    assert won.done
+    draw = GameState.from_moves(Gomoku(3, 3), [0, 1, 2, 4, 3, 5, 7, 6, 8])
+    assert draw.done and draw.winner == 0
+    with pytest.raises(ValueError, match="finished"):
+        make_engine(evaluator_factory=recorder.factory).search([GAME.new_state(), won])
+    with pytest.raises(ValueError, match="finished"):
+        make_engine(Gomoku(3, 3), recorder.factory).search([draw])
+    assert recorder.made == 0
+
+
+def wrong_sizes(n_policies: int, n_values: int, after: int = 0) -> Callable[[], Evaluator]:
+    """An evaluator that answers `after` calls right, then with extra/missing rows."""
+
+    def make() -> Evaluator:
+        calls = []
+
+        def evaluate(planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            calls.append(1)
+            n = len(planes)
+            extra = (n_policies, n_values) if len(calls) > after else (0, 0)
+            return np.zeros((n + extra[0], 81), np.float32), np.zeros(n + extra[1], np.float32)
+
+        return evaluate
+
+    return make
+
+
+@pytest.mark.parametrize(
+    ("n_policies", "n_values", "after"),
+    [(1, 1, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 3), (1, 0, 3)],
+    ids=["both-extra", "a-policy-missing", "a-value-extra", "a-value-missing-later", "a-policy-extra-later"],
+)
+def test_an_evaluator_returning_the_wrong_batch_size_raises(
+    n_policies: int, n_values: int, after: int
+) -> None:
+    engine = make_engine(evaluator_factory=wrong_sizes(n_policies, n_values, after), num_simulations=20)
+    with pytest.raises(RuntimeError, match="the evaluator returned"):
+        engine.search([GAME.new_state(), GameState.from_moves(GAME, [40])])
+
+
+def test_close_drops_the_trees_and_the_evaluator(monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder()
+    engine = make_engine(evaluator_factory=recorder.factory, num_simulations=100)
+    seen = spy_on_roots(monkeypatch, engine)
+    state = position(*FORCED)
+    engine.search([state])
+    assert engine._forest is not None and engine._evaluator is not None and recorder.made == 1
+    engine.close()
+    assert engine._forest is None and engine._evaluator is None
+    for move in FORCED_MOVES:
+        state.play(move)
+    counts = engine.search([state])
+    assert recorder.made == 2  # a fresh evaluator
+    assert seen[1]["visits"][tree_of(engine, state)] == 1  # and a fresh tree
+    assert counts.sum() == 100
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("num_simulations", 0),
+        ("num_simulations", -5),
+        ("c_puct", 0.0),
+        ("c_puct", -1.0),
+        ("dirichlet_epsilon", -0.1),
+        ("dirichlet_epsilon", 1.5),
+        ("fpu_value", -1.5),
+        ("fpu_value", 2.0),
+        ("fpu_value", 1.01),
+        ("dirichlet_epsilon", 1.01),
+        ("dirichlet_alpha", 0.0),
+    ],
+)
+def test_the_constructor_refuses_bad_config_values_naming_the_key(key: str, value: float) -> None:
+    with pytest.raises(ConfigError, match=rf"search\.{key}={value}") as error:
+        make_engine(**{key: value})
+    assert isinstance(error.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("num_simulations", 1),
+        ("c_puct", 0.01),
+        ("dirichlet_epsilon", 0.0),
+        ("dirichlet_epsilon", 1.0),
+        ("fpu_value", -1.0),
+        ("fpu_value", 1.0),
+        ("fpu_value", None),
+    ],
+)
+def test_the_constructor_accepts_values_at_the_edges_of_their_ranges(key: str, value: object) -> None:
+    engine = make_engine(**{"num_simulations": 1, key: value})
+    assert engine.search([GAME.new_state()]).sum() == 1
+
+
+def test_the_same_seed_gives_the_same_noised_search() -> None:
+    root = position([(4, 4)], [])
+    runs = [
+        make_engine(evaluator_factory=index_evaluator(), seed=s, num_simulations=100).search(
+            [root], add_noise=True
+        )
+        for s in (3, 3, 4)
+    ]
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert not np.array_equal(runs[0], runs[2])

@@ -184,7 +184,6 @@ class SequentialEngine:
         logits, values = self._evaluate(planes)
         path = np.zeros(1, dtype=np.int64)
         for j, b in enumerate(todo):
-            forest.node_i[b, 0, STATE] = 0
             kernels.expand(
                 b, 0, forest.node_i, forest.children, forest.prior, forest.root_board[b], logits[j]
             )

@@ -52,7 +52,7 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
         local = tags.get("framework.run_dir")
         checkpoint = find_latest(Path(local)) if local else None
         if checkpoint is None:
-            checkpoint = _download_checkpoint(tracker, run_id, run_dir / RESUMED_DIR)
+            checkpoint = download_checkpoint(tracker, run_id, run_dir / RESUMED_DIR)
     state = read_state(checkpoint)
     saved = OmegaConf.load(checkpoint / CONFIG_FILE)
     assert isinstance(saved, DictConfig)
@@ -101,7 +101,7 @@ def _tracked_run_of(
     )
 
 
-def _download_checkpoint(tracker: Tracker, run_id: str, dst: Path) -> Path:
+def download_checkpoint(tracker: Tracker, run_id: str, dst: Path) -> Path:
     """A tracked run's last checkpoint, rebuilt from its artifacts: state, model and config."""
     shutil.rmtree(dst, ignore_errors=True)
     dst.mkdir(parents=True)

@@ -90,7 +90,7 @@ def run(
     tracking = config.plugin_section(cfg, "tracking")
     # The tracker starts first: a tracker that works in the background gets going while the
     # plugins below are imported and checked; it writes nothing until start_run.
-    tracker: Tracker = _build(tracking, "tracker") if tracking else _null_tracker()
+    tracker: Tracker = build_plugin(tracking, "tracker") if tracking else _null_tracker()
     try:
         plan = _prepare(cfg, tracker, overrides, run_dir)
         return _execute(plan, tracker, run_dir, overrides, parent_run_id, run_name, started_at)
@@ -108,14 +108,14 @@ def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_di
     _seed_everything(int(cfg.seed))
     # Cheapest first, so that a mistake is refused before the agent's libraries are imported.
     env = _required(cfg, "env")
-    env_plugin: EnvPlugin = _build(env, "env")
+    env_plugin: EnvPlugin = build_plugin(env, "env")
     buffer, search = config.plugin_section(cfg, "buffer"), config.plugin_section(cfg, "search")
-    built_buffer: Buffer | None = _build(buffer, "buffer") if buffer else None
+    built_buffer: Buffer | None = build_plugin(buffer, "buffer") if buffer else None
     agent = _required(cfg, "agent")
-    built_agent: Agent = _build(agent, "agent")
+    built_agent: Agent = build_plugin(agent, "agent")
     search_factory = _search_factory(search, env, env_plugin, agent.name, built_agent) if search else None
     built_search = search_factory(built_agent.evaluator, int(cfg.seed)) if search_factory else None  # type: ignore[attr-defined]
-    device = _setup_torch(str(cfg.device), int(cfg.threads), int(cfg.seed))
+    device = setup_torch(str(cfg.device), int(cfg.threads), int(cfg.seed))
     plugins = {"env": env.name, "agent": agent.name}
     plugins.update({s: v.name for s, v in (("buffer", buffer), ("search", search)) if v is not None})
     plan = Plan(
@@ -298,7 +298,7 @@ def _required(cfg: DictConfig, section: str) -> config.Section:
     return found
 
 
-def _build(section: config.Section, kind: str) -> Any:
+def build_plugin(section: config.Section, kind: str) -> Any:
     """The plugin constructed from its typed config; a value it refuses is a ConfigError."""
     try:
         plugin = section.plugin(section.cfg)
@@ -336,20 +336,27 @@ def _search_factory(
     game = env_plugin.game
 
     def build(evaluator_factory: Callable[[], Evaluator], seed: int) -> SearchEngine:
-        try:
-            engine = section.plugin(section.cfg, game=game, evaluator_factory=evaluator_factory, seed=seed)
-        except ConfigError:
-            raise
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-        problems = contracts.check_instance("search", engine)
-        if problems:
-            raise registry.RegistryError(
-                f"The search plugin {section.name!r} does not satisfy its contract: " + "; ".join(problems)
-            )
-        return engine
+        return build_search(section, game, evaluator_factory, seed)
 
     return build
+
+
+def build_search(
+    section: config.Section, game: Any, evaluator_factory: Callable[[], Evaluator], seed: int
+) -> SearchEngine:
+    """An engine of the search config for `game`; a value it refuses is a ConfigError."""
+    try:
+        engine = section.plugin(section.cfg, game=game, evaluator_factory=evaluator_factory, seed=seed)
+    except ConfigError:
+        raise
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    problems = contracts.check_instance("search", engine)
+    if problems:
+        raise registry.RegistryError(
+            f"The search plugin {section.name!r} does not satisfy its contract: " + "; ".join(problems)
+        )
+    return engine
 
 
 def _null_tracker() -> Tracker:
@@ -375,7 +382,7 @@ def _seed_everything(seed: int) -> None:
     os.environ.setdefault("PYTHONHASHSEED", str(seed))
 
 
-def _setup_torch(device: str, threads: int, seed: int) -> str:
+def setup_torch(device: str, threads: int, seed: int) -> str:
     """Seed and configure torch if a plugin brought it in; resolve `auto` to the GPU when present."""
     if "torch" not in sys.modules:
         return "cpu" if device == "auto" else device

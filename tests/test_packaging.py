@@ -40,6 +40,8 @@ def test_installed_distribution_holds_plugins_and_configs(wheel_install: Path) -
     assert (wheel_install / "framework_plugins" / "sb3" / "agent.py").is_file()
     assert (wheel_install / "framework_conf" / "config.yaml").is_file()
     assert (wheel_install / "framework_conf" / "tuned" / "ppo_cartpole.yaml").is_file()
+    assert (wheel_install / "framework_plugins" / "gomoku" / "static" / "play.html").is_file()
+    assert (wheel_install / "framework_conf" / "experiment" / "gomoku_9x9.yaml").is_file()
 
 
 def test_installed_cli_runs_from_any_directory(wheel_install: Path, tmp_path: Path) -> None:

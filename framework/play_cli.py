@@ -1,0 +1,161 @@
+"""`python -m framework gomocup RUN [OVERRIDES]` and `python -m framework play RUN [OVERRIDES]`:
+a trained board-game agent plays, over the Gomocup protocol or in a browser page.
+
+RUN is a run directory (or one of its checkpoints) or a tracked run id; OVERRIDES change how it
+searches (`search.num_simulations=800`), its device, threads or seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, TextIO
+
+from framework import __version__
+from framework.errors import ConfigError
+
+OVERRIDES_HELP = (
+    "overrides after RUN: search.* (search.num_simulations=800), search=NAME, device=cpu, threads=N, seed=N; "
+    "tracking.* to find a run id in another store"
+)
+
+
+def gomocup_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m framework gomocup",
+        description="A trained Gomoku agent as a Gomocup (piskvork) brain: the protocol on stdin/stdout.",
+        epilog="A Gomocup manager runs a brain as a program without arguments: point it at a script "
+        "that runs `python -m framework gomocup RUN`. " + OVERRIDES_HELP,
+    )
+    parser.add_argument("run", metavar="RUN", help="a run directory or a tracked run id")
+    parser.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="key=value")
+    args = parser.parse_args(argv)
+    # The protocol owns stdout: whatever a library prints while loading goes to stderr.
+    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1, encoding="ascii", newline="\n")
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    player = _load(args.run, args.overrides, "gomocup")
+    if player is None:
+        return 1
+    try:
+        from framework_plugins.gomoku.gomocup import GomocupBrain
+
+        game = player.game
+        if not hasattr(game, "board_size") or not hasattr(game, "rule"):
+            print(f"Error: gomocup plays Gomoku; {player.label} played {game.name}", file=sys.stderr)
+            return 1
+        brain = GomocupBrain(
+            game,
+            lambda g: player.engine(g),
+            num_simulations=int(player.cfg.search.num_simulations),
+            about=_about(player),
+            out=protocol,
+        )
+        _warm_up(brain)
+        brain.serve(_lines(sys.stdin))
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        player.close()
+
+
+def play_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m framework play",
+        description="Play a trained Gomoku agent in the browser: a page on 127.0.0.1 with a per-run token.",
+        epilog=OVERRIDES_HELP,
+    )
+    parser.add_argument("run", metavar="RUN", help="a run directory or a tracked run id")
+    parser.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="key=value")
+    parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    parser.add_argument(
+        "--browser",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="open the page in the default browser (default: when there is a display)",
+    )
+    args = parser.parse_args(argv)
+    if not 0 <= args.port < 65536:
+        parser.error(f"--port {args.port}: a port is a number from 0 (a free one) to 65535")
+    player = _load(args.run, args.overrides, "play")
+    if player is None:
+        return 1
+    try:
+        from framework_plugins.gomoku.page import serve
+
+        def ready(url: str) -> None:
+            print(f"Playing {player.label} (step {player.step}) at {url}", flush=True)
+            print("Ctrl-C stops the server.", flush=True)
+
+        browser = _has_display() if args.browser is None else args.browser
+        serve(player, host=args.host, port=args.port, open_browser=browser, ready=ready)
+        return 0
+    except KeyboardInterrupt:
+        return 0
+    except OSError as e:
+        print(f"Error: cannot serve on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    finally:
+        player.close()
+
+
+def _load(run: str, overrides: list[str], command: str) -> Any:
+    """The trained player, or None after saying why not (a mistake is one line, not a traceback)."""
+    from framework.trained import load_trained
+
+    try:
+        return load_trained(run, overrides, command=command)
+    except ConfigError as e:
+        print(f"Error: {e}", file=sys.stderr)
+    except Exception as e:
+        from framework.errors import hydra_message
+
+        message = hydra_message(e)
+        if message is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        print(f"Error: {message}", file=sys.stderr)
+    return None
+
+
+def _about(player: Any) -> dict[str, str]:
+    game = player.game
+    return {
+        "name": f"framework-{player.cfg.agent.name}",
+        "version": __version__,
+        "author": "framework",
+        "country": "",
+        "www": "",
+        "email": "",
+        "description": f"{game.board_size}x{game.board_size} {game.n_in_row} in a row, "
+        f"step {player.step} of {player.label}",
+    }
+
+
+def _warm_up(brain: Any) -> None:
+    """One small search before the first command, so that the first move is not the one that waits
+    for compiled kernels and the network's first call."""
+    engine = brain.engine
+    keep = engine.num_simulations
+    engine.num_simulations = 2
+    try:
+        engine.search([brain.game.new_state()], add_noise=False)
+    finally:
+        engine.num_simulations = keep
+
+
+def _lines(stream: TextIO) -> Any:
+    """Lines as they come (a manager waits for each answer before its next command)."""
+    while True:
+        line = stream.readline()
+        if not line:
+            return
+        yield line
+
+
+def _has_display() -> bool:
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))

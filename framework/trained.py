@@ -1,0 +1,218 @@
+"""A trained run, loaded to play: its saved config and last checkpoint rebuilt into the env's game,
+the agent and search engines, outside a training run (`python -m framework gomocup RUN`, `play RUN`).
+
+RUN is a run directory (or one of its checkpoints) or a tracked run id, as for `resume=`. The
+command line may change how the agent searches (`search.num_simulations=800`, `search=NAME`), the
+device, threads and seed; what the agent was trained as (`env.*`, `agent.*`) stays as it ran.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from framework import config
+from framework.checkpoint import AGENT_DIR, CONFIG_FILE, find_latest, read_state
+from framework.contracts import Evaluator, GameEnvPlugin, SearchAgent, SearchEngine
+from framework.errors import ConfigError
+
+#: Root keys a command line may set on a trained run; and the plugin sections.
+ROOT_KEYS = ("seed", "device", "threads")
+SECTIONS = ("search", "tracking")
+
+
+@dataclass
+class TrainedPlayer:
+    """A trained search agent with its env's game: `engine()` builds search engines that play it."""
+
+    cfg: DictConfig
+    """The run's saved config with this command line's overrides."""
+    checkpoint: Path
+    step: int
+    env: GameEnvPlugin
+    agent: SearchAgent
+    device: str
+    search: config.Section
+    label: str
+    """`run <id>` or the run directory: what the player is, in messages."""
+    _engines: list[SearchEngine] = field(default_factory=list)
+    _temp: Path | None = None
+
+    @property
+    def game(self) -> Any:
+        return self.env.game
+
+    def engine(self, game: Any = None, *, seed: int | None = None) -> SearchEngine:
+        """A search engine for `game` (the env's by default) with the trained agent's evaluator."""
+        from framework.run import build_search
+
+        evaluator: Callable[[], Evaluator] = self.agent.evaluator
+        built = build_search(
+            self.search,
+            self.game if game is None else game,
+            evaluator,
+            int(self.cfg.seed if seed is None else seed),
+        )
+        self._engines.append(built)
+        return built
+
+    def close(self) -> None:
+        """Close every engine built, and drop a checkpoint downloaded from the tracking store."""
+        for built in self._engines:
+            built.close()
+        self._engines.clear()
+        if self._temp is not None:
+            shutil.rmtree(self._temp, ignore_errors=True)
+            self._temp = None
+
+    def __enter__(self) -> TrainedPlayer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def load_trained(target: str, overrides: Sequence[str] = (), *, command: str = "play") -> TrainedPlayer:
+    """The run `target` (a run directory or a tracked run id) loaded to play; mistakes are ConfigErrors."""
+    parsed = _parse(overrides, command)
+    temp: Path | None = None
+    try:
+        if Path(target).exists():
+            checkpoint = find_latest(Path(target))
+            if checkpoint is None:
+                raise ConfigError(
+                    f"{target}: no checkpoint there (a run directory holds checkpoints/latest; give the run "
+                    "directory or one of its checkpoints/step_* folders)"
+                )
+            label = str(Path(target).resolve())
+        else:
+            temp = Path(tempfile.mkdtemp(prefix="framework-play-"))
+            checkpoint = _tracked_checkpoint(target, parsed, temp)
+            label = f"run {target}"
+        player = _build(checkpoint, parsed, label, command)
+    except BaseException:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+        raise
+    player._temp = temp
+    return player
+
+
+def _parse(overrides: Sequence[str], command: str) -> list[tuple[str, Any]]:
+    """(key, value) of each `key=value`; only what changes how a trained agent plays."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except HydraException as e:
+        raise ConfigError(f"{command}: {str(e).splitlines()[0]}") from None
+    items = []
+    for item in parsed:
+        key = item.key_or_group
+        top = key.split(".", 1)[0]
+        if item.is_sweep_override() or item.is_delete() or (top not in SECTIONS and key not in ROOT_KEYS):
+            raise ConfigError(
+                f"{command}: {item.input_line!r} cannot be set here: a trained run plays as it was trained; "
+                f"set search.* (search.num_simulations=800), search=NAME, tracking.*, or "
+                f"{', '.join(ROOT_KEYS)}"
+            )
+        items.append((key, item.value()))
+    return items
+
+
+def _tracked_checkpoint(run_id: str, overrides: list[tuple[str, Any]], temp: Path) -> Path:
+    """The last checkpoint of a tracked run: its run directory's, else rebuilt from its artifacts."""
+    from framework.resume import download_checkpoint
+    from framework.run import build_plugin
+
+    cfg = _compose_tracking(overrides)
+    section = config.plugin_section(cfg, "tracking")
+    if section is None:
+        raise ConfigError(f"{run_id!r} is not a directory, and tracking is off to look it up as a run id")
+    tracker = build_plugin(section, "tracker")
+    try:
+        try:
+            tags = tracker.run_tags(run_id)
+        except LookupError as e:
+            raise ConfigError(f"{run_id!r} is neither a run directory nor a tracked run: {e}") from None
+        local = tags.get("framework.run_dir")
+        found = find_latest(Path(local)) if local else None
+        return found if found is not None else download_checkpoint(tracker, run_id, temp / "checkpoint")
+    finally:
+        tracker.close()
+
+
+def _compose_tracking(overrides: list[tuple[str, Any]]) -> DictConfig:
+    from framework.app import compose
+
+    chosen = [f"tracking={value}" for key, value in overrides if key == "tracking"]
+    cfg = compose(chosen)
+    for key, value in overrides:
+        if key.startswith("tracking."):
+            OmegaConf.update(cfg, key, value, force_add=False)
+    return cfg
+
+
+def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, command: str) -> TrainedPlayer:
+    from framework.run import build_plugin, setup_torch
+
+    state = read_state(checkpoint)
+    saved = OmegaConf.load(checkpoint / CONFIG_FILE)
+    assert isinstance(saved, DictConfig)
+    cfg = _with_overrides(saved, overrides)
+    config.check_root(cfg)
+    env_section, agent_section = config.plugin_section(cfg, "env"), config.plugin_section(cfg, "agent")
+    search_section = config.plugin_section(cfg, "search")
+    assert env_section is not None and agent_section is not None  # check_root
+    env = build_plugin(env_section, "env")
+    agent = build_plugin(agent_section, "agent")
+    if not isinstance(env, GameEnvPlugin) or not isinstance(agent, SearchAgent) or search_section is None:
+        raise ConfigError(
+            f"{command} {label}: that run trained agent={agent_section.name} on env={env_section.name}; "
+            f"{command} plays a board-game agent that searches (e.g. experiment=gomoku_9x9)"
+        )
+    device = setup_torch(str(cfg.device), int(cfg.threads), int(cfg.seed))
+    try:
+        agent.load(checkpoint / AGENT_DIR)
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        raise ConfigError(f"{command} {label}: the checkpoint {checkpoint} cannot be loaded: {e}") from None
+    player = TrainedPlayer(
+        cfg=cfg,
+        checkpoint=checkpoint,
+        step=int(state["step"]),
+        env=env,
+        agent=agent,
+        device=device,
+        search=search_section,
+        label=label,
+    )
+    player.engine().close()  # the search config is checked now, before anything is served
+    player._engines.clear()
+    return player
+
+
+def _with_overrides(saved: DictConfig, overrides: list[tuple[str, Any]]) -> DictConfig:
+    cfg = saved.copy()
+    OmegaConf.set_struct(cfg, False)
+    for key, value in overrides:
+        if key == "search":
+            schema = config.SCHEMAS.get(("search", str(value)))
+            if schema is None:
+                from framework.app import compose
+
+                compose([])  # registers every conf package's schemas
+                schema = config.SCHEMAS.get(("search", str(value)))
+            if schema is None:
+                names = sorted(name for section, name in config.SCHEMAS if section == "search")
+                raise ConfigError(f"search={value} is not a search engine; choose one of: {', '.join(names)}")
+            cfg.search = {"name": str(value), **OmegaConf.to_container(OmegaConf.structured(schema))}  # type: ignore[dict-item]
+        elif key != "tracking" and not key.startswith("tracking."):
+            OmegaConf.update(cfg, key, value, force_add=True)
+    return cfg

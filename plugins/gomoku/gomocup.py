@@ -1,0 +1,349 @@
+"""The Gomocup (piskvork) protocol on a text stream: a trained search agent as a Gomocup brain.
+
+The manager writes commands a line at a time; the brain answers each on one line:
+
+    START n          OK, or ERROR when the model was not trained for an n×n board
+    RECTSTART w,h    OK for a square board of the model's size, else ERROR
+    RESTART          OK (a new game on the same board)
+    BEGIN            the brain's first move, x,y
+    TURN x,y         the opponent's move; the brain's answer, x,y
+    BOARD … DONE     a position, one `x,y,field` line per stone (1: the brain's, 2: the opponent's);
+                     the brain's move
+    TAKEBACK x,y     OK (the stone is taken back)
+    PLAY x,y         the brain plays x,y (the manager's choice); answers x,y
+    INFO key value   no answer; timeout_turn, timeout_match and time_left (milliseconds) bound the
+                     search, rule (1: exactly five) chooses the rule
+    ABOUT            name="...", version="...", ...
+    END              the brain exits
+
+x is the column and y the row, from 0. A search stops at `search.num_simulations` or when the
+time the manager allows is nearly spent, whichever comes first; a `MESSAGE` line after each move
+gives the searched position's value and the simulations run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
+
+import numpy as np
+
+from .rules import WIN, GameState, Gomoku
+
+#: The part of a move's time allowance kept back for the answer to reach the manager.
+SAFETY_FRACTION = 0.15
+SAFETY_MS = 80.0
+#: Moves a match's remaining time is shared over, when the match has a time limit.
+MOVES_TO_PLAN_FOR = 20
+#: Simulations of the first slice of a timed search; later slices are sized by the measured rate.
+FIRST_SLICE = 16
+#: INFO rule bits (piskvork): exactly five, continuous game, renju, caro.
+RULE_EXACT, RULE_CONTINUOUS, RULE_RENJU, RULE_CARO = 1, 2, 4, 8
+
+
+class ProtocolError(ValueError):
+    """A command the brain cannot carry out: answered `ERROR <message>`."""
+
+
+class GomocupBrain:
+    """The state of a Gomocup game, and the answers to the manager's commands."""
+
+    def __init__(
+        self,
+        game: Gomoku,
+        make_engine: Callable[[Gomoku], Any],
+        *,
+        num_simulations: int,
+        about: dict[str, str],
+        out: TextIO,
+    ) -> None:
+        self.trained = game
+        self.game = game
+        self.make_engine = make_engine
+        self.engine = make_engine(game)
+        self.num_simulations = num_simulations
+        self.about = about
+        self.out = out
+        self.state: GameState | None = None
+        self.info: dict[str, str] = {}
+        self._board_lines: list[str] | None = None
+
+    # -- the loop -----------------------------------------------------------------------------------
+
+    def serve(self, lines: Iterable[str]) -> None:
+        """Answer commands until END (or the end of the input: the manager is gone)."""
+        for raw in lines:
+            line = raw.strip()
+            if not line:
+                continue
+            if self._board_lines is not None:
+                self._board_line(line)
+                continue
+            command, _, rest = line.partition(" ")
+            command = command.upper()
+            if command == "END":
+                return
+            try:
+                self._command(command, rest.strip())
+            except ProtocolError as e:
+                self._say(f"ERROR {e}")
+            except Exception as e:  # a bug: said to the manager, the trace to stderr; the brain goes on
+                traceback.print_exc()
+                self._say(f"ERROR {command}: {type(e).__name__}: {e}")
+
+    def _command(self, command: str, rest: str) -> None:
+        if command == "START":
+            size = _integer(rest, "START")
+            self._start(size, size)
+        elif command == "RECTSTART":
+            width, height = _pair(rest, "RECTSTART")
+            self._start(width, height)
+        elif command == "RESTART":
+            self._require_started()
+            self.state = self.game.new_state()
+            self._say("OK")
+        elif command == "INFO":
+            self._info(rest)
+        elif command == "ABOUT":
+            self._say(", ".join(f'{key}="{value}"' for key, value in self.about.items()))
+        elif command == "BEGIN":
+            state = self._require_started()
+            if state.moves:
+                raise ProtocolError("BEGIN on a board that has stones: RESTART first")
+            self._move()
+        elif command == "TURN":
+            state = self._require_started()
+            self._play(state, self._action(rest, "TURN"), "TURN")
+            self._move()
+        elif command == "PLAY":
+            state = self._require_started()
+            action = self._action(rest, "PLAY")
+            self._play(state, action, "PLAY")
+            self._say(self._xy(action))
+        elif command == "TAKEBACK":
+            state = self._require_started()
+            action = self._action(rest, "TAKEBACK")
+            if action not in state.moves:
+                raise ProtocolError(f"TAKEBACK {rest}: there is no stone there")
+            moves = [m for m in state.moves if m != action]
+            self.state = GameState.from_moves(self.game, moves)
+            self._say("OK")
+        elif command == "BOARD":
+            self._require_started()
+            self._board_lines = []
+        else:
+            self._say(f"UNKNOWN {command}")
+
+    # -- commands -----------------------------------------------------------------------------------
+
+    def _start(self, width: int, height: int) -> None:
+        size = self.trained.board_size
+        if width != size or height != size:
+            asked = f"{width}x{height}" if width != height else f"{width}x{width}"
+            raise ProtocolError(
+                f"this model was trained on {size}x{size} boards ({self.trained.n_in_row} in a row) and "
+                f"cannot play {asked}"
+            )
+        self.state = self.game.new_state()
+        self._say("OK")
+
+    def _info(self, rest: str) -> None:
+        key, _, value = rest.partition(" ")
+        key = key.lower()
+        self.info[key] = value.strip()
+        if key == "rule":
+            try:
+                bits = int(value)
+            except ValueError:
+                self._say(f"MESSAGE INFO rule {value!r} is not a number: the rule stays {self.game.rule}")
+                return
+            rule = "exact" if bits & RULE_EXACT else "freestyle"
+            if bits & (RULE_RENJU | RULE_CARO):
+                self._say(f"MESSAGE renju and caro rules are not supported: playing {rule}")
+            if rule != self.game.rule:
+                self._set_game(dataclasses.replace(self.trained, rule=rule))
+
+    def _set_game(self, game: Gomoku) -> None:
+        self.engine.close()
+        self.game, self.engine = game, self.make_engine(game)
+        if self.state is not None:
+            self.state = GameState.from_moves(game, self.state.moves)
+
+    def _board_line(self, line: str) -> None:
+        assert self._board_lines is not None
+        if line.upper() != "DONE":
+            self._board_lines.append(line)
+            return
+        lines, self._board_lines = self._board_lines, None
+        try:
+            self.state = self._position(lines)
+        except ProtocolError as e:
+            self._say(f"ERROR {e}")
+            return
+        self._move()
+
+    def _position(self, lines: list[str]) -> GameState:
+        """The position a BOARD command gives, with the brain to move (its stones are field 1)."""
+        own: list[int] = []
+        theirs: list[int] = []
+        for line in lines:
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) != 3:
+                raise ProtocolError(f"BOARD: {line!r} is not x,y,field")
+            action = self._action(",".join(parts[:2]), "BOARD")
+            field = parts[2]
+            if field == "1":
+                own.append(action)
+            elif field == "2":
+                theirs.append(action)
+            else:
+                raise ProtocolError(f"BOARD: field {field!r} in {line!r} (1: own stone, 2: opponent's)")
+        if len(set(own + theirs)) != len(own) + len(theirs):
+            raise ProtocolError("BOARD: a cell is given twice")
+        if len(own) == len(theirs):
+            black, white = own, theirs
+        elif len(theirs) == len(own) + 1:
+            black, white = theirs, own
+        else:
+            raise ProtocolError(
+                f"BOARD: {len(own)} own stones and {len(theirs)} of the opponent's: the brain to move has "
+                "as many stones as its opponent, or one fewer"
+            )
+        moves: list[int] = []  # alternating, each side's stones in the order given
+        for i, stone in enumerate(black):
+            moves += [stone, *white[i : i + 1]]
+        try:
+            state = GameState.from_moves(self.game, moves)
+        except ValueError:
+            state = None
+        if state is None or state.done:
+            raise ProtocolError("BOARD: the game is over in that position (a winning line, or a full board)")
+        return state
+
+    # -- moves --------------------------------------------------------------------------------------
+
+    def _play(self, state: GameState, action: int, command: str) -> None:
+        if state.done:
+            raise ProtocolError(f"{command}: the game is over")
+        if not state.legal[action]:
+            x, y = self.game.to_xy(action)
+            raise ProtocolError(f"{command} {x},{y}: that cell is taken")
+        state.play(action)
+
+    def _move(self) -> None:
+        """Search the position, play the most visited move and answer it."""
+        state = self.state
+        assert state is not None
+        if state.done:
+            raise ProtocolError("the game is over")
+        counts, simulations, seconds = self._search(state)
+        legal = np.flatnonzero(state.legal)
+        action = int(legal[np.argmax(counts[legal])])
+        value = float(self.engine.root_values[0]) if len(self.engine.root_values) else 0.0
+        outcome = state.play(action)
+        self._say(
+            f"MESSAGE value {value:+.3f} simulations {simulations} in {seconds:.2f} s"
+            + (" (a winning move)" if outcome == WIN else "")
+        )
+        self._say(self._xy(action))
+
+    def _search(self, state: GameState) -> tuple[np.ndarray, int, float]:
+        engine = self.engine
+        started = time.perf_counter()
+        budget = self._budget_s()
+        before = int(getattr(engine, "simulations", 0))
+        if budget is None or not _keeps_trees(engine):
+            engine.num_simulations = self.num_simulations
+            counts = engine.search([state], add_noise=False)[0]
+        else:
+            deadline = started + budget
+            target = min(FIRST_SLICE, self.num_simulations)
+            while True:
+                engine.num_simulations = target
+                counts = engine.search([state], add_noise=False)[0]
+                now = time.perf_counter()
+                done = int(counts.sum())
+                if target >= self.num_simulations or now >= deadline:
+                    break
+                rate = (int(getattr(engine, "simulations", 0)) - before) / max(now - started, 1e-6)
+                if rate <= 0:
+                    break
+                step = max(FIRST_SLICE, int(rate * (deadline - now) / 4))
+                if (deadline - now) * rate < FIRST_SLICE:
+                    break
+                target = min(self.num_simulations, max(done, target) + step)
+        seconds = time.perf_counter() - started
+        return counts, int(getattr(engine, "simulations", 0)) - before, seconds
+
+    def _budget_s(self) -> float | None:
+        """Seconds this move may take: from INFO timeout_turn and the match's time left (None: no limit)."""
+        limits = []
+        turn = _ms(self.info.get("timeout_turn"))
+        if turn is not None:
+            limits.append(turn)
+        match, left = _ms(self.info.get("timeout_match")), _ms(self.info.get("time_left"))
+        if match and left is not None:
+            limits.append(left / MOVES_TO_PLAN_FOR)
+        if not limits:
+            return None
+        allowed = min(limits)
+        return max(0.0, allowed * (1 - SAFETY_FRACTION) - SAFETY_MS) / 1000.0
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    def _require_started(self) -> GameState:
+        if self.state is None:
+            raise ProtocolError("no game: START n first")
+        return self.state
+
+    def _action(self, text: str, command: str) -> int:
+        x, y = _pair(text, command)
+        size = self.game.board_size
+        if not (0 <= x < size and 0 <= y < size):
+            raise ProtocolError(
+                f"{command} {x},{y} is off the {size}x{size} board (x and y from 0 to {size - 1})"
+            )
+        return self.game.from_xy(x, y)
+
+    def _xy(self, action: int) -> str:
+        x, y = self.game.to_xy(action)
+        return f"{x},{y}"
+
+    def _say(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+
+
+def _keeps_trees(engine: Any) -> bool:
+    """Whether searching a root again continues its tree (so a search can go on in slices)."""
+    cfg = getattr(engine, "cfg", None)
+    return bool(getattr(cfg, "reuse_tree", False))
+
+
+def _integer(text: str, command: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ProtocolError(f"{command} {text!r}: expected a number") from None
+
+
+def _pair(text: str, command: str) -> tuple[int, int]:
+    parts = text.split(",")
+    if len(parts) != 2:
+        raise ProtocolError(f"{command} {text!r}: expected x,y")
+    try:
+        return int(parts[0].strip()), int(parts[1].strip())
+    except ValueError:
+        raise ProtocolError(f"{command} {text!r}: expected x,y as numbers") from None
+
+
+def _ms(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None

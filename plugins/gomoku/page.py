@@ -1,0 +1,399 @@
+"""The page where a person plays a trained agent (`python -m framework play RUN`): an aiohttp server.
+
+One game per server. The page (static/play.html) talks to a small JSON API, every call behind
+a per-server token in the query string (`?token=...`):
+
+    GET  /api/state                                 the game as the page draws it
+    POST /api/new   {"colour": "black" | "white"}   a new game; as white, the agent opens
+    POST /api/move  {"x": int, "y": int}            the person's move (x column, y row from the top),
+                                                    then the agent's
+    POST /api/undo  {}                              take back the person's last move and the agent's answer
+
+`new` and `move` may carry "simulations": int, the agent's simulations per move from then on.
+
+A POST answers once the agent has moved, with the state. The agent searches with one engine,
+one search at a time, in a worker thread, so the server answers `GET /api/state` meanwhile; a
+move, new game or undo sent while it searches is refused (409). Bad input is a 400 that says
+what was wrong and what is valid; a wrong or missing token a 403; a body over MAX_BODY_BYTES a 413.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+import threading
+import time
+import webbrowser
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from aiohttp import web
+
+log = logging.getLogger(__name__)
+STATIC = Path(__file__).parent / "static"
+PAGE_FILES = {"play.html", "play.js", "play.css"}
+#: Enough for any request of the API; anything larger is refused unread.
+MAX_BODY_BYTES = 1024
+#: The most simulations a page may ask per move: an array tree's memory grows with them
+#: (about 8 bytes per board cell per simulation: 15x15 at 20,000 is ~36 MB).
+MAX_SIMULATIONS = 20_000
+COLOURS = {"black": 1, "white": -1}
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'",
+    "Referrer-Policy": "no-referrer",  # the page's address holds the token
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+
+
+def api_error(status: type[web.HTTPError], message: str) -> web.HTTPError:
+    """An HTTP error whose JSON body {"error": message} the page shows as it is."""
+    return status(text=json.dumps({"error": message}), content_type="application/json")
+
+
+@dataclass
+class Analysis:
+    """What the agent's search saw before one of its moves."""
+
+    ply: int
+    """How many moves were on the board when it searched (its move is moves[ply])."""
+    visits: list[int]
+    value: float
+    """The searched root's value from the agent's view, in [-1, 1]."""
+    simulations: int
+    seconds: float
+
+
+class PlayServer:
+    """Serves the play page and its API from a background thread with its own asyncio loop."""
+
+    def __init__(self, player: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.player = player
+        self.game = player.game
+        self.host = host
+        self.port = port
+        self.token = secrets.token_urlsafe(16)
+        self.state = self.game.new_state()
+        self.human = COLOURS["black"]
+        self.analyses: list[Analysis] = []
+        self.thinking = False
+        self._engine: Any = None
+        self.simulations = 0
+        self._search_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="play-search")
+        self._loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._busy: asyncio.Lock | None = None
+
+    @property
+    def url(self) -> str:
+        """The page's address, token included."""
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address
+        return f"http://{host}:{self.port}/?token={self.token}"
+
+    def start(self) -> str:
+        """Listen in a background thread; returns `url`."""
+        self._engine = self.player.engine()
+        self.simulations = int(self._engine.num_simulations)
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="play-page")
+        self._thread.start()
+        try:
+            self.port = asyncio.run_coroutine_threadsafe(self._listen(), self._loop).result(30)
+        except BaseException:
+            self.close()
+            raise
+        return self.url
+
+    def close(self) -> None:
+        """Stop serving; the engine is closed once any search under way ends."""
+        if self._loop.is_running():
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._thread is not None:
+                self._thread.join(timeout=10)
+        if not self._loop.is_running() and not self._loop.is_closed():
+            self._loop.close()
+        if self._engine is not None:
+            self._search_thread.submit(self._engine.close)
+            self._engine = None
+        self._search_thread.shutdown(wait=False)
+
+    # --- serving --------------------------------------------------------------------------
+
+    async def _listen(self) -> int:
+        self._busy = asyncio.Lock()
+        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._require_token])
+        app.on_response_prepare.append(add_security_headers)
+        app.router.add_get("/", self._page)
+        app.router.add_get("/static/{name}", self._static)
+        app.router.add_get("/api/state", self._get_state)
+        app.router.add_post("/api/new", self._new)
+        app.router.add_post("/api/move", self._move)
+        app.router.add_post("/api/undo", self._undo)
+        self._runner = web.AppRunner(app, access_log=None)  # an access log would hold the token
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        server = site._server
+        assert server is not None
+        return int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
+
+    async def _shutdown(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @web.middleware
+    async def _require_token(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if request.path.startswith("/static/"):
+            return await handler(request)  # the page's script and style: no state, nothing secret
+        given = request.query.get("token", "").encode("utf-8", "replace")
+        if not secrets.compare_digest(given, self.token.encode()):
+            if request.path.startswith("/api/"):
+                raise api_error(
+                    web.HTTPForbidden, "wrong or missing token: open the address the server printed"
+                )
+            raise web.HTTPForbidden(text="wrong or missing token: open the address the server printed")
+        return await handler(request)
+
+    async def _page(self, request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(STATIC / "play.html")
+
+    async def _static(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        if name not in PAGE_FILES:
+            raise web.HTTPNotFound()
+        return web.FileResponse(STATIC / name)
+
+    # --- the API --------------------------------------------------------------------------
+
+    async def _get_state(self, request: web.Request) -> web.Response:
+        return web.json_response(self.snapshot())
+
+    async def _new(self, request: web.Request) -> web.Response:
+        body = await read_body(request, allowed={"colour", "simulations"})
+        colour = body.get("colour")
+        if colour not in COLOURS:
+            raise api_error(web.HTTPBadRequest, f'colour={colour!r}: choose "black" or "white"')
+        simulations = self._simulations_from(body)
+        async with self._exclusive():
+            self.simulations = simulations
+            self.state, self.human, self.analyses = self.game.new_state(), COLOURS[colour], []
+            if self.human != self.state.to_play:
+                await self._agent_moves(undo_to=self.state.copy())
+        return web.json_response(self.snapshot())
+
+    async def _move(self, request: web.Request) -> web.Response:
+        body = await read_body(request, allowed={"x", "y", "simulations"})
+        size = self.game.board_size
+        for key in ("x", "y"):
+            value = body.get(key)
+            if type(value) is not int or not 0 <= value < size:
+                raise api_error(
+                    web.HTTPBadRequest,
+                    f"{key}={value!r}: give an integer from 0 to {size - 1} (the board is {size}x{size})",
+                )
+        simulations = self._simulations_from(body)
+        async with self._exclusive():
+            state = self.state
+            if state.done:
+                raise api_error(web.HTTPBadRequest, "the game is over: start a new game or undo")
+            if state.to_play != self.human:
+                raise api_error(web.HTTPConflict, "it is the agent's turn, not yours")
+            x, y = body["x"], body["y"]
+            action = self.game.from_xy(x, y)
+            if not state.legal[action]:
+                raise api_error(
+                    web.HTTPBadRequest, f"{cell_name(x, y, size)} (x={x}, y={y}) is taken: play an empty cell"
+                )
+            self.simulations = simulations
+            before = state.copy()
+            state.play(action)
+            if not state.done:
+                await self._agent_moves(undo_to=before)
+        return web.json_response(self.snapshot())
+
+    async def _undo(self, request: web.Request) -> web.Response:
+        await read_body(request, allowed=set())
+        async with self._exclusive():
+            moves = list(self.state.moves)
+            mover = [1 if i % 2 == 0 else -1 for i in range(len(moves))]  # black moves first
+            if self.human not in mover:
+                raise api_error(web.HTTPBadRequest, "nothing to undo: you have not moved yet")
+            keep = len(moves) - 1 - mover[::-1].index(self.human)  # drop the person's last move and after
+            self.state = type(self.state).from_moves(self.game, moves[:keep])
+            self.analyses = [a for a in self.analyses if a.ply < keep]
+        return web.json_response(self.snapshot())
+
+    def _simulations_from(self, body: dict[str, Any]) -> int:
+        value = body.get("simulations", self.simulations)
+        if type(value) is not int or not 1 <= value <= MAX_SIMULATIONS:
+            raise api_error(
+                web.HTTPBadRequest, f"simulations={value!r}: give an integer from 1 to {MAX_SIMULATIONS}"
+            )
+        return int(value)
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        """One change to the game at a time; a request while the agent thinks is refused, not queued."""
+        assert self._busy is not None
+        if self._busy.locked():
+            raise api_error(web.HTTPConflict, "the agent is thinking: wait for its move")
+        async with self._busy:
+            yield
+
+    async def _agent_moves(self, *, undo_to: Any) -> None:
+        """Search the position in the worker thread and play the most visited move.
+
+        If the search fails, the game goes back to `undo_to` (the page's move is not kept unanswered).
+        """
+        root = self.state.copy()
+        self.thinking = True
+        try:
+            loop = asyncio.get_running_loop()
+            visits, value, seconds = await loop.run_in_executor(self._search_thread, self._search, root)
+        except Exception as e:
+            log.exception("the agent's search failed")
+            self.state = undo_to
+            raise api_error(web.HTTPInternalServerError, f"the agent's search failed: {e}") from e
+        finally:
+            self.thinking = False
+        action = int(np.where(root.legal, visits, -1.0).argmax())
+        self.analyses.append(
+            Analysis(len(root.moves), [int(v) for v in visits], value, self.simulations, seconds)
+        )
+        self.state.play(action)
+
+    def _search(self, root: Any) -> tuple[np.ndarray, float, float]:
+        """(visit counts, root value from the agent's view, seconds): runs in the worker thread."""
+        engine = self._engine
+        engine.num_simulations = self.simulations
+        began = time.perf_counter()
+        visits = np.asarray(engine.search([root], add_noise=False))[0]
+        value = float(engine.root_values[0])
+        if not np.isfinite(value):  # JSON has no NaN; the page would fail to read the whole state
+            log.warning("the search's root value is %s; the page shows 0", value)
+            value = 0.0
+        value = float(np.clip(value, -1.0, 1.0))
+        return np.rint(visits).astype(np.int64), value, time.perf_counter() - began
+
+    # --- what the page draws --------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        state, game = self.state, self.game
+        last = self.analyses[-1] if self.analyses else None
+        return {
+            "board_size": game.board_size,
+            "n_in_row": game.n_in_row,
+            "rule": game.rule,
+            "label": str(getattr(self.player, "label", "")),
+            "step": int(getattr(self.player, "step", 0)),
+            "board": [int(c) for c in state.board],
+            "moves": [list(game.to_xy(int(a))) for a in state.moves],
+            "human": self.human,
+            "to_play": int(state.to_play),
+            "thinking": self.thinking,
+            "result": self._result(),
+            "analysis": None if last is None else asdict(last),
+            "simulations": self.simulations,
+            "max_simulations": MAX_SIMULATIONS,
+            "can_undo": (self.human == 1 and len(state.moves) >= 1) or len(state.moves) >= 2,
+        }
+
+    def _result(self) -> dict[str, Any] | None:
+        state = self.state
+        if not state.done:
+            return None
+        winner = {0: "draw", self.human: "human", -self.human: "agent"}[int(state.winner)]
+        line = winning_line(state) if winner != "draw" else []
+        return {"winner": winner, "line": [list(self.game.to_xy(a)) for a in line]}
+
+
+def winning_line(state: Any) -> list[int]:
+    """The cells of the winning row through the last move (the longest, if more than one)."""
+    game, board, last = state.game, state.board, state.last_move
+    size, player = game.board_size, int(board[last])
+    x0, y0 = game.to_xy(last)
+    best: list[int] = []
+    for dx, dy in ((1, 0), (0, 1), (1, 1), (1, -1)):
+        cells = [last]
+        for sign in (1, -1):
+            x, y = x0 + sign * dx, y0 + sign * dy
+            while 0 <= x < size and 0 <= y < size and board[y * size + x] == player:
+                cells.append(y * size + x)
+                x, y = x + sign * dx, y + sign * dy
+        if len(cells) >= game.n_in_row and len(cells) > len(best):
+            best = sorted(cells)
+    return best
+
+
+def cell_name(x: int, y: int, size: int) -> str:
+    """A cell as the page labels it: column letter, row number counted from the bottom (H8)."""
+    column = chr(ord("A") + x) if x < 26 else "A" + chr(ord("A") + x - 26)
+    return f"{column}{size - y}"
+
+
+async def read_body(request: web.Request, *, allowed: set[str]) -> dict[str, Any]:
+    """The request's JSON object, holding only `allowed` keys."""
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge as e:
+        raise web.HTTPRequestEntityTooLarge(
+            MAX_BODY_BYTES,
+            request.content_length or 0,
+            text=json.dumps({"error": f"the request body is larger than the {MAX_BODY_BYTES} bytes allowed"}),
+            content_type="application/json",
+        ) from e
+    try:
+        body = json.loads(raw or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        raise api_error(web.HTTPBadRequest, "the request body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise api_error(web.HTTPBadRequest, "the request body must be a JSON object")
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        valid = ", ".join(sorted(allowed)) or "none"
+        raise api_error(web.HTTPBadRequest, f"unknown field(s) {', '.join(unknown)}; valid: {valid}")
+    return body
+
+
+async def add_security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers.update(SECURITY_HEADERS)
+
+
+def serve(
+    player: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    open_browser: bool = False,
+    ready: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Serve the play page until Ctrl-C (KeyboardInterrupt) or `stop` is set; `ready(url)` is called
+    with the page address (token included) once it listens."""
+    server = PlayServer(player, host, port)
+    url = server.start()
+    try:
+        if ready is not None:
+            ready(url)
+        if open_browser:
+            webbrowser.open(url)
+        if stop is None:
+            stop = threading.Event()
+        while not stop.wait(0.5):  # a short wait keeps Ctrl-C prompt
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()

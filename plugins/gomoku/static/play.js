@@ -1,0 +1,328 @@
+// The play page: draws the server's game (GET /api/state) and sends the person's moves.
+// Every API call carries the page's token; the server checks every move, this page only draws.
+"use strict";
+
+const token = new URLSearchParams(location.search).get("token") || "";
+const $ = (id) => document.getElementById(id);
+const board = $("board");
+let state = null; // the last state the server sent
+let busy = false; // a request is in flight
+let cells = []; // cells[y * n + x]: {el, heat, stone, pct}
+let drawnSize = 0;
+
+function columnName(x) {
+  return x < 26 ? String.fromCharCode(65 + x) : "A" + String.fromCharCode(65 + x - 26);
+}
+function cellName(x, y, n) {
+  return `${columnName(x)}${n - y}`; // rows count from the bottom, as on a printed board
+}
+function colourName(player) {
+  return player === 1 ? "Black" : "White";
+}
+
+// --- talking to the server ---------------------------------------------------------------
+
+async function call(path, body) {
+  const options = body === undefined ? {} : {
+    method: "POST",
+    headers: {"Content-Type": "application/json"},
+    body: JSON.stringify(body),
+  };
+  const response = await fetch(`/api/${path}?token=${encodeURIComponent(token)}`, options);
+  let data;
+  try {
+    data = await response.json();
+  } catch {
+    data = {error: `the server answered HTTP ${response.status}`};
+  }
+  if (!response.ok) throw new Error(data.error || `the server answered HTTP ${response.status}`);
+  return data;
+}
+
+// Runs one request; shows its error, and redraws from the server's state either way.
+async function act(path, body, pending) {
+  if (busy) return;
+  setBusy(true);
+  showError("");
+  if (pending) draw(pending, true);
+  try {
+    state = await call(path, body);
+  } catch (e) {
+    showError(e.message);
+    try {
+      state = await call("state");
+    } catch (e2) {
+      showError(`${e.message} (and the server does not answer: ${e2.message})`);
+    }
+  } finally {
+    setBusy(false);
+  }
+  if (state) draw(state, false);
+  if (state && state.thinking) setTimeout(poll, 400);
+}
+
+async function poll() {
+  if (busy) return;
+  try {
+    state = await call("state");
+    draw(state, false);
+  } catch (e) {
+    showError(e.message);
+  }
+  if (state && state.thinking) setTimeout(poll, 400);
+}
+
+function setBusy(value) {
+  busy = value;
+  document.body.dataset.busy = value ? "1" : "0";
+}
+
+function showError(message) {
+  $("error").textContent = message;
+  $("error").hidden = !message;
+}
+
+function simulations() {
+  const input = $("simulations");
+  const value = Number(input.value);
+  const max = state ? state.max_simulations : 1;
+  if (!Number.isInteger(value) || value < 1 || value > max) {
+    throw new Error(`Simulations per move must be a whole number from 1 to ${max}.`);
+  }
+  return value;
+}
+
+// --- the person's actions ----------------------------------------------------------------
+
+function play(x, y) {
+  if (busy || !state) return;
+  const n = state.board_size;
+  if (state.result) return showError("The game is over: start a new game, or undo.");
+  if (state.to_play !== state.human || state.thinking) return showError("Wait: it is the agent's turn.");
+  if (state.board[y * n + x] !== 0) return showError(`${cellName(x, y, n)} is taken: play an empty cell.`);
+  let sims;
+  try {
+    sims = simulations();
+  } catch (e) {
+    return showError(e.message);
+  }
+  const pending = structuredClone(state);
+  pending.board[y * n + x] = state.human;
+  pending.moves.push([x, y]);
+  pending.to_play = -state.human;
+  act("move", {x, y, simulations: sims}, pending);
+}
+
+function newGame(colour) {
+  let sims;
+  try {
+    sims = simulations();
+  } catch (e) {
+    return showError(e.message);
+  }
+  const pending = colour === "white" && state ? {
+    ...structuredClone(state), board: state.board.map(() => 0), moves: [], human: -1, to_play: 1,
+    result: null, analysis: null,
+  } : null;
+  act("new", {colour, simulations: sims}, pending);
+}
+
+$("new-black").addEventListener("click", () => newGame("black"));
+$("new-white").addEventListener("click", () => newGame("white"));
+$("undo").addEventListener("click", () => act("undo", {}));
+$("show-heat").addEventListener("change", () => state && draw(state, false));
+window.addEventListener("resize", () => state && sizeBoard(state.board_size));
+
+// --- drawing -----------------------------------------------------------------------------
+
+function buildBoard(n) {
+  board.replaceChildren();
+  board.style.gridTemplateColumns = `repeat(${n + 2}, var(--cell))`;
+  cells = new Array(n * n);
+  const label = (text) => {
+    const el = document.createElement("div");
+    el.className = "label";
+    el.textContent = text;
+    board.appendChild(el);
+  };
+  const columnLabels = () => {
+    label("");
+    for (let x = 0; x < n; x++) label(columnName(x));
+    label("");
+  };
+  const stars = starPoints(n);
+  columnLabels();
+  for (let y = 0; y < n; y++) {
+    label(String(n - y));
+    for (let x = 0; x < n; x++) {
+      const el = document.createElement("button");
+      el.type = "button";
+      el.className = "cell";
+      if (x === 0) el.classList.add("left");
+      if (x === n - 1) el.classList.add("right");
+      if (y === 0) el.classList.add("top");
+      if (y === n - 1) el.classList.add("bottom");
+      el.dataset.x = String(x);
+      el.dataset.y = String(y);
+      el.setAttribute("aria-label", cellName(x, y, n));
+      if (stars.has(y * n + x)) {
+        el.classList.add("star");
+        el.appendChild(Object.assign(document.createElement("span"), {className: "dot"}));
+      }
+      const heat = Object.assign(document.createElement("span"), {className: "heat"});
+      const stone = Object.assign(document.createElement("span"), {className: "stone"});
+      const pct = Object.assign(document.createElement("span"), {className: "pct"});
+      el.append(heat, stone, pct);
+      el.addEventListener("click", () => play(x, y));
+      board.appendChild(el);
+      cells[y * n + x] = {el, heat, stone, pct};
+    }
+    label(String(n - y));
+  }
+  columnLabels();
+  drawnSize = n;
+  sizeBoard(n);
+}
+
+function starPoints(n) {
+  const points = new Set();
+  const centre = (n - 1) / 2;
+  if (n % 2 === 1 && n >= 7) points.add(centre * n + centre);
+  const edge = n >= 13 ? 3 : n >= 9 ? 2 : -1;
+  if (edge >= 0) {
+    for (const y of [edge, n - 1 - edge]) for (const x of [edge, n - 1 - edge]) points.add(y * n + x);
+  }
+  return points;
+}
+
+function sizeBoard(n) {
+  const panel = window.innerWidth > 860 ? 470 : 40;
+  const room = Math.min(window.innerWidth - panel, window.innerHeight - 40);
+  const cell = Math.max(22, Math.min(60, Math.floor(room / (n + 2))));
+  document.documentElement.style.setProperty("--cell", `${cell}px`);
+}
+
+function draw(s, thinking) {
+  const n = s.board_size;
+  if (n !== drawnSize) buildBoard(n);
+  const waiting = thinking || s.thinking;
+  $("rules").textContent = `${n}×${n} · ${s.n_in_row} in a row${s.rule === "exact" ? ", exactly" : ""}`;
+  $("agent-info").textContent = `Agent: ${s.label || "trained agent"} · training step ${s.step}`;
+  if (document.activeElement !== $("simulations")) $("simulations").value = String(s.simulations);
+  $("simulations").max = String(s.max_simulations);
+
+  const last = s.moves.length ? s.moves[s.moves.length - 1] : null;
+  const winning = new Set((s.result ? s.result.line : []).map(([x, y]) => y * n + x));
+  const analysis = s.analysis;
+  const showHeat = !waiting && analysis && analysis.ply === s.moves.length - 1 && $("show-heat").checked;
+  const total = analysis ? analysis.visits.reduce((a, b) => a + b, 0) : 0;
+  const most = analysis ? Math.max(1, ...analysis.visits) : 1;
+  for (let i = 0; i < n * n; i++) {
+    const {el, heat, stone, pct} = cells[i];
+    const x = i % n, y = Math.floor(i / n);
+    const stoneColour = s.board[i] === 1 ? "black" : s.board[i] === -1 ? "white" : "";
+    stone.className = "stone" + (stoneColour ? ` ${stoneColour}` : "");
+    if (last && last[0] === x && last[1] === y) stone.classList.add("last");
+    if (winning.has(i)) stone.classList.add("winning");
+    el.classList.toggle("empty", !stoneColour);
+    const visits = showHeat ? analysis.visits[i] : 0;
+    el.classList.toggle("heated", visits > 0);
+    heat.style.opacity = visits > 0 ? String(0.12 + 0.7 * (visits / most)) : "";
+    const share = total ? (100 * visits) / total : 0;
+    pct.textContent = visits > 0 && (share >= 1 || n <= 9) ? formatShare(share) : "";
+    const where = cellName(x, y, n);
+    el.title = visits > 0 ? `${where}: ${plural(visits, "visit")} (${share.toFixed(1)}%)` : where;
+    el.dataset.visits = String(visits);
+  }
+  board.className = waiting || s.result || s.to_play !== s.human ? "waiting" : `you-${colourName(s.human).toLowerCase()}`;
+
+  drawStatus(s, waiting);
+  drawAnalysis(s, analysis, total);
+  drawMoves(s);
+  $("undo").disabled = busy || !s.can_undo;
+  $("new-black").disabled = busy;
+  $("new-white").disabled = busy;
+}
+
+function plural(count, word) {
+  return `${count} ${word}${count === 1 ? "" : "s"}`;
+}
+
+function formatShare(share) {
+  return share >= 9.95 ? `${Math.round(share)}` : share >= 1 ? share.toFixed(1) : "<1";
+}
+
+function drawStatus(s, waiting) {
+  const status = $("status");
+  status.className = "";
+  const you = `you play ${colourName(s.human)}`;
+  if (s.result) {
+    const text = {human: "You win!", agent: "The agent wins.", draw: "Draw: the board is full."};
+    status.textContent = `${text[s.result.winner]} (${you})`;
+    status.className = {human: "won", agent: "lost", draw: "drawn"}[s.result.winner];
+  } else if (waiting) {
+    status.textContent = `The agent (${colourName(-s.human)}) is thinking…`;
+    status.className = "thinking";
+  } else if (s.to_play === s.human) {
+    status.textContent = `Your turn: ${you}.`;
+  } else {
+    status.textContent = `The agent's turn (${colourName(-s.human)}).`;
+  }
+}
+
+function drawAnalysis(s, analysis, total) {
+  const n = s.board_size;
+  const list = $("top-moves");
+  list.replaceChildren();
+  $("value-bar").hidden = $("value-sides").hidden = !analysis;
+  if (!analysis) {
+    $("value").textContent = "The agent has not moved yet.";
+    return;
+  }
+  const v = analysis.value;
+  const chance = Math.round(50 * (v + 1));
+  const sign = v >= 0 ? "+" : "−";
+  const [mx, my] = s.moves[analysis.ply];
+  $("value").textContent =
+    `Agent's estimate: ${sign}${Math.abs(v).toFixed(2)} (its win chances ≈ ${chance}%), ` +
+    `before its move ${analysis.ply + 1}, ${cellName(mx, my, n)}.`;
+  $("value-fill").style.width = `${chance}%`;
+  $("value-fill").style.background = s.human === 1 ? "#f4f4f4" : "#222";
+  $("value-bar").style.background = s.human === 1 ? "#222" : "#f4f4f4";
+  $("value-sides").textContent =
+    `agent (${colourName(-s.human)}) ${chance}% · you (${colourName(s.human)}) ${100 - chance}%`;
+  const ranked = analysis.visits
+    .map((visits, i) => [visits, i])
+    .filter(([visits]) => visits > 0)
+    .sort((a, b) => b[0] - a[0])
+    .slice(0, 5);
+  for (const [visits, i] of ranked) {
+    const item = document.createElement("li");
+    const share = total ? ((100 * visits) / total).toFixed(1) : "0";
+    item.textContent = `${cellName(i % n, Math.floor(i / n), n)}: ${plural(visits, "visit")} (${share}%)`;
+    list.appendChild(item);
+  }
+  const summary = document.createElement("li");
+  summary.className = "summary";
+  summary.style.listStyle = "none";
+  summary.textContent =
+    `${plural(total, "visit")} in ${analysis.seconds.toFixed(2)} s (${analysis.simulations} simulations asked)`;
+  list.appendChild(summary);
+}
+
+function drawMoves(s) {
+  const n = s.board_size;
+  const list = $("move-list");
+  list.replaceChildren();
+  s.moves.forEach(([x, y], i) => {
+    const player = i % 2 === 0 ? 1 : -1;
+    const item = document.createElement("li");
+    const who = player === s.human ? " (you)" : "";
+    item.textContent = `${i + 1}. ${player === 1 ? "●" : "○"} ${cellName(x, y, n)}${who}`;
+    list.appendChild(item);
+  });
+  list.scrollTop = list.scrollHeight;
+}
+
+setBusy(false);
+poll();

@@ -1,0 +1,262 @@
+"""A trained run plays: `python -m framework gomocup RUN` as a Gomocup brain in a subprocess, a whole
+game, by run directory and by tracked run id; `play RUN` serves its page; mistakes in one line."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+
+from framework_plugins.gomoku.rules import GameState, Gomoku
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+GAME = Gomoku(9, 5)
+TINY = [
+    "experiment=gomoku_9x9",
+    "total_steps=64",
+    "agent.blocks=1",
+    "agent.channels=16",
+    "agent.parallel_games=8",
+    "agent.min_replay=32",
+    "agent.train_every=32",
+    "agent.updates_per_phase=2",
+    "agent.batch_size=32",
+    "agent.gating=false",
+    "search.num_simulations=8",
+    "env.eval_opponents=[random]",
+    "objective.metric=eval/random/score",
+    "eval.at_start=false",
+    "eval.episodes=2",
+    "progress=off",
+    "hydra.run.dir=outputs/run",
+]
+MOVE = re.compile(r"^(\d+),(\d+)$")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A tiny trained 9x9 run: (the directory it ran in, its MLflow run id)."""
+    cwd = tmp_path_factory.mktemp("trained")
+    r = run_cli(*TINY, cwd=cwd)
+    assert r.returncode == 0, r.stderr
+    client = MlflowClient(tracking_uri=f"sqlite:///{cwd / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
+    return cwd, run.info.run_id
+
+
+class Brain:
+    """`python -m framework gomocup ...` in a subprocess, spoken to a line at a time."""
+
+    def __init__(self, cwd: Path, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "framework", "gomocup", *args],
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.messages: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def send(self, *lines: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write("".join(line + "\n" for line in lines))
+        self.process.stdin.flush()
+
+    def answer(self, timeout: float = 60) -> str:
+        """The next line that is not a MESSAGE."""
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            assert line is not None, f"the brain exited: {self.stderr()}"
+            if line.startswith("MESSAGE"):
+                self.messages.append(line)
+                continue
+            return line
+
+    def move(self, *lines: str) -> int:
+        self.send(*lines)
+        answer = self.answer()
+        found = MOVE.match(answer)
+        assert found, answer
+        return GAME.from_xy(int(found[1]), int(found[2]))
+
+    def stderr(self) -> str:
+        self.process.kill()
+        assert self.process.stderr is not None
+        return self.process.stderr.read()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=10)
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.fixture
+def brains() -> Iterator[list[Brain]]:
+    started: list[Brain] = []
+    yield started
+    for brain in started:
+        brain.close()
+
+
+def test_a_whole_gomocup_game_through_a_subprocess(trained: tuple[Path, str], brains: list[Brain]) -> None:
+    cwd, _ = trained
+    brain = Brain(cwd, "outputs/run", "search.num_simulations=64")
+    brains.append(brain)
+    brain.send("ABOUT")
+    about = brain.answer(timeout=120)  # the first answer waits for torch and the checkpoint
+    assert about.startswith('name="framework-alphazero"') and 'version="' in about
+    brain.send("INFO timeout_turn 5000", "INFO timeout_match 0", "INFO max_memory 83886080", "INFO rule 0")
+    brain.send("START 15")
+    error = brain.answer()
+    assert error.startswith("ERROR ") and "15x15" in error
+    brain.send("START 9")
+    assert brain.answer() == "OK"
+    # A whole game: the brain opens, a seeded random player answers, until a win or a full board.
+    rng = np.random.default_rng(0)
+    state = GameState(GAME)
+    command = "BEGIN"
+    while True:
+        move = brain.move(command)
+        assert state.legal[move], f"illegal answer {GAME.to_xy(move)} to {command}"
+        state.play(move)
+        if state.done:
+            break
+        theirs = int(rng.choice(np.flatnonzero(state.legal)))
+        state.play(theirs)
+        if state.done:
+            break
+        command = "TURN {},{}".format(*GAME.to_xy(theirs))
+    assert state.winner == 1  # a searching brain beats a random player
+    assert all(m.startswith("MESSAGE value ") for m in brain.messages)
+    # A second game from a position, then END: the brain exits at once, nothing else on stdout.
+    brain.send("RESTART")
+    assert brain.answer() == "OK"
+    reply = brain.move("BOARD", "4,4,2", "3,3,1", "5,5,2", "DONE")
+    assert reply not in {GAME.from_xy(4, 4), GAME.from_xy(3, 3), GAME.from_xy(5, 5)}
+    brain.send("END")
+    assert brain.process.wait(timeout=30) == 0
+    assert brain.lines.get(timeout=10) is None
+
+
+def test_start_with_a_size_the_model_was_not_trained_for_is_an_error_line(
+    trained: tuple[Path, str], brains: list[Brain]
+) -> None:
+    cwd, _ = trained
+    brain = Brain(cwd, "outputs/run")
+    brains.append(brain)
+    brain.send("START 15")
+    answer = brain.answer(timeout=120)
+    assert answer.startswith("ERROR ") and "9x9" in answer and "15x15" in answer
+    brain.send("START 9")
+    assert brain.answer() == "OK"
+    brain.process.stdin.close()  # type: ignore[union-attr]  # the manager is gone: the brain exits
+    assert brain.process.wait(timeout=30) == 0
+
+
+def test_the_brain_is_found_by_its_tracked_run_id_even_when_its_directory_is_gone(
+    trained: tuple[Path, str], brains: list[Brain], tmp_path: Path
+) -> None:
+    cwd, run_id = trained
+    brain = Brain(cwd, run_id)
+    brains.append(brain)
+    brain.send("START 9")
+    assert brain.answer(timeout=120) == "OK"
+    brain.send("BEGIN")
+    assert MOVE.match(brain.answer())
+    brain.send("END")
+    assert brain.process.wait(timeout=30) == 0
+    # Without the run directory, the checkpoint comes from the run's artifacts.
+    moved = tmp_path / "moved"
+    shutil.move(cwd / "outputs", moved)
+    try:
+        brain = Brain(cwd, run_id)
+        brains.append(brain)
+        brain.send("START 9", "BEGIN", "END")
+        assert brain.answer(timeout=120) == "OK"
+        assert MOVE.match(brain.answer())
+        assert brain.process.wait(timeout=30) == 0
+    finally:
+        shutil.move(moved, cwd / "outputs")
+    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("framework-play-*"))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nowhere"], "'nowhere' is neither a run directory nor a tracked run"),
+        (["outputs/run", "env.board_size=15"], "'env.board_size=15' cannot be set here"),
+        (["outputs/run", "total_steps=5"], "set search.* (search.num_simulations=800)"),
+        (["outputs/run", "search.num_simulations=0"], "search.num_simulations=0 must be >= 1"),
+        (["outputs/run", "search.num_simulatons=5"], "Did you mean search.num_simulations?"),
+        (["outputs/run", "search=nosuch"], "search=nosuch is not a search engine; choose one of: sequential"),
+        (["outputs"], "no checkpoint there"),
+    ],
+)
+def test_gomocup_mistakes_are_one_line_before_anything_is_read(
+    trained: tuple[Path, str], args: list[str], message: str
+) -> None:
+    cwd, _ = trained
+    r = run_cli("gomocup", *args, cwd=cwd, timeout=120)
+    assert r.returncode == 1
+    assert r.stdout == ""
+    assert message in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_play_serves_the_page_with_a_token_until_ctrl_c(trained: tuple[Path, str]) -> None:
+    cwd, _ = trained
+    process = subprocess.Popen(
+        [sys.executable, "-m", "framework", "play", "outputs/run", "--no-browser"],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        found = re.search(r"(http://127\.0\.0\.1:\d+/)\?token=(\S+)", line)
+        assert found, line + (process.stderr.read() if process.poll() is not None else "")  # type: ignore[union-attr]
+        page, token = found[1], found[2]
+        with urllib.request.urlopen(f"{page}?token={token}", timeout=30) as response:
+            assert response.status == 200 and "<html" in response.read().decode().lower()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(page, timeout=30)
+        assert refused.value.code == 403
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        assert token not in process.stderr.read()  # type: ignore[union-attr]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -1,0 +1,200 @@
+"""The Gomocup (piskvork) protocol, command by command, with a search of the rules alone (no network)."""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+
+import numpy as np
+
+from framework_plugins.gomoku.gomocup import GomocupBrain
+from framework_plugins.gomoku.rules import GameState, Gomoku
+from framework_plugins.mcts.config import SequentialConfig
+from framework_plugins.mcts.sequential import SequentialEngine, uniform_evaluator
+
+MOVE = re.compile(r"^(\d+),(\d+)$")
+
+
+class Session:
+    """A brain fed one command at a time; `send` returns its answer lines, MESSAGE lines apart."""
+
+    def __init__(self, game: Gomoku, sims: int = 64) -> None:
+        self.out = io.StringIO()
+        self.engines: list[SequentialEngine] = []
+        self.brain = GomocupBrain(
+            game, self._engine, num_simulations=sims, about={"name": "test", "version": "1"}, out=self.out
+        )
+        self.messages: list[str] = []
+
+    def _engine(self, game: Gomoku) -> SequentialEngine:
+        engine = SequentialEngine(
+            SequentialConfig(num_simulations=8), game=game, evaluator_factory=uniform_evaluator(game), seed=0
+        )
+        self.engines.append(engine)
+        return engine
+
+    def send(self, *lines: str) -> list[str]:
+        start = self.out.tell()
+        self.brain.serve(lines)
+        self.out.seek(start)
+        said = self.out.read().splitlines()
+        self.messages += [line for line in said if line.startswith("MESSAGE")]
+        return [line for line in said if not line.startswith("MESSAGE")]
+
+    def move(self, *lines: str) -> tuple[int, int]:
+        (answer,) = self.send(*lines)
+        found = MOVE.match(answer)
+        assert found, answer
+        return int(found[1]), int(found[2])
+
+
+GAME = Gomoku(9, 5)
+
+
+def test_start_answers_ok_for_the_trained_size_and_an_error_line_for_any_other() -> None:
+    session = Session(GAME)
+    (answer,) = session.send("START 15")
+    assert answer.startswith("ERROR ") and "9x9" in answer and "15x15" in answer
+    assert session.send("RECTSTART 9,7")[0].startswith("ERROR ")
+    assert session.send("START 9") == ["OK"]
+    assert session.send("RECTSTART 9,9") == ["OK"]
+
+
+def test_commands_before_start_are_errors_and_unknown_commands_are_unknown() -> None:
+    session = Session(GAME)
+    assert session.send("BEGIN")[0] == "ERROR no game: START n first"
+    assert session.send("TURN 1,1")[0].startswith("ERROR ")
+    assert session.send("SWAP2BOARD") == ["UNKNOWN SWAP2BOARD"]
+    assert session.send("", "   ") == []
+
+
+def test_about_names_the_brain() -> None:
+    (answer,) = Session(GAME).send("ABOUT")
+    assert answer == 'name="test", version="1"'
+
+
+def test_begin_and_turn_answer_legal_moves_that_the_brain_also_plays() -> None:
+    session = Session(GAME)
+    session.send("START 9")
+    x, y = session.move("BEGIN")
+    state = session.brain.state
+    assert state is not None and state.moves == [GAME.from_xy(x, y)]
+    x2, y2 = session.move("TURN 4,4" if (x, y) != (4, 4) else "TURN 3,3")
+    assert len(state.moves) == 3 and state.moves[-1] == GAME.from_xy(x2, y2)
+    assert session.send("BEGIN")[0].startswith("ERROR BEGIN on a board that has stones")
+
+
+def test_turn_on_a_taken_or_off_board_cell_is_an_error_and_changes_nothing() -> None:
+    session = Session(GAME)
+    session.send("START 9")
+    x, y = session.move("BEGIN")
+    before = list(session.brain.state.moves)  # type: ignore[union-attr]
+    assert "taken" in session.send(f"TURN {x},{y}")[0]
+    assert "off the 9x9 board" in session.send("TURN 9,0")[0]
+    assert "expected x,y" in session.send("TURN 3")[0]
+    assert "as numbers" in session.send("TURN a,b")[0]
+    assert session.brain.state.moves == before  # type: ignore[union-attr]
+
+
+def test_the_brain_completes_its_own_four_and_blocks_the_opponents() -> None:
+    session = Session(GAME, sims=200)
+    session.send("START 9")
+    # The brain's four in a row on row 0, open at (4,0): it wins there.
+    win = session.send(
+        "BOARD", "0,0,1", "0,8,2", "1,0,1", "1,8,2", "2,0,1", "2,8,2", "3,0,1", "3,8,2", "DONE"
+    )
+    assert win == ["4,0"]
+    # The opponent's four on column 8 (x=8, y=0..3), the brain's stones scattered: it must block (8,4).
+    session.send("RESTART")
+    block = session.send("BOARD", "8,0,2", "0,4,1", "8,1,2", "2,6,1", "8,2,2", "4,2,1", "8,3,2", "DONE")
+    assert block == ["8,4"]
+
+
+def test_board_sets_the_colours_by_stone_counts_and_refuses_impossible_positions() -> None:
+    session = Session(GAME)
+    session.send("START 9")
+    session.move("BOARD", "4,4,2", "3,3,1", "5,5,2", "DONE")  # the brain is white, to move with 1 stone
+    state = session.brain.state
+    assert state is not None and state.to_play == -1 + 2 * (len(state.moves) % 2 == 0)
+    assert state.board[GAME.from_xy(4, 4)] == 1 and state.board[GAME.from_xy(3, 3)] == -1
+    assert session.move("BOARD", "DONE")  # an empty board: the brain opens
+    assert "own stones" in session.send("BOARD", "1,1,1", "2,2,1", "DONE")[0]
+    assert "given twice" in session.send("BOARD", "1,1,2", "1,1,1", "DONE")[0]
+    assert "field '3'" in session.send("BOARD", "1,1,3", "DONE")[0]
+    five = [f"{x},0,2" for x in range(5)] + [f"{x},5,1" for x in range(4)]
+    assert "game is over" in session.send("BOARD", *five, "DONE")[0]
+
+
+def test_takeback_removes_a_stone_and_play_places_the_managers_move() -> None:
+    session = Session(GAME)
+    session.send("START 9")
+    x, y = session.move("BEGIN")
+    assert session.send(f"TAKEBACK {x},{y}") == ["OK"]
+    assert session.brain.state.moves == []  # type: ignore[union-attr]
+    assert "no stone" in session.send("TAKEBACK 0,0")[0]
+    assert session.send("PLAY 2,3") == ["2,3"]
+    assert session.brain.state.moves == [GAME.from_xy(2, 3)]  # type: ignore[union-attr]
+
+
+def test_restart_clears_the_board_and_end_stops_reading() -> None:
+    session = Session(GAME)
+    session.send("START 9")
+    session.move("BEGIN")
+    assert session.send("RESTART") == ["OK"]
+    assert session.brain.state.moves == []  # type: ignore[union-attr]
+    assert session.send("END", "ABOUT") == []  # nothing after END is read
+
+
+def test_info_rule_one_plays_exactly_five_and_zero_freestyle() -> None:
+    session = Session(GAME)
+    session.send("INFO rule 1", "START 9")
+    assert session.brain.game.rule == "exact" and session.engines[-1].game.rule == "exact"
+    assert session.engines[0].cfg is not None and len(session.engines) == 2
+    session.send("INFO rule 0")
+    assert session.brain.game.rule == "freestyle"
+    session.send("INFO rule 4")
+    assert any("renju" in m for m in session.messages)
+
+
+def test_a_turn_limit_bounds_the_search_and_a_limit_of_zero_plays_at_once() -> None:
+    session = Session(Gomoku(15, 5), sims=1_000_000)
+    session.send("INFO timeout_turn 400", "START 15")
+    started = time.perf_counter()
+    session.move("BEGIN")
+    assert time.perf_counter() - started < 0.4
+    session.send("INFO timeout_turn 0")
+    started = time.perf_counter()
+    session.move("TURN 7,7" if session.brain.state.moves[0] != GAME.from_xy(7, 7) else "TURN 6,6")  # type: ignore[union-attr]
+    assert time.perf_counter() - started < 0.2
+    sims = [int(m.split()[4]) for m in session.messages if m.startswith("MESSAGE value")]
+    assert sims[0] > sims[1] > 0
+
+
+def test_a_match_time_limit_shares_the_time_left() -> None:
+    session = Session(Gomoku(15, 5), sims=1_000_000)
+    session.send("INFO timeout_turn 30000", "INFO timeout_match 100000", "INFO time_left 6000", "START 15")
+    started = time.perf_counter()
+    session.move("BEGIN")
+    assert time.perf_counter() - started < 6.0 / 20 + 0.1
+
+
+def test_a_whole_game_against_a_random_player_has_only_legal_answers() -> None:
+    session = Session(Gomoku(7, 4), sims=32)
+    session.send("START 7")
+    game = Gomoku(7, 4)
+    rng = np.random.default_rng(0)
+    state = GameState(game)
+    x, y = session.move("BEGIN")
+    while True:
+        assert state.legal[game.from_xy(x, y)]
+        state.play(game.from_xy(x, y))
+        if state.done:
+            break
+        mine = int(rng.choice(np.flatnonzero(state.legal)))
+        state.play(mine)
+        if state.done:
+            break
+        x, y = session.move("TURN {},{}".format(*game.to_xy(mine)))
+    assert session.brain.state is not None and session.brain.state.moves == state.moves
+    assert state.winner == 1  # the searching side beats a random one

@@ -1,0 +1,514 @@
+"""The play page: its JSON API against a started server, and the page itself in a real headless Chromium.
+
+The agent is the tree search with a hand-made prior in place of a network (moves near stones and
+the centre first): legal, quick and deterministic, and its visit counts vary as a trained agent's do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import os
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+import pytest
+
+from framework_plugins.gomoku.page import MAX_BODY_BYTES, PlayServer, serve
+from framework_plugins.gomoku.rules import Gomoku
+from framework_plugins.mcts.config import SequentialConfig
+from framework_plugins.mcts.sequential import SequentialEngine
+
+SIMULATIONS = 48
+CHROMIUM = "/usr/bin/chromium"
+SCREENSHOT = Path("/tmp/play_page.png")
+
+
+def near_stones_evaluator(
+    game: Gomoku,
+) -> Callable[[], Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]]:
+    """A factory of an evaluator whose prior favours cells beside stones and near the centre; value 0."""
+    size = game.board_size
+    ys, xs = np.mgrid[0:size, 0:size]
+    centre = -0.3 * np.hypot(xs - (size - 1) / 2, ys - (size - 1) / 2)
+
+    def evaluate(planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        stones = np.pad(planes[:, 0] + planes[:, 1], ((0, 0), (1, 1), (1, 1)))
+        beside = sum(
+            stones[:, 1 + dy : 1 + dy + size, 1 + dx : 1 + dx + size]
+            for dy in (-1, 0, 1)
+            for dx in (-1, 0, 1)
+        )
+        logits = (1.5 * beside + centre).reshape(len(planes), -1).astype(np.float32)
+        return logits, np.zeros(len(planes), dtype=np.float32)
+
+    return lambda: evaluate
+
+
+class GatedEngine:
+    """A real engine whose searches wait for `go`: a test holds the agent 'thinking' as long as it likes."""
+
+    def __init__(self, engine: SequentialEngine, go: threading.Event) -> None:
+        self.engine, self.go, self.searching = engine, go, threading.Event()
+
+    @property
+    def num_simulations(self) -> int:
+        return self.engine.num_simulations
+
+    @num_simulations.setter
+    def num_simulations(self, value: int) -> None:
+        self.engine.num_simulations = value
+
+    @property
+    def root_values(self) -> Any:
+        return self.engine.root_values
+
+    def search(self, roots: Any, *, add_noise: bool = False) -> Any:
+        self.searching.set()
+        assert self.go.wait(30), "the test never let the search go"
+        return self.engine.search(roots, add_noise=add_noise)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+class SearchOnlyPlayer:
+    """What `play` gets from a trained run, with a hand-made prior in place of its network."""
+
+    label = "runs/hand-made-prior"
+    step = 0
+
+    def __init__(self, game: Gomoku, go: threading.Event | None = None) -> None:
+        self.game, self.go = game, go
+
+    def engine(self, game: Gomoku | None = None, seed: int | None = None) -> Any:
+        engine = SequentialEngine(
+            SequentialConfig(num_simulations=SIMULATIONS),
+            game=game or self.game,
+            evaluator_factory=near_stones_evaluator(self.game),
+            seed=0 if seed is None else seed,
+        )
+        return engine if self.go is None else GatedEngine(engine, self.go)
+
+
+@pytest.fixture
+def server() -> Iterator[PlayServer]:
+    s = PlayServer(SearchOnlyPlayer(Gomoku(board_size=7, n_in_row=4)), "127.0.0.1", 0)
+    s.start()
+    yield s
+    s.close()
+
+
+def request(
+    server: PlayServer, path: str, body: Any = None, *, token: str | None = None, raw: bytes | None = None
+) -> tuple[int, Any]:
+    """(status, decoded JSON or text) of GET path (body None) or POST path with a JSON body."""
+    token = server.token if token is None else token
+    url = f"http://127.0.0.1:{server.port}{path}" + (f"?token={urllib.parse.quote(token)}" if token else "")
+    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as response:
+            status, text = response.status, response.read().decode()
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read().decode()
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
+
+
+def state_of(server: PlayServer) -> dict[str, Any]:
+    status, state = request(server, "/api/state")
+    assert status == 200
+    return state
+
+
+# --- the token ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("token", ["", "wrong", "ümlaut"])
+@pytest.mark.parametrize("path", ["/", "/api/state"])
+def test_page_and_state_need_the_token(server: PlayServer, path: str, token: str) -> None:
+    status, answer = request(server, path, token=token)
+    assert status == 403
+    assert "token" in str(answer)
+
+
+def test_a_move_without_the_token_is_refused_and_not_played(server: PlayServer) -> None:
+    status, answer = request(server, "/api/move", {"x": 3, "y": 3}, token="wrong")
+    assert (status, answer) == (403, {"error": "wrong or missing token: open the address the server printed"})
+    assert state_of(server)["moves"] == []
+
+
+def test_the_page_is_served_with_the_token_and_names_only_its_own_files(server: PlayServer) -> None:
+    status, page = request(server, "/")
+    assert status == 200 and "/static/play.js" in page
+    assert request(server, "/static/play.js", token="")[0] == 200
+    assert request(server, "/static/page.py", token="")[0] == 404
+    assert request(server, "/static/..%2Fpage.py", token="")[0] == 404
+
+
+def test_the_token_is_never_logged(server: PlayServer, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    request(server, "/")
+    request(server, "/api/move", {"x": 3, "y": 3})
+    request(server, "/api/move", {"x": 9, "y": 3})
+    request(server, "/api/state", token="wrong")
+    assert server.token not in caplog.text
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"x": 7, "y": 0}, "x=7: give an integer from 0 to 6 (the board is 7x7)"),
+        ({"x": 0, "y": -1}, "y=-1: give an integer from 0 to 6"),
+        ({"x": "3", "y": 3}, "x='3': give an integer"),
+        ({"x": 1.0, "y": 3}, "x=1.0: give an integer"),
+        ({"x": True, "y": 3}, "x=True: give an integer"),
+        ({"x": 3}, "y=None: give an integer"),
+        ({"x": 3, "y": 3, "z": 1}, "unknown field(s) z; valid: simulations, x, y"),
+        ({"x": 3, "y": 3, "simulations": 0}, "simulations=0: give an integer from 1 to"),
+        ({"x": 3, "y": 3, "simulations": 10**9}, "simulations=1000000000: give an integer from 1 to"),
+        ([3, 3], "the request body must be a JSON object"),
+    ],
+)
+def test_a_bad_move_is_refused_with_what_was_wrong(server: PlayServer, body: Any, message: str) -> None:
+    status, answer = request(server, "/api/move", body)
+    assert status == 400
+    assert message in answer["error"]
+    assert state_of(server)["moves"] == []
+
+
+def test_a_body_that_is_not_json_is_refused(server: PlayServer) -> None:
+    status, answer = request(server, "/api/move", raw=b"x=3&y=3")
+    assert (status, answer) == (400, {"error": "the request body must be a JSON object"})
+
+
+def test_a_huge_body_is_refused_unread(server: PlayServer) -> None:
+    status, answer = request(server, "/api/move", raw=b'{"x": 3, "y": 3, "pad": "' + b"a" * 100_000 + b'"}')
+    assert status == 413
+    assert answer == {"error": f"the request body is larger than the {MAX_BODY_BYTES} bytes allowed"}
+
+
+def test_a_new_game_needs_a_colour(server: PlayServer) -> None:
+    status, answer = request(server, "/api/new", {"colour": "red"})
+    assert (status, answer) == (400, {"error": 'colour=\'red\': choose "black" or "white"'})
+
+
+def test_a_taken_cell_is_refused(server: PlayServer) -> None:
+    state = request(server, "/api/move", {"x": 3, "y": 3})[1]
+    agent_x, agent_y = state["moves"][1]
+    for x, y in ((3, 3), (agent_x, agent_y)):
+        status, answer = request(server, "/api/move", {"x": x, "y": y})
+        assert status == 400
+        assert f"(x={x}, y={y}) is taken: play an empty cell" in answer["error"]
+    assert len(state_of(server)["moves"]) == 2
+
+
+# --- play ---------------------------------------------------------------------------------
+
+
+def test_the_agent_answers_a_legal_move_with_its_search(server: PlayServer) -> None:
+    status, state = request(server, "/api/move", {"x": 3, "y": 3})
+    assert status == 200
+    assert state["moves"][0] == [3, 3] and len(state["moves"]) == 2
+    agent = 7 * state["moves"][1][1] + state["moves"][1][0]
+    assert agent != 7 * 3 + 3
+    assert state["board"][7 * 3 + 3] == 1 and state["board"][agent] == -1
+    analysis = state["analysis"]
+    assert analysis["ply"] == 1
+    assert sum(analysis["visits"]) == SIMULATIONS
+    assert analysis["visits"][7 * 3 + 3] == 0  # the taken cell
+    assert max(analysis["visits"]) == analysis["visits"][agent]  # it plays its most visited move
+    assert -1.0 <= analysis["value"] <= 1.0
+    assert state["to_play"] == state["human"] == 1 and not state["thinking"] and state["result"] is None
+
+
+def test_choosing_white_makes_the_agent_open(server: PlayServer) -> None:
+    status, state = request(server, "/api/new", {"colour": "white"})
+    assert status == 200
+    assert state["human"] == -1 and state["to_play"] == -1
+    assert len(state["moves"]) == 1 and sum(state["board"]) == 1
+    assert sum(state["analysis"]["visits"]) == SIMULATIONS and state["analysis"]["ply"] == 0
+
+
+def test_undo_takes_back_the_persons_move_and_the_agents_answer(server: PlayServer) -> None:
+    first = request(server, "/api/move", {"x": 3, "y": 3})[1]
+    empty = first["board"].index(0)
+    assert request(server, "/api/move", {"x": empty % 7, "y": empty // 7})[0] == 200
+    status, state = request(server, "/api/undo", {})
+    assert status == 200
+    assert state["moves"] == first["moves"] and state["board"] == first["board"]
+    assert state["analysis"] == first["analysis"]  # the search that chose the move now last
+    state = request(server, "/api/undo", {})[1]
+    assert state["moves"] == [] and state["analysis"] is None and not state["can_undo"]
+    assert request(server, "/api/undo", {}) == (400, {"error": "nothing to undo: you have not moved yet"})
+
+
+def test_undo_as_white_keeps_the_agents_opening(server: PlayServer) -> None:
+    opening = request(server, "/api/new", {"colour": "white"})[1]
+    empty = opening["board"].index(0)
+    assert request(server, "/api/move", {"x": empty % 7, "y": empty // 7})[0] == 200
+    state = request(server, "/api/undo", {})[1]
+    assert state["moves"] == opening["moves"] and state["to_play"] == -1
+    assert request(server, "/api/undo", {})[0] == 400
+
+
+def test_simulations_per_move_follow_the_page(server: PlayServer) -> None:
+    state = request(server, "/api/new", {"colour": "white", "simulations": 7})[1]
+    assert sum(state["analysis"]["visits"]) == 7 and state["simulations"] == 7
+    empty = state["board"].index(0)
+    state = request(server, "/api/move", {"x": empty % 7, "y": empty // 7})[1]
+    assert state["analysis"]["simulations"] == 7
+
+
+def test_a_finished_game_refuses_moves_and_says_who_won(server: PlayServer) -> None:
+    state = state_of(server)
+    while state["result"] is None:
+        empty = state["board"].index(0)
+        status, state = request(server, "/api/move", {"x": empty % 7, "y": empty // 7})
+        assert status == 200
+    result = state["result"]
+    assert result["winner"] in ("human", "agent", "draw")
+    if result["winner"] != "draw":
+        colour = state["human"] if result["winner"] == "human" else -state["human"]
+        assert len(result["line"]) >= 4 and all(
+            state["board"][7 * y + x] == colour for x, y in result["line"]
+        )
+    empty = state["board"].index(0) if 0 in state["board"] else 0
+    status, answer = request(server, "/api/move", {"x": empty % 7, "y": empty // 7})
+    assert (status, answer) == (400, {"error": "the game is over: start a new game or undo"})
+
+
+def test_while_the_agent_thinks_the_state_answers_and_moves_wait() -> None:
+    go = threading.Event()
+    server = PlayServer(SearchOnlyPlayer(Gomoku(board_size=7, n_in_row=4), go))
+    server.start()
+    try:
+        answered: list[tuple[int, Any]] = []
+        mover = threading.Thread(
+            target=lambda: answered.append(request(server, "/api/move", {"x": 3, "y": 3}))
+        )
+        mover.start()
+        assert server._engine.searching.wait(10)
+        state = state_of(server)
+        assert state["thinking"] and state["moves"] == [[3, 3]]
+        for path, body in (
+            ("/api/move", {"x": 0, "y": 0}),
+            ("/api/undo", {}),
+            ("/api/new", {"colour": "black"}),
+        ):
+            assert request(server, path, body) == (409, {"error": "the agent is thinking: wait for its move"})
+        go.set()
+        mover.join(30)
+        assert answered[0][0] == 200 and len(answered[0][1]["moves"]) == 2
+    finally:
+        go.set()
+        server.close()
+
+
+def test_serve_announces_the_page_and_stops_when_told() -> None:
+    stop, urls = threading.Event(), list[str]()
+    player = SearchOnlyPlayer(Gomoku(board_size=7, n_in_row=4))
+    thread = threading.Thread(target=serve, args=(player,), kwargs={"ready": urls.append, "stop": stop})
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not urls and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with urllib.request.urlopen(urls[0], timeout=10) as page:
+        assert page.status == 200
+    stop.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(urls[0], timeout=2)
+
+
+# --- the page in a real browser -----------------------------------------------------------
+
+
+class DevTools:
+    """A page of a headless Chromium driven over the Chrome DevTools Protocol."""
+
+    def __init__(self, socket: aiohttp.ClientWebSocketResponse) -> None:
+        self.socket, self.last_id = socket, 0
+
+    async def send(self, method: str, **params: Any) -> dict[str, Any]:
+        self.last_id += 1
+        await self.socket.send_json({"id": self.last_id, "method": method, "params": params})
+        while True:  # events (none enabled) and answers to nothing else
+            message = await self.socket.receive_json(timeout=30)
+            if message.get("id") == self.last_id:
+                assert "error" not in message, message
+                return message["result"]
+
+    async def evaluate(self, expression: str) -> Any:
+        result = await self.send(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
+        assert "exceptionDetails" not in result, result
+        return result["result"].get("value")
+
+    async def wait_for(self, expression: str, timeout: float = 15) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = await self.evaluate(expression)
+            if value:
+                return value
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"the page never showed {expression}")
+
+    async def click(self, selector: str) -> None:
+        """A real mouse click (move, press, release) at the middle of the element."""
+        box = await self.evaluate(
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+            " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            await self.send(
+                "Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1
+            )
+
+
+def start_chromium(url: str, profile: Path) -> subprocess.Popen[bytes]:
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--no-first-run",
+    ]
+    return subprocess.Popen(
+        [
+            CHROMIUM,
+            *flags,
+            f"--user-data-dir={profile}",
+            "--remote-debugging-port=0",
+            "--window-size=1280,860",
+            url,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+async def open_devtools(session: aiohttp.ClientSession, profile: Path) -> DevTools:
+    port_file = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + 30
+    while not (port_file.exists() and port_file.read_text().strip()):
+        assert time.monotonic() < deadline, "Chromium never opened its DevTools port"
+        await asyncio.sleep(0.1)
+    port = port_file.read_text().split()[0]
+    async with session.get(f"http://127.0.0.1:{port}/json/list") as response:
+        targets = await response.json()
+    page = next(t for t in targets if t["type"] == "page")
+    return DevTools(await session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0))
+
+
+#: The page's board as the server's flat list: 1 black, -1 white, 0 empty.
+PAGE_BOARD = """[...document.querySelectorAll('#board .cell')].map(c => {
+  const s = c.querySelector('.stone');
+  return s.classList.contains('black') ? 1 : s.classList.contains('white') ? -1 : 0;
+})"""
+PAGE_VISITS = "[...document.querySelectorAll('#board .cell')].map(c => Number(c.dataset.visits))"
+
+
+async def play_in_the_browser(server: PlayServer, go: threading.Event, profile: Path) -> None:
+    size = server.game.board_size
+    browser = start_chromium(server.url, profile)
+    try:
+        async with aiohttp.ClientSession() as session:
+            page = await open_devtools(session, profile)
+            await page.wait_for(f"document.querySelectorAll('#board .cell').length === {size * size}")
+            assert await page.evaluate("document.querySelectorAll('#board .label').length") == 4 * (size + 1)
+            assert "Your turn: you play Black" in await page.evaluate(
+                "document.getElementById('status').textContent"
+            )
+
+            # The first move: the agent is held, so the page must show it thinking.
+            await page.click('.cell[data-x="4"][data-y="4"]')
+            await page.wait_for("document.getElementById('status').classList.contains('thinking')")
+            assert "is thinking" in await page.evaluate("document.getElementById('status').textContent")
+            assert (await page.evaluate(PAGE_BOARD))[4 * size + 4] == 1
+            go.set()
+
+            for x, y in [(None, None), (2, 6), (6, 1), (1, 1)]:
+                if x is not None:
+                    before = state_of(server)
+                    if before["result"] is not None or before["board"][y * size + x] != 0:
+                        break
+                    await page.click(f'.cell[data-x="{x}"][data-y="{y}"]')
+                    await page.wait_for(
+                        f"document.querySelectorAll('#move-list li').length === {len(before['moves']) + 2}"
+                    )
+                else:
+                    before = {
+                        "board": [int(i == 4 * size + 4) for i in range(size * size)],
+                        "moves": [[4, 4]],
+                    }
+                    await page.wait_for("document.querySelectorAll('#move-list li').length === 2")
+                await page.wait_for("document.body.dataset.busy === '0'")
+                state = state_of(server)
+                agent_x, agent_y = state["moves"][-1]
+                assert before["board"][agent_y * size + agent_x] == 0, "the agent played on a taken cell"
+                assert await page.evaluate(PAGE_BOARD) == state["board"]
+                assert await page.evaluate(PAGE_VISITS) == state["analysis"]["visits"]
+                assert sum(state["analysis"]["visits"]) == SIMULATIONS
+                assert await page.evaluate("document.querySelectorAll('#board .cell.heated').length") > 0
+                value = state["analysis"]["value"]
+                shown = await page.evaluate("document.getElementById('value').textContent")
+                assert shown.startswith(f"Agent's estimate: {'+' if value >= 0 else '−'}{abs(value):.2f}")
+                assert await page.evaluate("document.querySelectorAll('#top-moves li').length") >= 2
+            shot = await page.send("Page.captureScreenshot", format="png")
+            SCREENSHOT.write_bytes(base64.b64decode(shot["data"]))
+
+            # A refused click: a taken cell says so, and nothing changes.
+            moves = len(state_of(server)["moves"])
+            await page.click('.cell[data-x="4"][data-y="4"]')
+            assert "is taken" in await page.wait_for("document.getElementById('error').textContent")
+            assert len(state_of(server)["moves"]) == moves
+
+            # Undo, then a new game as White: the agent opens.
+            await page.click("#undo")
+            await page.wait_for(f"document.querySelectorAll('#move-list li').length === {moves - 2}")
+            assert len(state_of(server)["moves"]) == moves - 2
+            await page.click("#new-white")
+            await page.wait_for("document.querySelectorAll('#move-list li').length === 1")
+            await page.wait_for("document.body.dataset.busy === '0'")
+            state = state_of(server)
+            assert state["human"] == -1 and await page.evaluate(PAGE_BOARD) == state["board"]
+            assert "Your turn: you play White" in await page.evaluate(
+                "document.getElementById('status').textContent"
+            )
+            await page.socket.close()
+    finally:
+        browser.terminate()
+        browser.wait(10)
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is not installed")
+def test_a_person_plays_the_agent_in_a_real_browser(tmp_path: Path) -> None:
+    go = threading.Event()
+    server = PlayServer(SearchOnlyPlayer(Gomoku(board_size=9, n_in_row=5), go))
+    server.start()
+    try:
+        asyncio.run(play_in_the_browser(server, go, tmp_path / "profile"))
+    finally:
+        go.set()
+        server.close()

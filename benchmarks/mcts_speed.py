@@ -1,4 +1,5 @@
-"""Tree-search speed on Gomoku: our compiled MCTS beside a plain-Python AlphaZero MCTS.
+"""Tree-search speed on Gomoku: our compiled MCTS beside a plain-Python AlphaZero MCTS, and with a
+network, self-play beside the network's own batched forward rate.
 
 Section 1 (the tree and the rules alone): a 15x15 board, 5 in a row (freestyle), `--sims`
 simulations (800) from a fresh tree, with a uniform prior (all empty cells equally likely)
@@ -28,7 +29,29 @@ one, ours at B=8 in one call. Simulations/s = sims * roots / seconds; the table 
 for wall time). Our first call, which compiles the numba kernels, is timed on its own. The
 project's target is ours >= 30x the reference.
 
-    python benchmarks/mcts_speed.py [--repeats 5] [--sims 800] [--board 15] [--clock cpu|wall]
+Section 2 (with a network): the same board, a PolicyValueNet with a 3x3 stem convolution and
+`--blocks` (1) residual blocks of 64 channels, that is 4 convolutions deep (stem, the block's two,
+a head's 1x1) with one block, evaluated through NetworkEvaluator in inference mode on `--device`
+(auto: cuda when available), one torch thread. For each batch size B in `--batches` (8,32 on a CPU,
+8,64,256 on a GPU), two measurements are interleaved, `--repeats` times each, in wall time
+(`--net-clock cpu`: this process's CPU time, on a CPU only, steadier on a busy machine):
+
+- forward: NetworkEvaluator's positions/s on B realistic positions (planes [B, 4, n, n] float32 of
+  games of 0 to 60 random moves), called over and over for about as long as a runner measurement;
+- runner: self-play as agent=alphazero plays it: a VectorizeRunner of B games (temperature and noise
+  as the agent's defaults) over a SequentialEngine (`--net-sims` simulations a move, 200, subtree
+  reuse) whose evaluator is a NetworkEvaluator of the same network; simulations/s = the engine's
+  simulations over the time of `--net-steps` runner.step() calls (1 move in every game each).
+  The first step (compiling, the empty board's first search) is left out.
+
+The table shows medians: the target is runner >= 0.8x forward at the same B. It also shows the
+network's share of the runner's time (the rest is the tree, the rules and the runner), the network's
+own rate inside the runner, and the self-play rate (moves/s over all B games, and finished games/s
+where any finished).
+
+    python benchmarks/mcts_speed.py [--section 1|2|all] [--repeats 5] [--sims 800] [--board 15]
+        [--clock cpu|wall] [--batches 8,32] [--device auto|cpu|cuda] [--blocks 1] [--net-sims 200]
+        [--net-steps 1] [--net-clock wall|cpu] [--mallopt]
 """
 
 from __future__ import annotations
@@ -43,6 +66,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -52,6 +76,10 @@ C_PUCT = 2.0
 FPU = 0.0
 N_ROOTS = 8
 TARGET = 30.0
+NET_TARGET = 0.8
+"""Section 2's target: runner simulations/s >= 0.8x the network's forward positions/s at the same batch."""
+NET_CHANNELS = 64
+DEFAULT_BATCHES = {"cpu": "8,32", "cuda": "8,64,256"}
 CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.process_time, "wall": time.perf_counter}
 
 BLACK, WHITE = 1, -1
@@ -395,6 +423,249 @@ def tree_section(args: argparse.Namespace) -> None:
         print(f"  [{met}] {name} >= {TARGET:.0f}x reference: {ratio:.1f}x")
 
 
+# -- section 2: with a network ---------------------------------------------------------------------------
+
+
+class TimedEvaluator:
+    """An evaluator that adds up the time and the positions of its calls (the runner's network share)."""
+
+    def __init__(
+        self, inner: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], clock: Callable[[], float]
+    ) -> None:
+        self.inner = inner
+        self.clock = clock
+        self.seconds = 0.0
+        self.positions = 0
+
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        t0 = self.clock()
+        out = self.inner(planes)
+        self.seconds += self.clock() - t0
+        self.positions += len(planes)
+        return out
+
+
+@dataclass
+class NetResult:
+    """Section 2's measurements at one batch size: a value per repeat, and self-play totals."""
+
+    batch: int
+    forward: list[float] = field(default_factory=list)
+    """The network's positions/s."""
+    runner: list[float] = field(default_factory=list)
+    """The runner's simulations/s."""
+    net_share: list[float] = field(default_factory=list)
+    """The network's share of the runner's time."""
+    net_rate: list[float] = field(default_factory=list)
+    """The network's positions/s inside the runner (its evaluator's positions over its own time)."""
+    evals_per_sim: list[float] = field(default_factory=list)
+    """Positions evaluated per simulation in the runner (fewer than 1: leaves known without the network)."""
+    first_step: float = 0.0
+    moves: int = 0
+    games: int = 0
+    runner_seconds: float = 0.0
+
+
+def realistic_planes(game: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+    """The planes [n, C, size, size] of n positions of 0 to 60 random moves each (no finished game)."""
+    out = np.empty((n, game.n_planes, *game.board_shape), dtype=np.float32)
+    i = 0
+    while i < n:
+        state = game.new_state()
+        for _ in range(int(rng.integers(0, 61))):
+            state.play(int(rng.choice(np.flatnonzero(state.legal))))
+            if state.done:
+                break
+        if not state.done:
+            out[i] = state.planes()
+            i += 1
+    return out
+
+
+def keep_freed_memory() -> str:
+    """Ask glibc's malloc to keep freed memory (up to 32 MiB blocks from its heap, no trimming).
+
+    Without it, torch's CPU activations (MiBs a call) are mmapped and given back on every call, and
+    the next call page-faults them in again (thousands of faults, a third of a call's CPU time here).
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if sys.platform != "linux" or name is None:
+        return "--mallopt: not glibc, left as is"
+    libc = ctypes.CDLL(name)
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    if not (libc.mallopt(m_mmap_threshold, 32 << 20) and libc.mallopt(m_trim_threshold, 1 << 30)):
+        return "--mallopt: mallopt refused, left as is"
+    return "malloc: mallopt(M_MMAP_THRESHOLD=32 MiB, M_TRIM_THRESHOLD=1 GiB) (--mallopt)"
+
+
+def pick_device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device here")
+    return name
+
+
+def measure_batch(net: Any, game: Any, device: str, batch: int, args: argparse.Namespace) -> NetResult:
+    """Forward rate and runner rate at one batch size, interleaved (in alternating order) repeat by repeat."""
+    from framework_plugins.alphazero.config import AlphaZeroConfig
+    from framework_plugins.alphazero.network import NetworkEvaluator
+    from framework_plugins.alphazero.selfplay import MoveChoice, VectorizeRunner
+    from framework_plugins.mcts.config import SequentialConfig
+    from framework_plugins.mcts.sequential import SequentialEngine
+
+    result = NetResult(batch)
+    agent = AlphaZeroConfig()
+    forward = NetworkEvaluator(net, device)
+    planes = realistic_planes(game, batch, np.random.default_rng(batch))
+    clock = CLOCKS[args.net_clock]
+    timed = TimedEvaluator(NetworkEvaluator(net, device), clock)
+    engine = SequentialEngine(
+        SequentialConfig(num_simulations=args.net_sims), game=game, evaluator_factory=lambda: timed, seed=0
+    )
+    runner = VectorizeRunner(
+        game,
+        engine,
+        MoveChoice(agent.temperature, agent.temperature_moves),
+        np.random.default_rng(0),
+        n_games=batch,
+        noise=agent.noise,
+    )
+    t0 = time.perf_counter()
+    runner.step()  # untimed: compiling the kernels for these types, and the empty board's first search
+    result.first_step = time.perf_counter() - t0
+    for _ in range(3):
+        forward(planes)  # untimed: the network's first calls at this batch size
+    span = result.first_step
+
+    def run_forward() -> None:
+        calls, t0 = 0, clock()
+        while True:
+            forward(planes)
+            calls += 1
+            elapsed = clock() - t0
+            if calls >= 5 and elapsed >= min(max(span, 0.5), 5.0):
+                break
+        result.forward.append(batch * calls / elapsed)
+
+    def run_runner() -> None:
+        nonlocal span
+        sims, seconds, positions = engine.simulations, timed.seconds, timed.positions
+        t0 = clock()
+        for _ in range(args.net_steps):
+            moves, finished = runner.step()
+            result.moves += moves
+            result.games += len(finished)
+        span = clock() - t0
+        sims = engine.simulations - sims
+        result.runner_seconds += span
+        result.runner.append(sims / span)
+        result.net_share.append((timed.seconds - seconds) / span)
+        result.net_rate.append((timed.positions - positions) / (timed.seconds - seconds))
+        result.evals_per_sim.append((timed.positions - positions) / sims)
+
+    for r in range(args.repeats):
+        for run in (run_runner, run_forward) if r % 2 == 0 else (run_forward, run_runner):
+            run()
+    ratio = statistics.median(result.runner) / statistics.median(result.forward)
+    print(
+        f"  B={batch}: forward {statistics.median(result.forward):,.0f} positions/s, runner"
+        f" {statistics.median(result.runner):,.0f} sims/s ({ratio:.2f}x); first step"
+        f" {result.first_step:.2f} s",
+        flush=True,
+    )
+    return result
+
+
+def network_section(args: argparse.Namespace) -> None:
+    """Section 2: self-play's simulations/s beside the same network's batched forward rate."""
+    import torch
+
+    from framework_plugins.alphazero.network import PolicyValueNet
+    from framework_plugins.gomoku.rules import Gomoku
+
+    torch.set_num_threads(1)
+    device = pick_device(args.device)
+    malloc = keep_freed_memory() if args.mallopt else "malloc: as is (glibc's defaults)"
+    batches = [int(b) for b in (args.batches or DEFAULT_BATCHES[device]).split(",")]
+    if min(batches) < 1 or args.repeats < 1 or args.net_steps < 1:
+        raise SystemExit("--batches, --repeats and --net-steps must be >= 1")
+    if device == "cuda" and args.net_clock == "cpu":
+        raise SystemExit("--net-clock cpu on a GPU would leave out the time the CPU waits for it: use wall")
+    game = Gomoku(args.board, N_IN_ROW)
+    torch.manual_seed(0)
+    net = PolicyValueNet(
+        board_size=args.board, in_planes=game.n_planes, blocks=args.blocks, channels=NET_CHANNELS
+    )
+    net.to(device).eval()
+    n_params = sum(p.numel() for p in net.parameters())
+    gpu = f" ({torch.cuda.get_device_name()})" if device == "cuda" else ""
+    print(
+        f"\n== section 2: with a network: {args.board}x{args.board}, {N_IN_ROW} in a row; self-play's"
+        f" simulations/s beside the network's forward positions/s at the same batch; target"
+        f" >= {NET_TARGET}x ==\n"
+        f"network: PolicyValueNet, a 3x3 stem + {args.blocks} residual block(s) ="
+        f" {1 + 2 * args.blocks} 3x3 convolutions of {NET_CHANNELS} channels, then 1x1 policy/value heads"
+        f" ({2 + 2 * args.blocks} convolutions deep, {n_params:,} parameters); float32, inference mode,"
+        f" device {device}{gpu}, torch {torch.__version__}, {torch.get_num_threads()} torch thread;"
+        f" {malloc}\n"
+        f"runner: VectorizeRunner of B games over SequentialEngine, {args.net_sims} simulations a move"
+        f" (subtree reuse), {args.net_steps} step(s) a repeat; {args.repeats} repeats, {args.net_clock} time",
+        flush=True,
+    )
+    results = [measure_batch(net, game, device, batch, args) for batch in batches]
+
+    print(
+        f"\nmedians of {args.repeats} interleaved repeats (min-max), {args.net_clock} time, device {device}\n"
+    )
+    header = [
+        "batch",
+        "forward pos/s",
+        "runner sims/s",
+        "runner/forward",
+        f">= {NET_TARGET}x",
+        "net share",
+        "net pos/s in runner",
+        "evals/sim",
+        "moves/s",
+        "games/s",
+    ]
+    lines = []
+    for res in results:
+        fwd, run = statistics.median(res.forward), statistics.median(res.runner)
+        games = f"{res.games / res.runner_seconds:.2f}" if res.games else f"none in {res.moves} moves"
+        lines.append([
+            str(res.batch),
+            f"{fwd:,.0f} ({min(res.forward):,.0f}-{max(res.forward):,.0f})",
+            f"{run:,.0f} ({min(res.runner):,.0f}-{max(res.runner):,.0f})",
+            f"{run / fwd:.2f}x",
+            "PASS" if run / fwd >= NET_TARGET else "FAIL",
+            f"{statistics.median(res.net_share):.0%}",
+            f"{statistics.median(res.net_rate):,.0f}",
+            f"{statistics.median(res.evals_per_sim):.3f}",
+            f"{res.moves / res.runner_seconds:.1f}",
+            games,
+        ])  # fmt: skip
+    print_table(header, lines)
+    print(
+        f"  (runner/forward: the runner's simulations/s over the network's positions/s at the same B;"
+        f" net share: the part of the runner's time spent in its evaluator, and net pos/s in runner"
+        f" the evaluator's own rate there, so runner/forward ~ net share x (net pos/s in runner / forward)"
+        f" / evals/sim; evals/sim: positions evaluated per simulation (terminal and won-at-once leaves need"
+        f" none); moves/s and games/s: {args.board}x{args.board} self-play moves and finished games per"
+        f" second of runner time, all B games together)"
+    )
+    for res in results:
+        ratio = statistics.median(res.runner) / statistics.median(res.forward)
+        met = "met" if ratio >= NET_TARGET else "MISSED"
+        print(f"  [{met}] B={res.batch}: runner >= {NET_TARGET}x forward: {ratio:.2f}x")
+
+
 def print_table(header: list[str], lines: list[list[str]]) -> None:
     widths = [max(len(line[i]) for line in [header, *lines]) for i in range(len(header))]
     print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
@@ -421,11 +692,39 @@ def main() -> None:
     parser.add_argument("--sims", type=int, default=800, help="simulations per search, from a fresh tree")
     parser.add_argument("--board", type=int, default=15, help="board size (5 in a row)")
     parser.add_argument("--clock", choices=list(CLOCKS), default="cpu", help="time with CPU or wall time")
+    parser.add_argument(
+        "--section", choices=["1", "2", "all"], default="all", help="1: tree alone; 2: with a network"
+    )
+    parser.add_argument(
+        "--batches", help="section 2: batch sizes, comma-separated (default 8,32 on a CPU, 8,64,256 on a GPU)"
+    )
+    parser.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="section 2's network (auto: cuda if any)",
+    )
+    parser.add_argument("--blocks", type=int, default=1, help="section 2: residual blocks of the network")
+    parser.add_argument("--net-sims", type=int, default=200, help="section 2: simulations a move")
+    parser.add_argument("--net-steps", type=int, default=1, help="section 2: runner steps a timed repeat")
+    parser.add_argument(
+        "--mallopt",
+        action="store_true",
+        help="section 2: have malloc keep freed memory (no page faults in torch's CPU calls; a diagnostic)",
+    )
+    parser.add_argument(
+        "--net-clock",
+        choices=list(CLOCKS),
+        default="wall",
+        help="section 2: wall time, or this process's CPU time (CPU only: steadier on a busy machine)",
+    )
     args = parser.parse_args()
 
     print_machine()
-    tree_section(args)
-    # Section 2 (with a network) goes here: network_section(args).
+    if args.section in ("1", "all"):
+        tree_section(args)
+    if args.section in ("2", "all"):
+        network_section(args)
 
 
 if __name__ == "__main__":

@@ -85,7 +85,9 @@ def progress_of(run_dir: Path) -> tuple[int, int]:
     return int(read_state(checkpoint)["step"]), int(state["counters"]["games"])
 
 
-def match(run_dir: Path, opponents: list[str], games: int, sims: int, seed: int) -> dict[str, Any]:
+def match(
+    run_dir: Path, opponents: list[str], games: int, sims: int, seed: int, temperature_moves: int
+) -> dict[str, Any]:
     """The run's last checkpoint against each opponent: `games` games, colours alternating."""
     import numpy as np
 
@@ -94,7 +96,6 @@ def match(run_dir: Path, opponents: list[str], games: int, sims: int, seed: int)
 
     results: dict[str, Any] = {}
     with load_trained(str(run_dir), [f"search.num_simulations={sims}", f"seed={seed}"]) as player:
-        temperature_moves = int(player.cfg.agent.arena_temperature_moves)
         for name in opponents:
             started = time.perf_counter()
             engine = player.engine(seed=seed)
@@ -125,6 +126,13 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=50)
     parser.add_argument("--sims", type=int, default=400)
     parser.add_argument("--seed", type=int, default=12345, help="seed of the match")
+    parser.add_argument(
+        "--temperature-moves",
+        type=int,
+        default=0,
+        help="moves at the start of each game drawn from the visit counts (default 0: the most visited "
+        "move throughout; the opponents' random rollouts make the games differ)",
+    )
     parser.add_argument("--run", type=Path, help="skip training: the match for this run directory")
     parser.add_argument("--out", type=Path, help="where runs go (default: a new temporary directory)")
     parser.add_argument("overrides", nargs="*", help="extra overrides for the training command")
@@ -154,7 +162,7 @@ def main() -> None:
             flush=True,
         )
         for name, (result, seconds) in match(
-            training.run_dir, opponents, args.games, args.sims, args.seed
+            training.run_dir, opponents, args.games, args.sims, args.seed, args.temperature_moves
         ).items():
             low, high = interval(result.score, result.games)
             verdict = ""

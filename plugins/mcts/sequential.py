@@ -52,6 +52,7 @@ class SequentialEngine:
         self._slots: list[tuple[int, ...] | None] = []
         """The moves of each tree slot's root (None: a free slot)."""
         self._params = search_params(cfg, virtual_loss=0.0)
+        self._kernels = kernels.kernel_addresses(game)
         self._last_values = np.zeros(0, dtype=np.float32)
         self.simulations = 0
         """Simulations run since the engine was built (for sims/s)."""
@@ -174,7 +175,7 @@ class SequentialEngine:
         planes = np.empty((len(todo), game.n_planes, *game.board_shape), dtype=np.float32)
         for j, b in enumerate(todo):
             kernels.encode_root(
-                game.encode,
+                self._kernels,
                 forest.root_board[b],
                 int(forest.root_player[b]),
                 int(forest.root_last[b]),
@@ -224,9 +225,7 @@ class SequentialEngine:
             forest.root_last,
             self._params,
             game.params,
-            game.apply_move,
-            game.winning_move,
-            game.encode,
+            self._kernels,
             boards,
             paths,
             depths,

@@ -7,21 +7,112 @@ and action: the child's index (-1: not created) and the prior. Values are stored
 of the player who moved *into* the node, so a parent picks the child with the best value as is.
 
 The game's rules come in as C kernels (`apply_move`, `encode`, `winning_move`, numba cfuncs over
-pointers to the board, the game's `params` and the planes): the engine knows no game.
+pointers to the board, the game's `params` and the planes): the engine knows no game. The kernels
+here take their addresses (`kernel_addresses`) and call them through a pointer: a function object
+as an argument costs numba ~10 µs to convert on every call, an address nothing, and the compiled
+kernels stay in numba's disk cache.
 """
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 from typing import Any
 
 import numba as nb
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
 UNEXPANDED, EXPANDED, TERMINAL = 0, 1, 2
 ONGOING, WIN, DRAW = 0, 1, 2
 # Columns of Forest.node_i.
 PARENT, ACTION, VISITS, PENDING, STATE = 0, 1, 2, 3, 4
+
+
+#: Indices of the game's kernels in the array of their addresses.
+APPLY_MOVE, WINNING_MOVE, ENCODE = 0, 1, 2
+
+
+def kernel_addresses(game: Any) -> np.ndarray:
+    """The addresses of a game's C kernels [apply_move, winning_move, encode] (numba cfuncs, or
+    ctypes function pointers of the same signatures)."""
+    return np.array([_address(game.apply_move), _address(game.winning_move), _address(game.encode)], np.int64)
+
+
+def _address(kernel: Any) -> int:
+    address = getattr(kernel, "address", None)
+    if address is None:
+        try:
+            address = ctypes.cast(kernel, ctypes.c_void_p).value
+        except ctypes.ArgumentError:
+            address = None
+    if not address:
+        raise TypeError(f"{kernel!r} is not a C function (a numba cfunc or a ctypes function pointer)")
+    return int(address)
+
+
+def _data(context: Any, builder: Any, array_type: Any, array: Any) -> Any:
+    return context.make_array(array_type)(context, builder, array).data
+
+
+def _call_apply_move(typingctx, address, board, action, player, n_moves, params):  # type: ignore[no-untyped-def]
+    """`apply_move(board*, action, player, n_moves, params*) -> outcome` at `address`."""
+    i64 = types.int64
+    sig = i64(i64, board, i64, i64, i64, params)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        board_p = _data(context, builder, signature.args[1], args[1])
+        params_p = _data(context, builder, signature.args[5], args[5])
+        word = ir.IntType(64)
+        fnty = ir.FunctionType(word, [board_p.type, word, word, word, params_p.type])
+        fn = builder.inttoptr(args[0], fnty.as_pointer())
+        return builder.call(fn, [board_p, args[2], args[3], args[4], params_p])
+
+    return sig, codegen
+
+
+call_apply_move: Any = intrinsic(_call_apply_move)
+
+
+def _call_winning_move(typingctx, address, board, player, params):  # type: ignore[no-untyped-def]
+    """`winning_move(board*, player, params*) -> action or -1` at `address`."""
+    i64 = types.int64
+    sig = i64(i64, board, i64, params)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        board_p = _data(context, builder, signature.args[1], args[1])
+        params_p = _data(context, builder, signature.args[3], args[3])
+        word = ir.IntType(64)
+        fnty = ir.FunctionType(word, [board_p.type, word, params_p.type])
+        fn = builder.inttoptr(args[0], fnty.as_pointer())
+        return builder.call(fn, [board_p, args[2], params_p])
+
+    return sig, codegen
+
+
+call_winning_move: Any = intrinsic(_call_winning_move)
+
+
+def _call_encode(typingctx, address, board, player, last, params, out):  # type: ignore[no-untyped-def]
+    """`encode(board*, player, last_move, params*, out*)` at `address`."""
+    i64 = types.int64
+    sig = i64(i64, board, i64, i64, params, out)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        board_p = _data(context, builder, signature.args[1], args[1])
+        params_p = _data(context, builder, signature.args[4], args[4])
+        out_p = _data(context, builder, signature.args[5], args[5])
+        word = ir.IntType(64)
+        fnty = ir.FunctionType(word, [board_p.type, word, word, params_p.type, out_p.type])
+        fn = builder.inttoptr(args[0], fnty.as_pointer())
+        return builder.call(fn, [board_p, args[2], args[3], params_p, out_p])
+
+    return sig, codegen
+
+
+call_encode: Any = intrinsic(_call_encode)
 
 
 def entry_point(dispatcher: Any, *args: Any) -> Callable[..., Any]:
@@ -130,8 +221,7 @@ def select_leaf(
     root_last: np.ndarray,
     search_params: np.ndarray,
     game_params: np.ndarray,
-    apply_move: Any,
-    winning_move: Any,
+    game_kernels: np.ndarray,
     board: np.ndarray,
     path: np.ndarray,
 ) -> tuple[int, int, int, int, float]:
@@ -181,7 +271,7 @@ def select_leaf(
             node_i[b, child, STATE] = UNEXPANDED
             value_sum[b, child] = 0.0
             children[b, node, best] = child
-        outcome = apply_move(board.ctypes, best, player, moves, game_params.ctypes)
+        outcome = call_apply_move(game_kernels[APPLY_MOVE], board, best, player, moves, game_params)
         moves += 1
         last = best
         player = -player
@@ -193,7 +283,7 @@ def select_leaf(
             terminal_value[b, node] = 1.0 if outcome == WIN else 0.0
     if node_i[b, node, STATE] == TERMINAL:
         return depth, player, last, moves, terminal_value[b, node]
-    if detect_wins and winning_move(board.ctypes, player, game_params.ctypes) >= 0:
+    if detect_wins and call_winning_move(game_kernels[WINNING_MOVE], board, player, game_params) >= 0:
         # The player to move wins next move whatever: a lost position for whoever moved here.
         node_i[b, node, STATE] = TERMINAL
         terminal_value[b, node] = -1.0
@@ -203,9 +293,14 @@ def select_leaf(
 
 @nb.njit(cache=True)
 def encode_root(
-    encode: Any, board: np.ndarray, player: int, last: int, game_params: np.ndarray, out: np.ndarray
+    game_kernels: np.ndarray,
+    board: np.ndarray,
+    player: int,
+    last: int,
+    game_params: np.ndarray,
+    out: np.ndarray,
 ) -> None:
-    encode(board.ctypes, player, last, game_params.ctypes, out.ctypes)
+    call_encode(game_kernels[ENCODE], board, player, last, game_params, out)
 
 
 @nb.njit(cache=True)
@@ -264,9 +359,7 @@ def select_batch(
     root_last: np.ndarray,
     search_params: np.ndarray,
     game_params: np.ndarray,
-    apply_move: Any,
-    winning_move: Any,
-    encode: Any,
+    game_kernels: np.ndarray,
     boards: np.ndarray,
     paths: np.ndarray,
     depths: np.ndarray,
@@ -299,14 +392,13 @@ def select_batch(
             root_last,
             search_params,
             game_params,
-            apply_move,
-            winning_move,
+            game_kernels,
             boards[b],
             paths[b],
         )
         depths[b] = depth
         if np.isnan(value):
-            encode(boards[b].ctypes, player, last, game_params.ctypes, planes[k].ctypes)
+            call_encode(game_kernels[ENCODE], boards[b], player, last, game_params, planes[k])
             pending_b[k] = b
             k += 1
         else:

@@ -720,3 +720,19 @@ def test_the_same_seed_gives_the_same_noised_search() -> None:
     ]
     np.testing.assert_array_equal(runs[0], runs[1])
     assert not np.array_equal(runs[0], runs[2])
+
+
+def test_the_games_kernels_are_called_by_address_and_anything_else_is_refused() -> None:
+    from framework_plugins.gomoku.rules import apply_move_c, encode_c, winning_move_c
+    from framework_plugins.mcts.tree import kernel_addresses
+
+    addresses = kernel_addresses(Gomoku(9, 5))
+    assert list(addresses) == [apply_move_c.address, winning_move_c.address, encode_c.address]
+
+    class PythonRules:
+        apply_move = staticmethod(lambda *args: 0)
+        winning_move = winning_move_c
+        encode = encode_c
+
+    with pytest.raises(TypeError, match="is not a C function"):
+        kernel_addresses(PythonRules())

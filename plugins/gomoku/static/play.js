@@ -229,7 +229,8 @@ function draw(s, thinking) {
     el.classList.toggle("heated", visits > 0);
     heat.style.opacity = visits > 0 ? String(0.12 + 0.7 * (visits / most)) : "";
     const share = total ? (100 * visits) / total : 0;
-    pct.textContent = visits > 0 && (share >= 1 || n <= 9) ? formatShare(share) : "";
+    // Numbers where the search looked at least 1 % of the time; the shading (and hovering) shows the rest.
+    pct.textContent = visits > 0 && share >= 1 ? formatShare(share) : "";
     const where = cellName(x, y, n);
     el.title = visits > 0 ? `${where}: ${plural(visits, "visit")} (${share.toFixed(1)}%)` : where;
     el.dataset.visits = String(visits);
@@ -249,7 +250,7 @@ function plural(count, word) {
 }
 
 function formatShare(share) {
-  return share >= 9.95 ? `${Math.round(share)}` : share >= 1 ? share.toFixed(1) : "<1";
+  return share >= 9.95 ? `${Math.round(share)}` : share.toFixed(1);
 }
 
 function drawStatus(s, waiting) {

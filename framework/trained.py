@@ -183,6 +183,9 @@ def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, comma
         agent.load(checkpoint / AGENT_DIR)
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         raise ConfigError(f"{command} {label}: the checkpoint {checkpoint} cannot be loaded: {e}") from None
+    move_to = getattr(agent, "to", None)
+    if callable(move_to):  # an agent that can move its networks plays on the run's device
+        move_to(device)
     player = TrainedPlayer(
         cfg=cfg,
         checkpoint=checkpoint,

@@ -131,6 +131,12 @@ class AlphaZeroAgent:
         metrics["eval/elo"] = self.elo
         return metrics
 
+    def to(self, device: str) -> None:
+        """Put the networks on `device` (a loaded agent plays there: `python -m framework play`)."""
+        self.device = torch.device(device)
+        for net in {id(n): n for n in (self.net, self.best) if n is not None}.values():
+            net.to(self.device)
+
     def act(self, obs: Any, *, deterministic: bool = True) -> Any:
         """The move a search picks in the position the planes `obs` show (a gymnasium observation)."""
         if self._engine is None or self._engine_game is None:

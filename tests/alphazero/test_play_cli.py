@@ -232,7 +232,8 @@ def test_gomocup_mistakes_are_one_line_before_anything_is_read(
     assert "Traceback" not in r.stderr
 
 
-def test_play_serves_the_page_with_a_token_until_ctrl_c(trained: tuple[Path, str]) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_play_serves_the_page_with_a_token_until_stopped(trained: tuple[Path, str], stop: int) -> None:
     cwd, _ = trained
     process = subprocess.Popen(
         [sys.executable, "-m", "framework", "play", "outputs/run", "--no-browser"],
@@ -253,7 +254,7 @@ def test_play_serves_the_page_with_a_token_until_ctrl_c(trained: tuple[Path, str
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(page, timeout=30)
         assert refused.value.code == 403
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         assert process.wait(timeout=30) == 0
         assert token not in process.stderr.read()  # type: ignore[union-attr]
     finally:

@@ -32,7 +32,7 @@ def gomocup_main(argv: list[str]) -> int:
     parser.add_argument("run", metavar="RUN", help="a run directory or a tracked run id")
     parser.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="key=value")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, _interrupt)  # a manager's kill still cleans up (a downloaded checkpoint)
+    _stop_on_signals()  # a manager's kill still cleans up (a downloaded checkpoint)
     # The protocol owns stdout: whatever a library prints while loading goes to stderr.
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1, encoding="ascii", newline="\n")
     sys.stdout.flush()
@@ -82,7 +82,7 @@ def play_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if not 0 <= args.port < 65536:
         parser.error(f"--port {args.port}: a port is a number from 0 (a free one) to 65535")
-    signal.signal(signal.SIGTERM, _interrupt)
+    _stop_on_signals()
     player = _load(args.run, args.overrides, "play")
     if player is None:
         return 1
@@ -103,6 +103,13 @@ def play_main(argv: list[str]) -> int:
         return 1
     finally:
         player.close()
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM raise KeyboardInterrupt, so that everything is closed on the way out; also
+    where SIGINT came ignored (a job started in the background by a script)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _interrupt)
 
 
 def _interrupt(signum: int, frame: Any) -> None:

@@ -31,7 +31,7 @@ def gomocup_main(argv: list[str]) -> int:
     )
     parser.add_argument("run", metavar="RUN", help="a run directory or a tracked run id")
     parser.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="key=value")
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     _stop_on_signals()  # a manager's kill still cleans up (a downloaded checkpoint)
     # The protocol owns stdout: whatever a library prints while loading goes to stderr.
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1, encoding="ascii", newline="\n")
@@ -79,7 +79,7 @@ def play_main(argv: list[str]) -> int:
         default=None,
         help="open the page in the default browser (default: when there is a display)",
     )
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     if not 0 <= args.port < 65536:
         parser.error(f"--port {args.port}: a port is a number from 0 (a free one) to 65535")
     _stop_on_signals()
@@ -103,6 +103,13 @@ def play_main(argv: list[str]) -> int:
         return 1
     finally:
         player.close()
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    if not [arg for arg in argv if not arg.startswith("-")] and not {"-h", "--help"} & set(argv):
+        # argparse would also call the optional overrides required
+        parser.error("RUN is required: a run directory or a tracked run id")
+    return parser.parse_args(argv)
 
 
 def _stop_on_signals() -> None:

@@ -78,11 +78,16 @@ def _module(value: str) -> str:
 
 def _setup() -> None:
     """The root schema, and every conf package's plugin schemas, in Hydra's ConfigStore."""
+    register_schemas()
+    Plugins.instance().register(EntryPointSearchPath)
+
+
+def register_schemas() -> None:
+    """The root schema and every conf package's plugin schemas (`config.SCHEMAS`)."""
     config.register_schema()
     for entries in registry.discover("conf").values():
         for entry in entries:
             importlib.import_module(_module(entry.value))  # a conf package registers its schemas
-    Plugins.instance().register(EntryPointSearchPath)
 
 
 def compose(overrides: list[str] | None = None) -> DictConfig:

@@ -206,12 +206,10 @@ def _with_overrides(saved: DictConfig, overrides: list[tuple[str, Any]]) -> Dict
     OmegaConf.set_struct(cfg, False)
     for key, value in overrides:
         if key == "search":
-            schema = config.SCHEMAS.get(("search", str(value)))
-            if schema is None:
-                from framework.app import compose
+            from framework.app import register_schemas
 
-                compose([])  # registers every conf package's schemas
-                schema = config.SCHEMAS.get(("search", str(value)))
+            register_schemas()
+            schema = config.SCHEMAS.get(("search", str(value)))
             if schema is None:
                 names = sorted(name for section, name in config.SCHEMAS if section == "search")
                 raise ConfigError(f"search={value} is not a search engine; choose one of: {', '.join(names)}")

@@ -389,11 +389,10 @@ def serve(
             ready(url)
         if open_browser:
             webbrowser.open(url)
-        if stop is None:
-            stop = threading.Event()
-        while not stop.wait(0.5):  # a short wait keeps Ctrl-C prompt
-            pass
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            stop.wait(0.5)  # a short wait keeps Ctrl-C prompt
     except KeyboardInterrupt:
-        pass
+        return
     finally:
         server.close()

@@ -146,11 +146,7 @@ class SequentialEngine:
                     forest.prior,
                     forest.n_nodes,
                 )
-                forest.root_board[i] = root.board
-                forest.root_player[i] = root.to_play
-                forest.root_moves[i] = len(moves)
-                forest.root_last[i] = moves[-1] if moves else -1
-                forest.noised[i] = False
+                forest.set_root(i, root.board, int(root.to_play), len(moves), moves[-1])
                 self._slots[i] = moves
                 return
         forest.reset(i, np.asarray(root.board), int(root.to_play), len(moves), moves[-1] if moves else -1)

@@ -154,6 +154,10 @@ class Forest:
         """Tree `b` becomes a single unexpanded root at the given position."""
         reset_tree(self.node_i[b], self.value_sum[b], self.children[b])
         self.n_nodes[b] = 1
+        self.set_root(b, board, player, n_moves, last)
+
+    def set_root(self, b: int, board: np.ndarray, player: int, n_moves: int, last: int) -> None:
+        """Tree `b`'s root position (its nodes as they are), not yet noised."""
         self.root_board[b] = board
         self.root_player[b] = player
         self.root_moves[b] = n_moves

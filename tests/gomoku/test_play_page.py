@@ -10,7 +10,6 @@ import asyncio
 import base64
 import json
 import logging
-import os
 import subprocess
 import threading
 import time
@@ -29,9 +28,9 @@ from framework_plugins.gomoku.page import MAX_BODY_BYTES, PlayServer, serve
 from framework_plugins.gomoku.rules import Gomoku
 from framework_plugins.mcts.config import SequentialConfig
 from framework_plugins.mcts.sequential import SequentialEngine
+from tests.conftest import require_tool
 
 SIMULATIONS = 48
-CHROMIUM = "/usr/bin/chromium"
 SCREENSHOT = Path("/tmp/play_page.png")
 
 
@@ -395,7 +394,7 @@ def start_chromium(url: str, profile: Path) -> subprocess.Popen[bytes]:
     ]
     return subprocess.Popen(
         [
-            CHROMIUM,
+            require_tool("chromium"),
             *flags,
             f"--user-data-dir={profile}",
             "--remote-debugging-port=0",
@@ -502,7 +501,6 @@ async def play_in_the_browser(server: PlayServer, go: threading.Event, profile: 
         browser.wait(10)
 
 
-@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is not installed")
 def test_a_person_plays_the_agent_in_a_real_browser(tmp_path: Path) -> None:
     go = threading.Event()
     server = PlayServer(SearchOnlyPlayer(Gomoku(board_size=9, n_in_row=5), go))

@@ -12,7 +12,7 @@ from framework_plugins.dqn.config import DQNConfig
 from framework_plugins.fighter.config import FighterConfig
 from framework_plugins.gomoku.config import GomokuConfig
 from framework_plugins.gym_envs.config import AtariConfig, CartPoleConfig, GymConfig, LunarLanderConfig
-from framework_plugins.mcts.config import SequentialConfig
+from framework_plugins.mcts.config import RayAsyncConfig, SequentialConfig
 from framework_plugins.sb3.config import SB3Config
 from framework_plugins.trackers.mlflow_tracker import MlflowConfig
 
@@ -24,6 +24,7 @@ for section, name, schema in (
     ("env", "fighter", FighterConfig),
     ("env", "gomoku", GomokuConfig),
     ("search", "sequential", SequentialConfig),
+    ("search", "ray_async", RayAsyncConfig),
     ("agent", "alphazero", AlphaZeroConfig),
     ("buffer", "replay", ReplayBufferConfig),
     ("buffer", "memory_efficient", MemoryEfficientReplayBufferConfig),

@@ -51,6 +51,22 @@ class ObjectiveConfig:
     """The final metric a run is judged by: what a sweeper optimises and a sweep's summary ranks."""
     mode: str = "max"
     """max or min: which end of the metric is best."""
+    also: list[str] = field(default_factory=list)
+    """More metrics a sweep's parent run summarises beside the objective (perf/sims_per_s, say):
+    a column each in its table, and a heat map each when two settings are swept."""
+
+
+@dataclass
+class RayConfig:
+    address: Optional[str] = None
+    """The Ray cluster a run that uses Ray joins (auto, host:6379, ray://host:10001); null: a local
+    Ray on 127.0.0.1, started when the run first needs it and stopped with the run."""
+    num_cpus: Optional[int] = None
+    """CPUs the local Ray offers its actors (null: this machine's count)."""
+    num_gpus: Optional[int] = None
+    """GPUs the local Ray offers (null: those it finds)."""
+    init_timeout_s: float = 120.0
+    """How long starting or joining Ray may take before the run fails saying so."""
 
 
 @dataclass
@@ -79,6 +95,7 @@ class FrameworkConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
 
 
 #: Every schema a conf package registered, by (section, plugin name).

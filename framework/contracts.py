@@ -141,6 +141,27 @@ class Evaluator(Protocol):
 
 
 @runtime_checkable
+class PortableEvaluator(Protocol):
+    """An evaluator another process (a Ray actor) can rebuild and keep in step with this one.
+
+    An engine that evaluates elsewhere builds `portable()(device)` there and sends `weights()`
+    whenever `weights_version()` has changed since it last sent them.
+    """
+
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+    def portable(self) -> Callable[[str], PortableEvaluator]:
+        """A picklable builder: `builder(device)` is the same function on `device`, its weights
+        to be set by load_weights."""
+        ...
+
+    def weights(self) -> dict[str, np.ndarray]: ...
+    def load_weights(self, weights: Mapping[str, np.ndarray]) -> None: ...
+    def weights_version(self) -> int:
+        """A number that changes whenever the weights do (a training step, a new best network)."""
+        ...
+
+
+@runtime_checkable
 class BoardGame(Protocol):
     """The rules of a two-player, alternating board game over flat action indices, for search.
 
@@ -229,6 +250,39 @@ class SearchEngine(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class MeasuredSearch(Protocol):
+    """A search engine that reports tuning figures (perf/sims_per_s, perf/batch_fill, ...)."""
+
+    def perf_metrics(self) -> dict[str, float]:
+        """The figures since the last call (empty when nothing was searched), then starts anew."""
+        ...
+
+
+@runtime_checkable
+class SelfPlaySource(Protocol):
+    """Where self-play games come from: a runner in this process, or workers elsewhere."""
+
+    def step(self) -> tuple[int, list[Any]]:
+        """(moves played since the last call, records of the games that ended)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class DistributedSearch(Protocol):
+    """A search engine that can run self-play in workers of its own (Ray actors, say)."""
+
+    def self_play(
+        self, make_runner: Callable[[SearchEngine, int], SelfPlaySource], *, seed: int
+    ) -> SelfPlaySource | None:
+        """A source whose workers each play `make_runner(their engine, their seed)`, with this
+        engine's evaluator kept in step; None when the engine's config plays in this process.
+        `make_runner` must be picklable (a module-level function or a partial of one)."""
+        ...
+
+
 @dataclass(frozen=True)
 class SweepSummarySpec:
     """What the parent run of a sweep summarises when the sweep ends."""
@@ -238,6 +292,8 @@ class SweepSummarySpec:
     """The metric each child is judged by."""
     mode: str
     """max or min: which end of the objective is best."""
+    also: tuple[str, ...] = ()
+    """More metrics to summarise beside the objective (a table column and a heat map each)."""
 
 
 @runtime_checkable
@@ -299,6 +355,7 @@ CAPABILITIES: dict[str, tuple[type, ...]] = {
     "env": (VectorEnvPlugin, VariantEnvPlugin, GameEnvPlugin),
     "buffer": (FrameBuffer,),
     "agent": (CheckedAgent, SearchAgent, EvaluatingAgent),
+    "search": (MeasuredSearch, DistributedSearch),
 }
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from framework import __version__, config, contracts, registry
+from framework import __version__, config, contracts, ray_runtime, registry
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, Checkpointer
 from framework.context import RunContext
 from framework.contracts import (
@@ -87,6 +87,7 @@ def run(
     """Run one experiment end to end; returns the final evaluation metrics."""
     started_at = time.time() if started_at is None else started_at
     config.check_root(cfg)
+    ray_runtime.configure(cfg.get("ray"))
     tracking = config.plugin_section(cfg, "tracking")
     # The tracker starts first: a tracker that works in the background gets going while the
     # plugins below are imported and checked; it writes nothing until start_run.
@@ -95,7 +96,10 @@ def run(
         plan = _prepare(cfg, tracker, overrides, run_dir)
         return _execute(plan, tracker, run_dir, overrides, parent_run_id, run_name, started_at)
     finally:
-        tracker.close()
+        try:
+            tracker.close()
+        finally:
+            ray_runtime.shutdown()  # a local Ray the run started (if it needed one) ends with it
 
 
 def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_dir: Path) -> Plan:

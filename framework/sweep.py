@@ -3,28 +3,47 @@
 The parent holds the swept parameters; each child is named for its own values of them
 (`n_epochs=5 seed=1`); when the sweep ends the tracker adds its summary (every child's
 params, objective, status and duration, the objective across the swept values, the best child).
+
+Any Hydra launcher runs the jobs: in this process (the default), in local processes
+(`hydra/launcher=joblib`) or as Ray tasks (`hydra/launcher=ray`, with this project's defaults:
+`ray_launcher_defaults`). A launcher that runs a job elsewhere pickles Hydra's callbacks with it;
+the copy of SweepParentRun it unpickles there hands the job its parent run and the launching directory.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from framework import config
+from framework import config, ray_runtime
 from framework.contracts import SweepSummarySpec, Tracker
 from framework.provenance import flatten
 
 #: Environment variables that hand the sweep's parent run and swept keys to its jobs (in-process or spawned).
 PARENT_RUN_ENV = "FRAMEWORK_PARENT_RUN_ID"
 SWEPT_KEYS_ENV = "FRAMEWORK_SWEPT_KEYS"
+#: The Hydra Ray launcher's class (hydra-ray-launcher), whose local Ray is kept on 127.0.0.1.
+RAY_LAUNCHER = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
+#: See framework.ray_runtime: "0" makes a Ray started here bind 127.0.0.1.
+RAY_LOOPBACK_ENV = ray_runtime.LOOPBACK_ENV
+#: What the Ray launcher's `ray.init` and `ray.remote` get unless the command line sets them. The plugin
+#: asks for a 75 MB object store, which ray.init refuses when it joins a running Ray (and which starves a
+#: job that uses Ray itself); Ray runs a task again when its process exits, which a failed job's
+#: sys.exit(1) does (a new child run each time); a dashboard is one more server.
+RAY_LAUNCHER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "init": {"object_store_memory": None, "include_dashboard": False},
+    "remote": {"max_retries": 0},
+}
 
 
 def swept_values(overrides: Sequence[str], sweeper_params: Mapping[str, Any] | None = None) -> dict[str, str]:
@@ -68,8 +87,31 @@ class SweepParentRun(Callback):
         self._tracker: Tracker | None = None
         self._run_id: str | None = None
         self._spec: SweepSummarySpec | None = None
+        self._job_env: dict[str, str] = {}
+        """What a job needs from the environment: the parent run and the swept keys."""
+        self._launch_dir: str | None = None
+        """The launching process's working directory (relative paths in the config start there)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The copy a launcher pickles with each job (joblib, Ray): without the parent run's tracker,
+        which only the launching process holds (and which cannot be pickled)."""
+        return {**self.__dict__, "_tracker": None, "_run_id": None, "_spec": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """In a job's process, before Hydra starts the job: the environment and working directory
+        of the launching process, so that a job on a Ray that was started elsewhere (whose workers
+        inherit neither) finds its parent run, and its relative paths (the sweep dir, the default
+        ./mlflow.db) mean what they mean to the launcher. A folder this machine lacks is left."""
+        self.__dict__.update(state)
+        os.environ.update(self._job_env)
+        if self._launch_dir and os.path.isdir(self._launch_dir):
+            with contextlib.suppress(OSError):
+                if os.getcwd() != self._launch_dir:
+                    os.chdir(self._launch_dir)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        ray_launcher_defaults(config)
+        self._launch_dir = os.getcwd()
         section = _tracking(config)
         if section is None:
             return
@@ -81,6 +123,7 @@ class SweepParentRun(Callback):
             swept_keys=tuple(swept),
             objective=str(config.objective.metric),
             mode=str(config.objective.mode),
+            also=tuple(str(m) for m in config.objective.get("also") or ()),
         )
         self._tracker = section.plugin(section.cfg)
         overrides = " ".join(config.hydra.overrides.task)
@@ -99,18 +142,23 @@ class SweepParentRun(Callback):
             },
             start_time=time.time(),
         )
-        os.environ[PARENT_RUN_ENV] = self._run_id
-        os.environ[SWEPT_KEYS_ENV] = json.dumps(list(swept))
-        # A job that raises ends the sweep without on_multirun_end: the parent still ends, FAILED.
-        atexit.register(self._end, "FAILED")
+        self._job_env = {PARENT_RUN_ENV: self._run_id, SWEPT_KEYS_ENV: json.dumps(list(swept))}
+        os.environ.update(self._job_env)
+        # A job that raises ends the sweep without on_multirun_end: the parent still ends, FAILED
+        # (KILLED after a Ctrl-C that a launcher's wait turned into a KeyboardInterrupt).
+        atexit.register(self._end_at_exit)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._end("FINISHED")
 
+    def _end_at_exit(self) -> None:
+        interrupted = isinstance(getattr(sys, "last_value", None), KeyboardInterrupt)
+        self._end("KILLED" if interrupted else "FAILED")
+
     def _end(self, status: str) -> None:
         if self._run_id is None or self._tracker is None or self._spec is None:
             return
-        run_id, self._run_id = self._run_id, None
+        run_id, self._run_id, self._job_env = self._run_id, None, {}
         os.environ.pop(PARENT_RUN_ENV, None)
         os.environ.pop(SWEPT_KEYS_ENV, None)
         try:
@@ -137,6 +185,37 @@ def swept_keys_of_this_sweep() -> list[str]:
     """The swept keys the parent handed down, in a job of a sweep; [] elsewhere."""
     raw = os.environ.get(SWEPT_KEYS_ENV)
     return [str(k) for k in json.loads(raw)] if raw else []
+
+
+def ray_launcher_defaults(cfg: DictConfig) -> None:
+    """This project's defaults for the Hydra Ray launcher, set in `cfg` before Hydra creates the launcher
+    from it: RAY_LAUNCHER_DEFAULTS where the command line left them; and a Ray that the launcher starts
+    on this machine binds 127.0.0.1, like every server of ours unless configured (one joined at a
+    loopback address is reached there; one joined elsewhere, `hydra.launcher.ray.init.address` or
+    RAY_ADDRESS, or a user's own RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER, is left as it is)."""
+    if OmegaConf.select(cfg, "hydra.launcher._target_") != RAY_LAUNCHER:
+        return
+    ray = cfg.hydra.launcher.ray
+    with read_write(ray), open_dict(ray):
+        for part, defaults in RAY_LAUNCHER_DEFAULTS.items():
+            if ray.get(part) is None:
+                ray[part] = {}
+            for key, value in defaults.items():
+                if key not in ray[part]:
+                    ray[part][key] = value
+    address = ray.init.get("address") or os.environ.get("RAY_ADDRESS") or "local"
+    # Ray reads the variable when it is imported: later, it is too late.
+    if _on_this_machine_only(str(address)) and "ray" not in sys.modules:
+        os.environ.setdefault(RAY_LOOPBACK_ENV, "0")
+
+
+def _on_this_machine_only(address: str) -> bool:
+    """A Ray the launcher starts ("local"), or one it joins at a loopback address (127.0.0.1:6379): which
+    Ray 2.60 reaches only with RAY_LOOPBACK_ENV set (else it turns 127.0.0.1 into the machine's address)."""
+    if address == "local":
+        return True
+    host = address.rpartition(":")[0] if ":" in address else address
+    return host.strip("[]") in ("localhost", "::1") or host.startswith("127.")
 
 
 def _tracking(cfg: DictConfig) -> config.Section | None:

@@ -137,3 +137,26 @@ def cli(tmp_path: Path):
         return run_cli(*args, cwd=tmp_path, timeout=timeout, env=env)
 
     return call
+
+
+@dataclass
+class RaySession:
+    address: str
+    """host:port of the session's Ray, for ray.address= and the Hydra Ray launcher."""
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[RaySession]:
+    """One real local Ray for the whole test session (starting one takes seconds), on 127.0.0.1.
+
+    Its 8 logical CPUs let a test place an inference actor and several self-play workers on this
+    2-core machine; the engines under test join it (ray_runtime.ensure keeps a live connection).
+    """
+    from framework import ray_runtime
+
+    ray_runtime.prefer_loopback()
+    import ray
+
+    address = ray_runtime.start_local(ray, num_cpus=8, num_gpus=0)
+    yield RaySession(address=address)
+    ray.shutdown()

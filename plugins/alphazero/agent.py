@@ -4,6 +4,7 @@ gating against the best network so far → evaluation against the env's fixed op
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import time
 from pathlib import Path
@@ -14,14 +15,23 @@ import torch
 import torch.nn.functional as F
 
 from framework.context import RunContext
-from framework.contracts import Buffer, EnvPlugin, Evaluator, GameEnvPlugin, SearchEngine
+from framework.contracts import (
+    Buffer,
+    DistributedSearch,
+    EnvPlugin,
+    Evaluator,
+    GameEnvPlugin,
+    MeasuredSearch,
+    SearchEngine,
+    SelfPlaySource,
+)
 from framework.errors import ConfigError, check_choice
 
 from .arena import FixedPlayer, MatchResult, SearchPlayer, play_match
 from .config import RUNNERS, AlphaZeroConfig
 from .network import NetworkEvaluator, PolicyValueNet
 from .replay import PositionReplay
-from .selfplay import GameRecord, MoveChoice, SelfPlayRunner, VectorizeRunner
+from .selfplay import GameRecord, MoveChoice, SelfPlayRunner, VectorizeRunner, vectorize_runner
 
 WEIGHTS_FILE = "alphazero.pt"
 STATE_FILE = "alphazero.json"
@@ -55,6 +65,7 @@ class AlphaZeroAgent:
         self._restored: Optional[dict[str, Any]] = None
         self._restored_replay: Optional[Path] = None
         self._stats: dict[str, list[float]] = {}
+        self._workers: Optional[SelfPlaySource] = None
 
     # -- the contract ------------------------------------------------------------------------------
 
@@ -83,16 +94,39 @@ class AlphaZeroAgent:
         net, replay, engine = self._require(self.net), self._require(self.replay), ctx.search
         self._engine, self._engine_game = engine, game
         choice = MoveChoice(cfg.temperature, cfg.temperature_moves)
-        runner: Union[SelfPlayRunner, VectorizeRunner]
+        runner: Union[SelfPlayRunner, VectorizeRunner, SelfPlaySource]
+        workers: Optional[SelfPlaySource] = None
         if cfg.runner == "single":
             runner = SelfPlayRunner(game, engine, choice, self.rng, noise=cfg.noise)
         else:
-            runner = VectorizeRunner(
+            if isinstance(engine, DistributedSearch):
+                make = functools.partial(
+                    vectorize_runner, game=game, choice=choice, n_games=cfg.parallel_games, noise=cfg.noise
+                )
+                workers = engine.self_play(make, seed=int(self.rng.integers(2**31)))
+            runner = workers or VectorizeRunner(
                 game, engine, choice, self.rng, n_games=cfg.parallel_games, noise=cfg.noise
             )
+        self._workers = workers
+        try:
+            self._self_play(ctx, runner, net, replay, game)
+        finally:
+            self._workers = None
+            if workers is not None:
+                workers.close()
+
+    def _self_play(
+        self,
+        ctx: RunContext,
+        runner: Union[SelfPlayRunner, VectorizeRunner, SelfPlaySource],
+        net: PolicyValueNet,
+        replay: PositionReplay,
+        game: Any,
+    ) -> None:
+        cfg, engine = self.cfg, ctx.search
         step = self.counters["step"] = ctx.start_step
         since_train = 0
-        clock = (time.perf_counter(), _simulations(engine))
+        clock = (time.perf_counter(), _simulations(engine), self.counters["games"])
         while step < ctx.total_steps:
             moves, finished = runner.step()
             for record in finished:
@@ -104,7 +138,7 @@ class AlphaZeroAgent:
                 since_train = 0
                 self._train_phase(net, replay)
                 self._log(ctx, step, clock)
-                clock = (time.perf_counter(), _simulations(engine))
+                clock = (time.perf_counter(), _simulations(engine), self.counters["games"])
                 if cfg.gating and self.counters["phases"] % cfg.gate_every == 0:
                     self._gate(ctx, game, step)
             if not ctx.after_step(step, self):
@@ -297,9 +331,10 @@ class AlphaZeroAgent:
             step,
         )
 
-    def _log(self, ctx: RunContext, step: int, clock: tuple[float, int]) -> None:
+    def _log(self, ctx: RunContext, step: int, clock: tuple[float, int, int]) -> None:
         now = time.perf_counter()
         sims = _simulations(ctx.search) - clock[1]
+        games = self.counters["games"] - clock[2]
         metrics = {key: float(np.mean(values)) for key, values in self._stats.items() if values}
         self._stats = {}
         metrics["selfplay/games"] = float(self.counters["games"])
@@ -307,6 +342,10 @@ class AlphaZeroAgent:
         metrics["train/replay_positions"] = float(len(self._require(self.replay)))
         if now > clock[0] and sims > 0:
             metrics["perf/sims_per_s"] = sims / (now - clock[0])
+            metrics["perf/games_per_s"] = games / (now - clock[0])
+        for source in (ctx.search, self._workers):
+            if isinstance(source, MeasuredSearch):
+                metrics.update(source.perf_metrics())
         ctx.log_metrics(metrics, step)
 
     @staticmethod

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
 import numpy as np
 import torch
 from torch import nn
@@ -53,9 +57,33 @@ class NetworkEvaluator:
         self.positions = 0
         """Positions evaluated so far."""
 
+    # -- portable (framework.contracts.PortableEvaluator): rebuilt in a Ray actor, kept in step ----
+
+    def portable(self) -> Callable[[str], NetworkEvaluator]:
+        return functools.partial(build_evaluator, dict(self.net.spec))
+
+    def weights(self) -> dict[str, np.ndarray]:
+        return {key: t.detach().cpu().numpy() for key, t in self.net.state_dict().items()}
+
+    def load_weights(self, weights: Mapping[str, Any]) -> None:
+        # Arrays from Ray's object store are read-only: torch gets copies.
+        self.net.load_state_dict({key: torch.from_numpy(np.array(v)) for key, v in weights.items()})
+        self.net.eval()
+
+    def weights_version(self) -> int:
+        """The sum of the tensors' version counters: every in-place change (an optimizer step,
+        load_state_dict, batch-norm statistics) bumps one."""
+        return sum(t._version for t in (*self.net.parameters(), *self.net.buffers()))
+
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         self.positions += len(planes)
         with torch.inference_mode():
             x = torch.from_numpy(planes).to(self.device, non_blocking=True)
             logits, value = self.net(x)
             return logits.float().cpu().numpy(), value.float().cpu().numpy()
+
+
+def build_evaluator(spec: dict[str, int], device: str) -> NetworkEvaluator:
+    """A network of `spec` on `device`, in inference mode, behind an evaluator (its weights to be loaded)."""
+    net = PolicyValueNet(**spec).to(device).eval()
+    return NetworkEvaluator(net, device)

@@ -75,6 +75,9 @@ class SelfPlayRunner:
         self.state, self.record = self.game.new_state(), GameRecord()
         return 1, [record]
 
+    def close(self) -> None:
+        """Nothing to release: the engine belongs to the run."""
+
 
 class VectorizeRunner:
     """`n_games` games at once: one search call over all their roots per move."""
@@ -108,3 +111,13 @@ class VectorizeRunner:
                 finished.append(record)
                 self.states[i], self.records[i] = self.game.new_state(), GameRecord()
         return len(self.states), finished
+
+    def close(self) -> None:
+        """Nothing to release: the engine belongs to the run."""
+
+
+def vectorize_runner(
+    engine: SearchEngine, seed: int, *, game: Any, choice: MoveChoice, n_games: int, noise: bool
+) -> VectorizeRunner:
+    """A VectorizeRunner over `engine` (picklable as a partial: what a self-play worker runs)."""
+    return VectorizeRunner(game, engine, choice, np.random.default_rng(seed), n_games=n_games, noise=noise)

@@ -24,3 +24,39 @@ class SequentialConfig:
     """Keep the subtree of the moves played since the last search of a game (its visits count)."""
     detect_wins: bool = True
     """A leaf where the player to move can win at once is scored as won without a network call."""
+
+
+@dataclass
+class RayAsyncConfig(SequentialConfig):
+    batch_size: int = 32
+    """Leaves per inference call: a batch is sent when this many wait, or after max_wait_ms."""
+    max_wait_ms: float = 5.0
+    """How long a partial batch may wait for more leaves before it is sent anyway (Ray's own
+    per-call cost is ~1.5 ms: much less than that saves nothing)."""
+    async_inflight_limit: Optional[int] = 4
+    """Leaves a search may have waiting for the network at once, in batches: max_pending =
+    async_inflight_limit × batch_size (null: one batch per root). More keeps the actor busy; more
+    also means more leaves chosen on the same stale statistics (with 32 games and batches of 32,
+    4 lets each tree have about 4 leaves waiting)."""
+    max_inflight_batches: int = 2
+    """Batches sent and not yet answered at once: while the actor runs one, the search selects the
+    next (the pipeline's depth)."""
+    virtual_loss: float = 1.0
+    """A leaf waiting for its evaluation counts, on its path, as a visit that lost this much, so
+    that the next selections spread over other paths."""
+    inference_actors: int = 1
+    """Ray actors that run the network (batches go to them in turn)."""
+    inference_num_cpus: float = 1.0
+    """CPUs Ray reserves for each inference actor (also its torch threads on a CPU)."""
+    inference_num_gpus: Optional[float] = None
+    """GPUs per inference actor (null: 1 when the cluster has one, else 0); fractions share a GPU."""
+    workers: int = 1
+    """Self-play workers (Ray actors, each playing agent.parallel_games games with its own trees, all
+    sharing the inference actors) while the run's process trains; 0: self-play runs in the run's
+    own process, between training phases."""
+    worker_num_cpus: float = 1.0
+    """CPUs Ray reserves for each self-play worker."""
+    max_restarts: int = 3
+    """Times Ray restarts an inference actor or a self-play worker that died, before the run fails."""
+    inference_timeout_s: float = 120.0
+    """How long a batch sent to an inference actor may go unanswered before the search fails."""

@@ -509,3 +509,143 @@ def _count(keep: np.ndarray) -> int:
         if k:
             total += 1
     return total
+
+
+# -- the pipelined search's kernels (search=ray_async) ----------------------------------------------
+# A leaf waiting for its evaluation lives in a slot: its tree, position, path and depth. Its path
+# carries one pending (virtual) visit per node until the evaluation comes back or is given up.
+
+
+@nb.njit(cache=True)
+def select_async(
+    active: np.ndarray,
+    target: int,
+    budget: int,
+    node_i: np.ndarray,
+    value_sum: np.ndarray,
+    terminal_value: np.ndarray,
+    children: np.ndarray,
+    prior: np.ndarray,
+    n_nodes: np.ndarray,
+    root_board: np.ndarray,
+    root_player: np.ndarray,
+    root_moves: np.ndarray,
+    root_last: np.ndarray,
+    search_params: np.ndarray,
+    game_params: np.ndarray,
+    game_kernels: np.ndarray,
+    free_slots: np.ndarray,
+    n_free: np.ndarray,
+    leaf_tree: np.ndarray,
+    leaf_board: np.ndarray,
+    leaf_path: np.ndarray,
+    leaf_depth: np.ndarray,
+    planes: np.ndarray,
+    out_slots: np.ndarray,
+    blocked: np.ndarray,
+) -> tuple[int, int, int]:
+    """Leaves to evaluate, one per active tree in turn, until `budget` are taken or no tree can give one.
+
+    A tree gives leaves while its root's visits (less its expansion) plus its pending visits are
+    below `target`. A leaf whose value is known is backed up at once; a leaf that is already
+    waiting for its evaluation (a collision) stops its tree for this call. A taken leaf gets a
+    free slot, a pending visit on every node of its path, and its planes in `planes[k]`
+    (`out_slots[k]` its slot). Returns (k, simulations backed up here, trees not yet at target).
+    """
+    k, backed = 0, 0
+    blocked[:] = False
+    progress = True
+    while progress and k < budget and n_free[0] > 0:
+        progress = False
+        for b in range(active.size):
+            if k >= budget or n_free[0] == 0:
+                break
+            if not active[b] or blocked[b] or node_i[b, 0, VISITS] - 1 + node_i[b, 0, PENDING] >= target:
+                continue
+            slot = free_slots[n_free[0] - 1]
+            depth, player, last, _, value = select_leaf(
+                b,
+                node_i,
+                value_sum,
+                terminal_value,
+                children,
+                prior,
+                n_nodes,
+                root_board,
+                root_player,
+                root_moves,
+                root_last,
+                search_params,
+                game_params,
+                game_kernels,
+                leaf_board[slot],
+                leaf_path[slot],
+            )
+            if not np.isnan(value):
+                backup(b, node_i, value_sum, leaf_path[slot], depth, value)
+                backed += 1
+                progress = True
+                continue
+            leaf = leaf_path[slot, depth]
+            if node_i[b, leaf, PENDING] > 0:
+                blocked[b] = True
+                continue
+            n_free[0] -= 1
+            for d in range(depth + 1):
+                node_i[b, leaf_path[slot, d], PENDING] += 1
+            leaf_tree[slot] = b
+            leaf_depth[slot] = depth
+            call_encode(game_kernels[ENCODE], leaf_board[slot], player, last, game_params, planes[k])
+            out_slots[k] = slot
+            k += 1
+            progress = True
+    unfinished = 0
+    for b in range(active.size):
+        if active[b] and node_i[b, 0, VISITS] - 1 < target:
+            unfinished += 1
+    return k, backed, unfinished
+
+
+@nb.njit(cache=True)
+def release_leaves(slots: np.ndarray, leaf_tree: np.ndarray, leaf_path: np.ndarray, leaf_depth: np.ndarray,
+                   node_i: np.ndarray) -> int:  # fmt: skip
+    """Take the leaves' pending visits off their paths (never below 0); returns how many were
+    already 0 (a bookkeeping error: 0 when all is well)."""
+    clamped = 0
+    for i in range(slots.size):
+        s = slots[i]
+        b = leaf_tree[s]
+        for d in range(leaf_depth[s] + 1):
+            node = leaf_path[s, d]
+            if node_i[b, node, PENDING] > 0:
+                node_i[b, node, PENDING] -= 1
+            else:
+                clamped += 1
+    return clamped
+
+
+@nb.njit(cache=True)
+def finish_leaves(
+    slots: np.ndarray,
+    logits: np.ndarray,
+    values: np.ndarray,
+    leaf_tree: np.ndarray,
+    leaf_board: np.ndarray,
+    leaf_path: np.ndarray,
+    leaf_depth: np.ndarray,
+    node_i: np.ndarray,
+    value_sum: np.ndarray,
+    children: np.ndarray,
+    prior: np.ndarray,
+) -> int:
+    """Evaluated leaves: pending visits off their paths, the leaf expanded (illegal moves masked),
+    its value backed up. Returns release_leaves' count of pending visits already at 0."""
+    clamped = release_leaves(slots, leaf_tree, leaf_path, leaf_depth, node_i)
+    for i in range(slots.size):
+        s = slots[i]
+        b, depth = leaf_tree[s], leaf_depth[s]
+        leaf = leaf_path[s, depth]
+        if node_i[b, leaf, STATE] == UNEXPANDED:
+            expand(b, leaf, node_i, children, prior, leaf_board[s], logits[i])
+        backup(b, node_i, value_sum, leaf_path[s], depth, -values[i])
+    return clamped

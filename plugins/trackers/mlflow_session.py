@@ -185,14 +185,18 @@ class MlflowSession:
     def end_parent(
         self, run_id: str, status: str, summary: Mapping[str, Any], end_time: float | None = None
     ) -> dict[str, Any]:
-        """Summarise the sweep on its parent run (table, plot, best child), then end the parent.
+        """Summarise the sweep on its parent run (table, plots, best child), then end the parent.
 
         A sweep none of whose jobs started (its first was refused, say) leaves no parent behind.
         Returns the counts and the best child, for the command line to say.
         """
         try:
             found = self._summarise(
-                run_id, list(summary["swept_keys"]), str(summary["objective"]), str(summary["mode"])
+                run_id,
+                list(summary["swept_keys"]),
+                str(summary["objective"]),
+                str(summary["mode"]),
+                [str(m) for m in summary.get("also") or ()],
             )
         finally:
             self.client.set_terminated(run_id, status, end_time=_ms(end_time))
@@ -200,14 +204,16 @@ class MlflowSession:
             self.client.delete_run(run_id)
         return found
 
-    def _summarise(self, parent_id: str, swept_keys: list[str], objective: str, mode: str) -> dict[str, Any]:
+    def _summarise(
+        self, parent_id: str, swept_keys: list[str], objective: str, mode: str, also: list[str]
+    ) -> dict[str, Any]:
         runs = self.client.search_runs(
             [self._experiment_id()],
             filter_string=f"tags.mlflow.parentRunId = '{parent_id}'",
             max_results=MAX_CHILDREN,
             order_by=["attributes.start_time ASC"],
         )
-        children = [sweep_summary.child_from_run(r, swept_keys, objective) for r in runs]
+        children = [sweep_summary.child_from_run(r, swept_keys, objective, also) for r in runs]
         if not children:
             return {"runs": 0}
         top = sweep_summary.best(children, mode)
@@ -217,11 +223,13 @@ class MlflowSession:
         }
         with tempfile.TemporaryDirectory(prefix="framework-sweep-") as tmp:
             folder = Path(tmp)
-            files = sweep_summary.write_table(children, swept_keys, objective, folder)
+            files = sweep_summary.write_table(children, swept_keys, objective, folder, also)
             plot = sweep_summary.plot_objective(children, swept_keys, objective, folder)
-            for path in [*files, *([plot] if plot else [])]:
+            heatmaps = sweep_summary.plot_heatmaps(children, swept_keys, objective, folder, also)
+            for path in [*files, *([plot] if plot else []), *heatmaps]:
                 self.client.log_artifact(parent_id, str(path))
-        tags = {"mlflow.note.content": sweep_summary.note(children, top, objective, mode, links)}
+        said = sweep_summary.note(children, top, objective, mode, links, [p.name for p in heatmaps])
+        tags = {"mlflow.note.content": said}
         metrics = [Metric("sweep/children", float(len(children)), int(time.time() * 1000), 0)]
         if top is not None and top.objective is not None:
             tags.update({"framework.best_child_run_id": top.run_id, "framework.best_child": top.name})

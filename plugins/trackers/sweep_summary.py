@@ -1,18 +1,21 @@
-"""A sweep's summary for its parent run: a table of every child and the objective across the swept values."""
+"""A sweep's summary for its parent run: a table of every child, the objective across the swept values
+and, when two settings are swept, a heat map per summarised metric."""
 
 from __future__ import annotations
 
 import csv
 import html
 import math
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 TABLE_CSV = "sweep_summary.csv"
 TABLE_HTML = "sweep_summary.html"
 PLOT_PNG = "objective.png"
+HEATMAP_PNG = "heatmap_{}.png"
 SEED = "seed"
 
 
@@ -26,20 +29,32 @@ class Child:
     duration_s: float | None
     params: dict[str, str]
     objective: float | None
+    also: dict[str, float | None] = field(default_factory=dict)
+    """Its last value of each metric of `objective.also` (None: never logged)."""
 
 
-def child_from_run(run: Any, swept_keys: Sequence[str], objective: str) -> Child:
+def child_from_run(run: Any, swept_keys: Sequence[str], objective: str, also: Sequence[str] = ()) -> Child:
     info, data = run.info, run.data
     duration = (info.end_time - info.start_time) / 1000 if info.end_time and info.start_time else None
-    value = data.metrics.get(objective)
     return Child(
         run_id=str(info.run_id),
         name=str(info.run_name),
         status=str(info.status),
         duration_s=duration,
         params={key: str(data.params.get(key, "")) for key in swept_keys},
-        objective=None if value is None or math.isnan(value) else float(value),
+        objective=_number(data.metrics.get(objective)),
+        also={metric: _number(data.metrics.get(metric)) for metric in also},
     )
+
+
+def also_metrics(also: Sequence[str], objective: str) -> list[str]:
+    """The metrics summarised beside the objective: each once, and not the objective again."""
+    return [m for m in dict.fromkeys(also) if m != objective]
+
+
+def value(child: Child, metric: str, objective: str) -> float | None:
+    """The child's last value of `metric`: the objective or one of `objective.also`."""
+    return child.objective if metric == objective else child.also.get(metric)
 
 
 def best(children: Sequence[Child], mode: str) -> Child | None:
@@ -51,16 +66,22 @@ def best(children: Sequence[Child], mode: str) -> Child | None:
 
 
 def write_table(
-    children: Sequence[Child], swept_keys: Sequence[str], objective: str, folder: Path
+    children: Sequence[Child],
+    swept_keys: Sequence[str],
+    objective: str,
+    folder: Path,
+    also: Sequence[str] = (),
 ) -> list[Path]:
-    """The children as CSV and as an HTML table (which the MLflow UI shows in its artifact view)."""
-    header = ["run", "run_id", *swept_keys, objective, "status", "duration_s"]
+    """The children as CSV and as an HTML table (which the MLflow UI shows in its artifact view):
+    a column per swept key, the objective, then a column per metric of `also`."""
+    metrics = [objective, *also_metrics(also, objective)]
+    header = ["run", "run_id", *swept_keys, *metrics, "status", "duration_s"]
     rows = [
         [
             c.name,
             c.run_id,
             *(c.params[k] for k in swept_keys),
-            "" if c.objective is None else f"{c.objective:.6g}",
+            *(_cell(value(c, m, objective)) for m in metrics),
             c.status,
             "" if c.duration_s is None else f"{c.duration_s:.1f}",
         ]
@@ -129,10 +150,103 @@ def plot_objective(
     return path
 
 
+def heatmap_axes(swept_keys: Sequence[str]) -> tuple[str, str] | None:
+    """The (x, y) keys of the heat maps: the two swept settings, when exactly two are (seeds aside)."""
+    settings = [k for k in swept_keys if k != SEED]
+    return (settings[0], settings[1]) if len(settings) == 2 else None
+
+
+def heatmap_grid(
+    children: Sequence[Child], x_key: str, y_key: str, metric: str, objective: str
+) -> tuple[list[str], list[str], list[list[float | None]]]:
+    """(x values, y values, rows[y][x]): the metric's mean over the children of each cell (their seeds),
+    None where no child of the cell logged it. Values in numeric order when they are numbers."""
+    xs = _ordered({c.params[x_key] for c in children})
+    ys = _ordered({c.params[y_key] for c in children})
+    cells: dict[tuple[str, str], list[float]] = {}
+    for c in children:
+        v = value(c, metric, objective)
+        if v is not None:
+            cells.setdefault((c.params[x_key], c.params[y_key]), []).append(v)
+    rows = [[_mean(cells.get((x, y))) for x in xs] for y in ys]
+    return xs, ys, rows
+
+
+def plot_heatmaps(
+    children: Sequence[Child],
+    swept_keys: Sequence[str],
+    objective: str,
+    folder: Path,
+    also: Sequence[str] = (),
+) -> list[Path]:
+    """A heat map per metric (the objective, then each of `also`) over the two swept settings;
+    none unless exactly two settings are swept, and none for a metric no child logged."""
+    axes = heatmap_axes(swept_keys)
+    if axes is None:
+        return []
+    paths = []
+    for metric in [objective, *also_metrics(also, objective)]:
+        counted = [c for c in children if value(c, metric, objective) is not None]
+        if counted:
+            n_seeds = len({c.params[SEED] for c in counted}) if SEED in swept_keys else 0
+            seeds = f", mean over {n_seeds} seeds" if n_seeds > 1 else ""
+            title = f"{metric} ({len(counted)} runs{seeds})"
+            paths.append(_heatmap(children, axes, metric, objective, title, folder))
+    return paths
+
+
+def heatmap_name(metric: str) -> str:
+    """`heatmap_perf_sims_per_s.png` for perf/sims_per_s: a file name, whatever the metric's name holds."""
+    return HEATMAP_PNG.format(re.sub(r"[^A-Za-z0-9._-]+", "_", metric).strip("_") or "metric")
+
+
+def _heatmap(
+    children: Sequence[Child], axes: tuple[str, str], metric: str, objective: str, title: str, folder: Path
+) -> Path:
+    """One heat map: a cell per pair of swept values, annotated, grey where no run logged the metric."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    x_key, y_key = axes
+    xs, ys, rows = heatmap_grid(children, x_key, y_key, metric, objective)
+    grid = np.ma.masked_invalid(np.array([[np.nan if v is None else v for v in row] for row in rows]))
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#d9d9d9")
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(xs) + 2.8), max(3.6, 0.7 * len(ys) + 2.0)), dpi=110)
+    image = ax.imshow(grid, cmap=cmap, origin="lower", aspect="auto")
+    fig.colorbar(image, ax=ax, label=metric)
+    colours = image.to_rgba(grid)
+    for row, y_values in enumerate(rows):
+        for col, v in enumerate(y_values):
+            if v is None:
+                continue
+            r, g, b, _ = colours[row, col]
+            ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+            ax.text(col, row, _short(v), ha="center", va="center", color=ink, fontsize=9)
+    ax.set_xticks(range(len(xs)), xs)
+    ax.set_yticks(range(len(ys)), ys)
+    ax.set_xlabel(x_key)
+    ax.set_ylabel(y_key)
+    ax.set_title(title)
+    fig.tight_layout()
+    path = folder / heatmap_name(metric)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def note(
-    children: Sequence[Child], top: Child | None, objective: str, mode: str, links: Mapping[str, str]
+    children: Sequence[Child],
+    top: Child | None,
+    objective: str,
+    mode: str,
+    links: Mapping[str, str],
+    heatmaps: Sequence[str] = (),
 ) -> str:
-    """The parent run's description (markdown): the best child, linked, and the count by status."""
+    """The parent run's description (markdown): the best child, linked, the count by status, and
+    the artifacts to look at."""
     counts: dict[str, int] = {}
     for c in children:
         counts[c.status] = counts.get(c.status, 0) + 1
@@ -141,7 +255,26 @@ def note(
     if top is not None:
         lines.append(f"Best: [{top.name}]({links[top.run_id]}) with {objective} = {top.objective:.6g}.")
     lines.append(f"Every child: artifacts {TABLE_HTML} and {TABLE_CSV}; the objective: {PLOT_PNG}.")
+    if heatmaps:
+        lines.append(f"Heat maps over the two swept settings: {', '.join(heatmaps)}.")
     return "\n\n".join(lines)
+
+
+def _number(v: float | None) -> float | None:
+    return None if v is None or math.isnan(v) else float(v)
+
+
+def _cell(v: float | None) -> str:
+    return "" if v is None else f"{v:.6g}"
+
+
+def _short(v: float) -> str:
+    """A cell's label: whole numbers from 1000 up (12800, not 1.28e+04), else four significant digits."""
+    return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
+def _mean(values: list[float] | None) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def _ordered(values: set[str]) -> list[str]:

@@ -1,0 +1,304 @@
+"""Batched, pipelined search on Ray (`search=ray_async`) beside the in-process searches and the
+network's own batched forward rate, over a `batch_size` x `max_wait_ms` grid, in one run.
+
+The network is the gomoku_9x9 preset's (a PolicyValueNet of `--blocks` 3 residual blocks of
+`--channels` 32 on a `--board` 9 board, random weights: speed does not depend on them), one torch
+thread per process, on `--device` (auto: cuda when available). Rows, each a median over
+`--repeats` measurements of `--steps` self-play moves in every game (the first move, which
+compiles and starts actors, left out), wall time:
+
+- forward B: NetworkEvaluator's positions/s on B realistic positions, called over and over in this
+  process: the in-process ceiling is the best of these over the grid's batch sizes;
+- sequential: one game at a time (SelfPlayRunner over search=sequential): one leaf per network call;
+- vectorize: `--games` games at once in this process (VectorizeRunner over search=sequential): one
+  leaf per game per network call, as agent=alphazero plays by default;
+- ray_async bs=B wait=W: the same VectorizeRunner over search=ray_async, its network in one Ray
+  inference actor (1 CPU, or the GPU), batches of B leaves sent when full or after W ms,
+  `--inflight` batches in flight; also its batch fill, mean batches in flight and the actor's
+  time per batch;
+- with `--workers N`: self-play in N Ray workers of `--games` games each, sharing the actor(s)
+  (search.workers=N), measured over `--seconds` of the run's RayAsyncRunner.
+
+Simulations/s counts every simulation (a leaf evaluated or one whose value was known). Targets:
+the best ray_async cell >= 0.8x the in-process ceiling on a CPU; on a GPU, self-play with N workers
+>= 5x the single-process vectorize row.
+
+    python benchmarks/mcts_batching.py [--batches 8,32,128] [--waits 1,5,20] [--games 32] [--sims 100]
+        [--steps 3] [--repeats 3] [--inflight 2] [--workers 0] [--device auto|cpu|cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+CPU_TARGET = 0.8
+GPU_TARGET = 5.0
+
+
+@dataclass
+class Row:
+    name: str
+    rates: list[float] = field(default_factory=list)
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rates) if self.rates else float("nan")
+
+
+def realistic_planes(game: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+    out = np.empty((n, game.n_planes, *game.board_shape), dtype=np.float32)
+    i = 0
+    while i < n:
+        state = game.new_state()
+        for _ in range(int(rng.integers(0, game.n_actions // 3))):
+            state.play(int(rng.choice(np.flatnonzero(state.legal))))
+            if state.done:
+                break
+        if not state.done:
+            out[i] = state.planes()
+            i += 1
+    return out
+
+
+def forward_rate(evaluator: Any, planes: np.ndarray, seconds: float) -> float:
+    evaluator(planes)
+    n, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        evaluator(planes)
+        n += len(planes)
+    return n / (time.perf_counter() - started)
+
+
+def runner_rate(runner: Any, engine: Any, steps: int) -> float:
+    """Simulations/s over `steps` runner steps."""
+    sims, started = engine.simulations, time.perf_counter()
+    for _ in range(steps):
+        runner.step()
+    return (engine.simulations - sims) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--batches", default="8,32,128", help="batch_size values of the grid")
+    parser.add_argument("--waits", default="1,5,20", help="max_wait_ms values of the grid")
+    parser.add_argument("--games", type=int, default=32, help="games played at once (agent.parallel_games)")
+    parser.add_argument("--sims", type=int, default=100, help="simulations per move (search.num_simulations)")
+    parser.add_argument(
+        "--steps", type=int, default=3, help="self-play moves (in every game) per measurement"
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="measurements per row (median)")
+    parser.add_argument("--inflight", type=int, default=2, help="search.max_inflight_batches")
+    parser.add_argument("--inflight-limit", type=int, default=None, help="search.async_inflight_limit")
+    parser.add_argument("--workers", type=int, default=0, help="also measure N self-play workers")
+    parser.add_argument("--seconds", type=float, default=20.0, help="time of the workers' measurement")
+    parser.add_argument("--board", type=int, default=9)
+    parser.add_argument("--blocks", type=int, default=3)
+    parser.add_argument("--channels", type=int, default=32)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all)")
+    args = parser.parse_args()
+
+    import ray
+    import torch
+
+    from framework import ray_runtime
+    from framework_plugins.alphazero.network import NetworkEvaluator, PolicyValueNet
+    from framework_plugins.alphazero.selfplay import (
+        MoveChoice,
+        SelfPlayRunner,
+        VectorizeRunner,
+        vectorize_runner,
+    )
+    from framework_plugins.gomoku.rules import Gomoku
+    from framework_plugins.mcts.config import RayAsyncConfig, SequentialConfig
+    from framework_plugins.mcts.ray_async import RayAsyncEngine
+    from framework_plugins.mcts.sequential import SequentialEngine
+
+    torch.set_num_threads(1)
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    batches = [int(b) for b in args.batches.split(",")]
+    waits = [float(w) for w in args.waits.split(",")]
+    game = Gomoku(args.board, 5)
+    torch.manual_seed(0)
+    net = PolicyValueNet(
+        board_size=args.board, in_planes=game.n_planes, blocks=args.blocks, channels=args.channels
+    )
+    net.to(device).eval()
+    evaluator = NetworkEvaluator(net, device)
+    choice = MoveChoice(1.0, 8)
+    print(
+        f"machine: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), Python "
+        f"{platform.python_version()}, torch {torch.__version__}, ray {ray.__version__}, device {device}"
+    )
+    print(
+        f"network: {args.blocks} blocks x {args.channels} channels on {args.board}x{args.board}; "
+        f"{args.games} games x {args.sims} simulations a move; {args.steps} moves per measurement, "
+        f"median of {args.repeats}"
+    )
+    started = time.perf_counter()
+    ray_runtime.start_local(ray, num_cpus=args.num_cpus)
+    print(f"local Ray started in {time.perf_counter() - started:.1f} s")
+
+    rows: list[Row] = []
+    rng = np.random.default_rng(0)
+    forward: dict[int, Row] = {}
+    for b in batches:
+        planes = realistic_planes(game, b, rng)
+        row = forward[b] = Row(f"forward B={b} (pos/s)")
+        for _ in range(args.repeats):
+            row.rates.append(forward_rate(evaluator, planes, seconds=3.0))
+        rows.append(row)
+    ceiling = max(r.median for r in forward.values())
+
+    def seq_engine(seed: int) -> SequentialEngine:
+        return SequentialEngine(
+            SequentialConfig(num_simulations=args.sims),
+            game=game,
+            evaluator_factory=lambda: evaluator,
+            seed=seed,
+        )
+
+    single = Row("sequential, 1 game")
+    eng = seq_engine(1)
+    runner: Any = SelfPlayRunner(game, eng, choice, np.random.default_rng(1), noise=True)
+    runner.step()
+    for _ in range(args.repeats):
+        single.rates.append(runner_rate(runner, eng, args.steps * 4))
+    rows.append(single)
+
+    vector = Row(f"vectorize, {args.games} games")
+    eng = seq_engine(2)
+    runner = VectorizeRunner(game, eng, choice, np.random.default_rng(2), n_games=args.games, noise=True)
+    runner.step()
+    for _ in range(args.repeats):
+        vector.rates.append(runner_rate(runner, eng, args.steps))
+    rows.append(vector)
+
+    cells: dict[tuple[int, float], Row] = {}
+    for b in batches:
+        for w in waits:
+            cfg = RayAsyncConfig(
+                num_simulations=args.sims,
+                batch_size=b,
+                max_wait_ms=w,
+                max_inflight_batches=args.inflight,
+                async_inflight_limit=args.inflight_limit,
+                inference_num_gpus=1.0 if device == "cuda" else 0.0,
+            )
+            eng_async = RayAsyncEngine(cfg, game=game, evaluator_factory=lambda: evaluator, seed=3)
+            try:
+                runner = VectorizeRunner(
+                    game, eng_async, choice, np.random.default_rng(3), n_games=args.games, noise=True
+                )
+                runner.step()
+                eng_async.perf_metrics()
+                row = cells[(b, w)] = Row(f"ray_async bs={b} wait={w:g}ms")
+                for _ in range(args.repeats):
+                    row.rates.append(runner_rate(runner, eng_async, args.steps))
+                metrics = eng_async.perf_metrics()
+                row.extra = {
+                    "fill": metrics.get("perf/batch_fill", float("nan")),
+                    "inflight": metrics.get("perf/inflight_mean", float("nan")),
+                    "actor ms": metrics.get("perf/inference_ms", float("nan")),
+                }
+                rows.append(row)
+            finally:
+                eng_async.close()
+            print(f"  measured {row.name}: {row.median:,.0f} sims/s", flush=True)
+
+    workers_row = None
+    if args.workers:
+        best_b, best_w = max(cells, key=lambda k: cells[k].median)
+        cfg = RayAsyncConfig(
+            num_simulations=args.sims,
+            batch_size=best_b,
+            max_wait_ms=best_w,
+            max_inflight_batches=args.inflight,
+            workers=args.workers,
+            inference_num_gpus=1.0 if device == "cuda" else 0.0,
+        )
+        eng_async = RayAsyncEngine(cfg, game=game, evaluator_factory=lambda: evaluator, seed=4)
+        make = functools.partial(vectorize_runner, game=game, choice=choice, n_games=args.games, noise=True)
+        source = eng_async.self_play(make, seed=4)
+        assert source is not None
+        try:
+            for _ in range(args.workers * 2):
+                source.step()
+            workers_row = Row(
+                f"ray_async, {args.workers} workers x {args.games} games (bs={best_b} wait={best_w:g}ms)"
+            )
+            for _ in range(args.repeats):
+                sims, t0 = eng_async.simulations, time.perf_counter()
+                while time.perf_counter() - t0 < args.seconds / args.repeats:
+                    source.step()
+                workers_row.rates.append((eng_async.simulations - sims) / (time.perf_counter() - t0))
+            rows.append(workers_row)
+        finally:
+            source.close()
+            eng_async.close()
+
+    print()
+    header = ["side", "sims/s (pos/s)", "x ceiling", "x vectorize", "fill", "in flight", "actor ms"]
+    lines = []
+    for row in rows:
+        lines.append(
+            [
+                row.name,
+                f"{row.median:,.0f}",
+                f"{row.median / ceiling:.2f}x",
+                f"{row.median / vector.median:.2f}x",
+                *(f"{row.extra[k]:.2f}" if k in row.extra else "" for k in ("fill", "inflight", "actor ms")),
+            ]
+        )
+    widths = [max(len(line[i]) for line in [header, *lines]) for i in range(len(header))]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for line in lines:
+        cells_txt = [
+            line[0].ljust(widths[0]),
+            *(c.rjust(w) for c, w in zip(line[1:], widths[1:], strict=True)),
+        ]
+        print("| " + " | ".join(cells_txt) + " |")
+
+    print("\nsims/s of ray_async over the grid (rows: batch_size, columns: max_wait_ms):")
+    print("bs \\ wait " + "".join(f"{w:>10g}" for w in waits))
+    for b in batches:
+        print(f"{b:>9} " + "".join(f"{cells[(b, w)].median:>10,.0f}" for w in waits))
+    best = max(cells, key=lambda k: cells[k].median)
+    ratio = cells[best].median / ceiling
+    top_b = max(forward, key=lambda b: forward[b].median)
+    print(
+        f"\nbest cell bs={best[0]} wait={best[1]:g}ms: {cells[best].median:,.0f} sims/s = {ratio:.2f}x the "
+        f"in-process ceiling ({ceiling:,.0f} pos/s, forward B={top_b}),"
+        f" {cells[best].median / forward[best[0]].median:.2f}x forward at its own B={best[0]}, "
+        f"{cells[best].median / vector.median:.2f}x vectorize"
+    )
+    if device == "cpu":
+        print(f"target (CPU): >= {CPU_TARGET}x the ceiling: {'met' if ratio >= CPU_TARGET else 'NOT met'}")
+    if workers_row is not None:
+        gain = workers_row.median / vector.median
+        print(f"{args.workers} workers: {gain:.2f}x the single-process vectorize row", end="")
+        print(
+            f" (target on a GPU: >= {GPU_TARGET}x: {'met' if gain >= GPU_TARGET else 'NOT met'})"
+            if device == "cuda"
+            else ""
+        )
+    ray.shutdown()
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

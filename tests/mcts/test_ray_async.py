@@ -1,0 +1,297 @@
+"""search=ray_async on a real local Ray (one per test session): the checklist of the pipelined search.
+
+No over-computation (a root's visits plus pending never pass the target), pending visits never
+negative and all taken back, also when a search fails mid-way (the refs in flight cancelled);
+noise at start nodes only; a batch of the wrong size fails the search; flat action indices; the
+sequential search visit for visit with batch_size=1 and async_inflight_limit=1; a killed inference
+actor restarted and the search completed, or a clear error when it cannot be; self-play workers
+that go on when one is killed.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from framework.errors import ConfigError
+from framework_plugins.gomoku.rules import GameState, Gomoku
+from framework_plugins.mcts.config import RayAsyncConfig, SequentialConfig
+from framework_plugins.mcts.ray_async import RayAsyncEngine
+from framework_plugins.mcts.sequential import SequentialEngine
+from framework_plugins.mcts.tree import EXPANDED, PENDING, STATE, VISITS
+
+GAME = Gomoku(9, 5)
+
+
+@pytest.fixture(autouse=True)
+def _ray(ray_session: Any) -> None:
+    """The session's Ray; this module's evaluators travel to the actors by value."""
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+class Shaped:
+    """A deterministic, position-dependent evaluator (a stand-in for a network), optionally slow or broken."""
+
+    def __init__(self, delay_s: float = 0.0, short_at: int = 0) -> None:
+        self.delay_s, self.short_at = delay_s, short_at
+
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        n = len(planes)
+        flat = planes.reshape(n, planes.shape[1], -1)
+        logits = flat[:, 0] * 0.7 - flat[:, 1] * 0.4 + np.sin(np.arange(flat.shape[2]))[None]
+        values = np.tanh(0.05 * flat[:, 0].sum(1) - 0.04 * flat[:, 1].sum(1))
+        n_out = n - 1 if n == self.short_at else n  # one answer short for batches of this size
+        return logits[:n_out].astype(np.float32), values[:n_out].astype(np.float32)
+
+
+def shaped(**kwargs: Any) -> Any:
+    return functools.partial(Shaped, **kwargs)
+
+
+class Uniform:
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = len(planes)
+        return np.zeros((n, GAME.n_actions), np.float32), np.zeros(n, np.float32)
+
+
+def roots(n: int, game: Gomoku = GAME) -> list[GameState]:
+    openings = [[], [40], [40, 41], [30, 40, 50], [10, 20], [80]]
+    return [GameState.from_moves(game, openings[i % len(openings)]) for i in range(n)]
+
+
+def engine(factory: Any = None, seed: int = 0, **cfg: Any) -> RayAsyncEngine:
+    return RayAsyncEngine(RayAsyncConfig(**cfg), game=GAME, evaluator_factory=factory or shaped(), seed=seed)
+
+
+class Checker:
+    """A debug hook: the invariants at every turn of the pipeline, and what it saw."""
+
+    def __init__(self, target: int, fail_at: int | None = None) -> None:
+        self.target, self.fail_at = target, fail_at
+        self.turns = 0
+        self.max_pending = 0
+
+    def __call__(self, eng: RayAsyncEngine, forest: Any) -> None:
+        self.turns += 1
+        node_i = forest.node_i
+        assert (node_i[:, :, PENDING] >= 0).all(), "a pending count went below 0"
+        used = forest.n_nodes.max()
+        over = node_i[:, 0, VISITS] - 1 + node_i[:, 0, PENDING]
+        assert (over <= self.target).all(), f"visits + pending {over.max()} passed the target {self.target}"
+        self.max_pending = max(self.max_pending, int(node_i[:, 0, PENDING].max()))
+        assert used <= forest.capacity
+        if self.fail_at is not None and self.turns >= self.fail_at:
+            raise KeyboardInterrupt("injected mid-search")
+
+
+def test_batch_of_one_with_one_in_flight_is_the_sequential_search() -> None:
+    """Same seed, same roots, noise on, three moves of tree reuse: the same visits and values."""
+    states = roots(4)
+    seq_cfg = SequentialConfig(num_simulations=120)
+    seq = SequentialEngine(seq_cfg, game=GAME, evaluator_factory=shaped(), seed=7)
+    ray_engine = engine(seed=7, num_simulations=120, batch_size=1, async_inflight_limit=1)
+    try:
+        for move in range(3):
+            expected = seq.search(states, add_noise=True)
+            got = ray_engine.search(states, add_noise=True)
+            np.testing.assert_array_equal(got, expected)
+            np.testing.assert_allclose(ray_engine.root_values, seq.root_values, rtol=1e-6)
+            for i, state in enumerate(states):
+                state.play(int(expected[i].argmax()) if move else int(np.argsort(expected[i])[-2]))
+    finally:
+        ray_engine.close()
+
+
+def test_invariants_hold_at_every_turn_of_the_pipeline() -> None:
+    target = 200
+    eng = engine(num_simulations=target, batch_size=8, async_inflight_limit=3, max_inflight_batches=3)
+    checker = Checker(target)
+    eng.debug_hook = checker
+    try:
+        counts = eng.search(roots(6), add_noise=True)
+        assert counts.shape == (6, GAME.n_actions)  # flat action indices
+        np.testing.assert_array_equal(counts.sum(1), target)
+        forest = eng._forest
+        assert forest is not None
+        assert (forest.node_i[:, :, PENDING] == 0).all()
+        assert eng.clamped == 0
+        assert checker.turns > 10 and checker.max_pending > 1  # leaves of one tree were in flight together
+        for i, state in enumerate(roots(6)):  # taken cells get no visits
+            assert not counts[i][~state.legal].any()
+        metrics = eng.perf_metrics()
+        assert 0 < metrics["perf/batch_fill"] <= 1
+        assert metrics["perf/inflight_mean"] >= 1
+        for key in ("perf/queue_wait_ms", "perf/inference_ms", "perf/search_sims_per_s"):
+            assert metrics[key] > 0, key
+        assert eng.perf_metrics() == {}  # figures since the last call
+    finally:
+        eng.close()
+
+
+def test_an_exception_mid_search_rolls_back_pending_and_cancels_refs_in_flight() -> None:
+    import ray
+    from ray.exceptions import TaskCancelledError
+
+    eng = engine(
+        shaped(delay_s=0.2), num_simulations=100, batch_size=2, async_inflight_limit=8, max_inflight_batches=6
+    )
+    eng.debug_hook = Checker(100, fail_at=3)
+    try:
+        with pytest.raises(KeyboardInterrupt, match="injected"):
+            eng.search(roots(3))
+        forest, manager = eng._forest, eng._manager
+        assert forest is not None and manager is not None
+        assert (forest.node_i[:, :, PENDING] == 0).all()
+        assert manager.pending_count() == 0
+        assert len(manager.cancelled) >= 2
+        outcomes = []
+        for ref in manager.cancelled:
+            try:
+                ray.get(ref, timeout=30)
+                outcomes.append("ran")
+            except TaskCancelledError:
+                outcomes.append("cancelled")
+        assert "cancelled" in outcomes, outcomes  # queued on the actor: dropped
+        # The engine searches on afterwards, its budgets intact.
+        eng.debug_hook = Checker(100)
+        counts = eng.search(roots(3))
+        np.testing.assert_array_equal(counts.sum(1), 100)
+    finally:
+        eng.close()
+
+
+def test_noise_goes_into_start_nodes_only() -> None:
+    eng = engine(lambda: Uniform(), num_simulations=150, batch_size=8, dirichlet_epsilon=1.0)
+    try:
+        eng.search(roots(2), add_noise=True)
+        forest = eng._forest
+        assert forest is not None
+        for b, state in enumerate(roots(2)):
+            legal = state.legal
+            root_prior = forest.prior[b, 0][legal]
+            assert root_prior.std() > 1e-3  # noised
+            expanded = [n for n in range(1, forest.n_nodes[b]) if forest.node_i[b, n, STATE] == EXPANDED]
+            assert len(expanded) > 10
+            for n in expanded:
+                p = forest.prior[b, n]
+                nonzero = p[p > 0]
+                np.testing.assert_allclose(nonzero, nonzero[0], rtol=1e-5)  # uniform: no noise deeper
+    finally:
+        eng.close()
+
+
+def test_a_batch_of_the_wrong_size_fails_the_search_and_rolls_back() -> None:
+    eng = engine(shaped(short_at=4), num_simulations=50, batch_size=4, max_wait_ms=1000)
+    try:
+        with pytest.raises(RuntimeError, match="returned 3 policies and 3 values for a batch of 4 positions"):
+            eng.search(roots(2))  # the roots' expansion, a batch of 2, passes; the leaves' batches do not
+        forest = eng._forest
+        assert forest is not None and forest.node_i[:, 0, VISITS].min() >= 1
+        assert (forest.node_i[:, :, PENDING] == 0).all()
+    finally:
+        eng.close()
+
+
+def _kill_actor_at(turn: int) -> Any:
+    state = {"turns": 0, "killed": None}
+
+    def hook(eng: RayAsyncEngine, forest: Any) -> None:
+        state["turns"] += 1
+        if state["turns"] == turn:
+            assert eng._client is not None
+            pid = eng._client.where()[0]["pid"]
+            os.kill(pid, signal.SIGKILL)
+            state["killed"] = pid
+
+    return hook, state
+
+
+def test_a_killed_inference_actor_is_restarted_and_the_search_completes() -> None:
+    eng = engine(shaped(delay_s=0.01), num_simulations=150, batch_size=8, max_restarts=2)
+    hook, state = _kill_actor_at(5)
+    eng.debug_hook = hook
+    try:
+        counts = eng.search(roots(4))
+        assert state["killed"]
+        np.testing.assert_array_equal(counts.sum(1), 150)
+        assert eng.actor_failures >= 1
+        assert eng._client is not None and eng._client.where()[0]["pid"] != state["killed"]
+        forest = eng._forest
+        assert forest is not None and (forest.node_i[:, :, PENDING] == 0).all()
+    finally:
+        eng.close()
+
+
+def test_an_inference_actor_that_cannot_restart_is_a_clear_error() -> None:
+    eng = engine(shaped(delay_s=0.01), num_simulations=150, batch_size=8, max_restarts=0)
+    hook, _ = _kill_actor_at(5)
+    eng.debug_hook = hook
+    try:
+        with pytest.raises(RuntimeError, match="inference actor"):
+            eng.search(roots(4))
+        forest = eng._forest
+        assert forest is not None and (forest.node_i[:, :, PENDING] == 0).all()
+    finally:
+        eng.close()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("batch_size", 0, "search.batch_size=0 must be >= 1"),
+        ("async_inflight_limit", 0, "search.async_inflight_limit=0 must be >= 1"),
+        ("max_wait_ms", -1.0, "search.max_wait_ms=-1.0 must be >= 0"),
+        ("workers", -2, "search.workers=-2 must be >= 0"),
+        ("num_simulations", 0, "search.num_simulations=0 must be >= 1"),
+    ],
+)
+def test_bad_values_are_refused_by_name(key: str, value: Any, said: str) -> None:
+    with pytest.raises(ConfigError, match=said.replace(".", r"\.")):
+        engine(**{key: value})
+
+
+def _runner(eng: Any, seed: int, *, n_games: int) -> Any:
+    from framework_plugins.alphazero.selfplay import MoveChoice, VectorizeRunner
+
+    rng = np.random.default_rng(seed)
+    return VectorizeRunner(GAME, eng, MoveChoice(1.0, 4), rng, n_games=n_games, noise=True)
+
+
+def test_self_play_workers_play_on_when_one_is_killed() -> None:
+    eng = engine(num_simulations=30, batch_size=8, workers=2, max_restarts=2, worker_num_cpus=1)
+    source = eng.self_play(functools.partial(_runner, n_games=4), seed=3)
+    assert source is not None
+    try:
+        moves, games = 0, []
+        while moves < 40:
+            m, finished = source.step()
+            moves, games = moves + m, games + finished
+        victim = source.placement[0]["pid"]  # type: ignore[attr-defined]
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        after = 0
+        while after < 200 or not any(source.deaths):  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline, "self-play stalled after a worker was killed"
+            m, finished = source.step()
+            after += m
+            games += finished
+        assert source.deaths[0] == 1  # type: ignore[attr-defined]
+        assert games, "no game finished"
+        assert all(len(g) >= 9 for g in games)  # whole games: 5 in a row needs 9 moves
+        metrics = source.perf_metrics()  # type: ignore[attr-defined]
+        assert metrics["perf/selfplay_workers"] == 2 and metrics["perf/batch_fill"] > 0
+        assert eng.simulations > 0
+    finally:
+        source.close()
+        eng.close()

@@ -1,0 +1,149 @@
+"""Sweeps through Hydra's launchers: local processes (joblib) and Ray tasks (a Ray joined at its address).
+
+Each sweep must land as one parent run with a FINISHED child per job in the one ./mlflow.db of the
+launching directory, with the jobs' run dirs in the sweep's multirun dir, as in-process sweeps do.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+from omegaconf import DictConfig, OmegaConf
+
+from framework import sweep
+from tests.conftest import FAST
+
+#: Each job's log lines start with its process id, so that a test sees where each job ran.
+PID_LOG_FORMAT = 'hydra.job_logging.formatters.simple.format="pid=%(process)d %(message)s"'
+
+
+def assert_one_sweep_of_two(tmp_path: Path, launcher: str) -> dict[str, int]:
+    """The parent and its two FINISHED children, in ./mlflow.db of the launch dir; the pid of each job."""
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("framework")
+    assert experiment is not None, f"{launcher}: nothing in {tmp_path / 'mlflow.db'}"
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1, f"{launcher}: {[(r.info.run_name, r.info.status) for r in runs]}"
+    parent = parents[0]
+    assert parent.info.status == "FINISHED"
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    seen = [(r.info.run_name, r.info.status, r.data.tags.get("mlflow.parentRunId")) for r in runs]
+    named = sorted((c.info.run_name, c.info.status) for c in children)
+    assert named == [("seed=1", "FINISHED"), ("seed=2", "FINISHED")], f"{launcher}: {seen}"
+
+    # The parent's summary lists both children.
+    table = Path(
+        client.download_artifacts(parent.info.run_id, "sweep_summary.csv", str(tmp_path))
+    ).read_text()
+    for child in children:
+        assert f"{child.info.run_name},{child.info.run_id}," in table, table
+
+    # Each job's run dir is in the sweep's multirun dir, under the launch dir.
+    sweep_dir = (tmp_path / parent.data.tags["framework.sweep_dir"]).resolve()
+    assert sweep_dir.is_relative_to(tmp_path / "multirun")
+    pids = {}
+    for child in children:
+        run_dir = Path(child.data.tags["framework.run_dir"])
+        assert run_dir.parent == sweep_dir and (run_dir / "config.yaml").is_file()
+        found = re.search(r"^pid=(\d+) run started", (run_dir / "framework.log").read_text(), re.MULTILINE)
+        assert found, (run_dir / "framework.log").read_text()
+        pids[child.info.run_name] = int(found.group(1))
+    return pids
+
+
+@pytest.mark.slow
+def test_a_sweep_through_the_joblib_launcher_runs_its_jobs_in_processes_of_their_own(
+    cli: Any, tmp_path: Path
+) -> None:
+    r = cli("-m", "hydra/launcher=joblib", "seed=1,2", *FAST, "progress=off", PID_LOG_FORMAT, timeout=90)
+    assert r.returncode == 0, r.output[-3000:]
+    assert "Sweep FINISHED: 2 runs (2 FINISHED)." in r.stdout
+    pids = assert_one_sweep_of_two(tmp_path, "joblib")
+    assert pids["seed=1"] != pids["seed=2"], pids
+
+
+@pytest.mark.slow
+def test_a_sweep_through_the_ray_launcher_joins_a_running_ray(
+    cli: Any, tmp_path: Path, ray_session: Any
+) -> None:
+    # The session's Ray was started from the tests' working directory, and its workers inherit neither
+    # that of this command nor its environment: the jobs must still find their parent run, the
+    # launch dir's ./mlflow.db and its multirun dir. An explicit address needs the token explicitly.
+    r = cli(
+        "-m",
+        "hydra/launcher=ray",
+        f"hydra.launcher.ray.init.address={ray_session.address}",
+        "seed=1,2",
+        *FAST,
+        "progress=off",
+        PID_LOG_FORMAT,
+        timeout=90,
+        env={"RAY_AUTH_MODE": "token"},
+    )
+    assert r.returncode == 0, r.output[-3000:]
+    assert "Connected to Ray cluster" in r.output and "Started a local Ray" not in r.output
+    pids = assert_one_sweep_of_two(tmp_path, "ray")
+    assert os.getpid() not in pids.values() and pids["seed=1"] != pids["seed=2"], pids
+
+
+def ray_launcher_cfg(init: dict[str, Any], remote: dict[str, Any] | None = None) -> DictConfig:
+    return OmegaConf.create(
+        {
+            "hydra": {
+                "launcher": {"_target_": sweep.RAY_LAUNCHER, "ray": {"init": init, "remote": remote or {}}}
+            }
+        }
+    )
+
+
+def test_the_ray_launcher_gets_the_project_defaults_where_the_command_line_left_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(sweep.RAY_LOOPBACK_ENV, raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
+    cfg = ray_launcher_cfg({"address": None, "include_dashboard": True}, {"num_gpus": 1})
+    sweep.ray_launcher_defaults(cfg)
+    assert OmegaConf.to_container(cfg.hydra.launcher.ray) == {
+        "init": {"address": None, "include_dashboard": True, "object_store_memory": None},
+        "remote": {"num_gpus": 1, "max_retries": 0},
+    }
+    assert os.environ[sweep.RAY_LOOPBACK_ENV] == "0"  # the Ray it starts binds 127.0.0.1
+
+
+@pytest.mark.parametrize(("address", "loopback"), [("10.0.0.5:6379", False), ("127.0.0.1:6379", True)])
+def test_a_ray_launcher_that_joins_a_ray_binds_as_that_ray_does(
+    monkeypatch: pytest.MonkeyPatch, address: str, loopback: bool
+) -> None:
+    # Ray 2.60 turns 127.0.0.1 into the machine's address unless the variable is set.
+    monkeypatch.delenv(sweep.RAY_LOOPBACK_ENV, raising=False)
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
+    sweep.ray_launcher_defaults(ray_launcher_cfg({"address": address}))
+    assert (sweep.RAY_LOOPBACK_ENV in os.environ) is loopback
+
+
+def test_the_callback_a_launcher_pickles_hands_its_job_the_parent_run_and_the_launch_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    callback = sweep.SweepParentRun()
+    callback._run_id = "parent"
+    callback._tracker = object()  # type: ignore[assignment]  # a tracker cannot be pickled
+    callback._job_env = {sweep.PARENT_RUN_ENV: "parent", sweep.SWEPT_KEYS_ENV: '["seed"]'}
+    callback._launch_dir = str(tmp_path)
+    data = pickle.dumps(callback)
+
+    monkeypatch.delenv(sweep.PARENT_RUN_ENV, raising=False)
+    monkeypatch.delenv(sweep.SWEPT_KEYS_ENV, raising=False)
+    monkeypatch.chdir(tmp_path.parent)
+    copy = pickle.loads(data)
+    assert copy._tracker is None and copy._run_id is None  # only the launching process ends the parent
+    assert os.environ[sweep.PARENT_RUN_ENV] == "parent" and sweep.swept_keys_of_this_sweep() == ["seed"]
+    assert Path.cwd() == tmp_path

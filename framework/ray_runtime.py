@@ -34,14 +34,40 @@ _joined = False
 
 
 def configure(settings: Any) -> None:
-    """The run's `ray` section (address, num_cpus, num_gpus, init_timeout_s); starts nothing."""
+    """The run's `ray` section (address, num_cpus, num_gpus, init_timeout_s); starts nothing, but
+    an address where nothing listens is refused now, before the run starts."""
     global _settings
+    address = getattr(settings, "address", None)
+    if address:
+        check_address(str(address))
     _settings = {
         "address": getattr(settings, "address", None),
         "num_cpus": getattr(settings, "num_cpus", None),
         "num_gpus": getattr(settings, "num_gpus", None),
         "init_timeout_s": float(getattr(settings, "init_timeout_s", 120.0)),
     }
+
+
+def check_address(address: str, timeout_s: float = 5.0) -> None:
+    """A ConfigError unless something listens at `host:port` (or `ray://host:port`); `auto` passes."""
+    import socket
+
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if address == "auto":
+        return
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not host:
+        raise ConfigError(
+            f"ray.address={address} is not an address: give host:port (or ray://host:port, auto)"
+        )
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return
+    except OSError as e:
+        raise ConfigError(
+            f"ray.address={address}: no Ray cluster answers there ({e.strerror or type(e).__name__}); "
+            "start one (ray start --head) or leave ray.address unset for a local Ray of the run's own"
+        ) from None
 
 
 def ensure(min_cpus: float = 0.0) -> Any:

@@ -17,14 +17,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from framework import config
+from framework import config, ray_runtime
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, find_latest, read_state
 from framework.contracts import Evaluator, GameEnvPlugin, SearchAgent, SearchEngine
 from framework.errors import ConfigError
 
-#: Root keys a command line may set on a trained run; and the plugin sections.
+#: Root keys a command line may set on a trained run; and the sections (ray: where search=ray_async runs).
 ROOT_KEYS = ("seed", "device", "threads")
-SECTIONS = ("search", "tracking")
+SECTIONS = ("search", "tracking", "ray")
 
 
 @dataclass
@@ -67,6 +67,7 @@ class TrainedPlayer:
         for built in self._engines:
             built.close()
         self._engines.clear()
+        ray_runtime.shutdown()  # a local Ray an engine started (search=ray_async) ends with the player
         if self._temp is not None:
             shutil.rmtree(self._temp, ignore_errors=True)
             self._temp = None
@@ -120,7 +121,7 @@ def _parse(overrides: Sequence[str], command: str) -> list[tuple[str, Any]]:
         if item.is_sweep_override() or item.is_delete() or (top not in SECTIONS and key not in ROOT_KEYS):
             raise ConfigError(
                 f"{command}: {item.input_line!r} cannot be set here: a trained run plays as it was trained; "
-                f"set search.* (search.num_simulations=800), search=NAME, tracking.*, or "
+                f"set search.* (search.num_simulations=800), search=NAME, tracking.*, ray.*, or "
                 f"{', '.join(ROOT_KEYS)}"
             )
         items.append((key, item.value()))
@@ -168,6 +169,7 @@ def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, comma
     assert isinstance(saved, DictConfig)
     cfg = _with_overrides(saved, overrides)
     config.check_root(cfg)
+    ray_runtime.configure(cfg.get("ray"))
     env_section, agent_section = config.plugin_section(cfg, "env"), config.plugin_section(cfg, "agent")
     search_section = config.plugin_section(cfg, "search")
     assert env_section is not None and agent_section is not None  # check_root

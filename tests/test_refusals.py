@@ -141,6 +141,23 @@ def test_a_sqlite_store_in_a_missing_folder_is_refused(cli, tmp_path: Path) -> N
             ("agent=ppo", "+agent.policy_kwargs.activation_fn=relux"),
             ("activation_fn='relux' is not valid", "Did you mean ReLU?"),
         ),
+        (
+            ("experiment=gomoku_6x6", "search=ray_async", f"ray.address=127.0.0.1:{free_port()}"),
+            ("no Ray cluster answers there", "leave ray.address unset for a local Ray"),
+        ),
+        (("ray.address=headnode",), ("ray.address=headnode is not an address: give host:port",)),
+        (
+            ("experiment=gomoku_6x6", "search=ray_async", "search.batch_size=0"),
+            ("search.batch_size=0 must be >= 1",),
+        ),
+        (
+            ("experiment=gomoku_6x6", "search=ray_asnyc"),
+            ("search=ray_asnyc is not a config of group search.", "Did you mean search=ray_async?"),
+        ),
+        (
+            ("experiment=gomoku_6x6", "search=ray_async", "search.batch_sise=8"),
+            ("search.batch_sise", "Did you mean search.batch_size?"),
+        ),
     ],
 )
 def test_other_mistakes_are_one_message(

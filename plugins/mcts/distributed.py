@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +48,7 @@ class RaySelfPlayWorker:
         self,
         cfg: Any,
         game: Any,
-        client: RayInferenceClient,
+        actors: list[Any],
         make_runner: Callable[[SearchEngine, int], SelfPlaySource],
         seed: int,
     ) -> None:
@@ -57,7 +58,13 @@ class RaySelfPlayWorker:
         from .ray_async import RayAsyncEngine
 
         torch.set_num_threads(1)
-        if ray.get_runtime_context().was_current_actor_reconstructed:
+        # The inference actors come in a list: Ray keeps a restartable actor's arguments only when
+        # they are inline, and a handle given alone is not.
+        client = RayInferenceClient(actors, timeout_s=cfg.inference_timeout_s)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # Ray's own use of its actor_id
+            restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        if restarted:
             seed += int(time.time_ns() % 1_000_003)  # a restarted worker plays new games
         self.engine = RayAsyncEngine(
             cfg, game=game, evaluator_factory=_no_local_evaluator, seed=seed, client=client
@@ -116,7 +123,7 @@ class RayAsyncRunner:
             scheduling_strategy="SPREAD",
         )
         self.workers = [
-            remote.remote(worker_cfg, engine.game, client, make_runner, seed + 10_007 * (i + 1))
+            remote.remote(worker_cfg, engine.game, list(client.actors), make_runner, seed + 10_007 * (i + 1))
             for i in range(cfg.workers)
         ]
         self.deaths = [0] * len(self.workers)
@@ -130,7 +137,7 @@ class RayAsyncRunner:
                 self._submit(i)
         self.placement = self._where()
         nodes = {w["node_id"] for w in self.placement}
-        log.info("self-play: %d Ray workers on %d node(s)", len(self.workers), len(nodes))
+        log.info("self-play: %d Ray worker(s) on %d node(s)", len(self.workers), len(nodes))
 
     def step(self) -> tuple[int, list[Any]]:
         """The moves and finished games of every worker call that ended (waits for at least one)."""

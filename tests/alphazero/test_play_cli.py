@@ -15,6 +15,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -165,6 +166,30 @@ def test_a_whole_gomocup_game_through_a_subprocess(trained: tuple[Path, str], br
     brain.send("END")
     assert brain.process.wait(timeout=30) == 0
     assert brain.lines.get(timeout=10) is None
+
+
+def test_the_brain_searches_with_ray_async_too(
+    trained: tuple[Path, str], brains: list[Brain], ray_session: Any
+) -> None:
+    """search=ray_async in place of the run's sequential search: the same protocol, its network on a
+    Ray actor of the session's Ray (ray.address), stdout still only the protocol."""
+    cwd, _ = trained
+    brain = Brain(
+        cwd,
+        "outputs/run",
+        "search=ray_async",
+        "search.num_simulations=64",
+        f"ray.address={ray_session.address}",
+    )
+    brains.append(brain)
+    brain.send("START 9")
+    assert brain.answer(timeout=120) == "OK"
+    first = brain.move("BEGIN")
+    second = brain.move("TURN 0,0")
+    assert first != second and GAME.from_xy(0, 0) not in (first, second)
+    assert any("simulations 64" in m for m in brain.messages), brain.messages
+    brain.send("END")
+    assert brain.process.wait(timeout=60) == 0
 
 
 def test_start_with_a_size_the_model_was_not_trained_for_is_an_error_line(

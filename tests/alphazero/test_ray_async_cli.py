@@ -49,7 +49,7 @@ def test_self_play_in_ray_workers_trains_gates_evaluates_and_logs_the_tuning_fig
 ) -> None:
     r = cli(*RAY_ASYNC, f"ray.address={ray_session.address}", "search.workers=2", "hydra.run.dir=outputs/run")
     assert r.returncode == 0, r.output[-3000:]
-    assert "self-play: 2 Ray workers on 1 node" in r.output
+    assert "self-play: 2 Ray worker(s) on 1 node" in r.output
     _, run = only_run(tmp_path)
     assert run.info.status == "FINISHED"
     assert run.data.params["search.name"] == "ray_async"
@@ -104,7 +104,7 @@ def test_ctrl_c_ends_the_run_killed_and_stops_the_local_ray_it_started(tmp_path:
     deadline = time.monotonic() + 180
     for line in p.stdout:
         lines.append(line)
-        if "self-play: 1 Ray workers" in line:
+        if "self-play: 1 Ray worker(s)" in line:
             break
         assert time.monotonic() < deadline, "no self-play worker started in 180 s"
     assert p.poll() is None, "".join(lines)[-3000:]
@@ -141,7 +141,7 @@ def test_a_two_node_cluster_gets_a_self_play_worker_on_each_node(cli: Any, tmp_p
             env={"RAY_AUTH_MODE": "token"},
         )
         assert r.returncode == 0, r.output[-3000:]
-        assert "self-play: 2 Ray workers on 2 node(s)" in r.output
+        assert "self-play: 2 Ray worker(s) on 2 node(s)" in r.output
         _, run = only_run(tmp_path)
         assert run.info.status == "FINISHED"
     finally:

@@ -31,6 +31,8 @@ _owned = False
 """This process started the Ray it is connected to (and stops it in shutdown)."""
 _joined = False
 """This process joined the cluster at ray.address (and leaves it in shutdown)."""
+_reaper: Any = None
+"""The watcher that stops the local Ray's processes if this process dies without stopping them."""
 
 
 def configure(settings: Any) -> None:
@@ -80,7 +82,7 @@ def ensure(min_cpus: float = 0.0) -> Any:
     A process that is already connected (a Ray worker, a test session's Ray, a Hydra Ray
     launcher's job) keeps its connection and does not own it.
     """
-    global _owned, _joined
+    global _owned, _joined, _reaper
     address = _settings.get("address")
     if not address or str(address).rsplit(":", 1)[0] in (LOCAL_HOST, "localhost"):
         prefer_loopback()
@@ -102,6 +104,9 @@ def ensure(min_cpus: float = 0.0) -> Any:
                 _joined = True
             else:
                 num_cpus = _settings.get("num_cpus") or max(os.cpu_count() or 1, math.ceil(min_cpus))
+                from framework import ray_reaper
+
+                _reaper = ray_reaper.watch()
                 start_local(ray, num_cpus=num_cpus, num_gpus=_settings.get("num_gpus"))
                 _owned = True
         except ConfigError:
@@ -195,7 +200,7 @@ def owned() -> bool:
 
 def shutdown() -> None:
     """Stop the local Ray this process started (its actors with it); leave a joined cluster."""
-    global _owned, _joined
+    global _owned, _joined, _reaper
     import sys
 
     ray = sys.modules.get("ray")
@@ -204,3 +209,8 @@ def shutdown() -> None:
         if ray is not None and ray.is_initialized() and (_owned or _joined):
             ray.shutdown()
         _owned = _joined = False
+        if _reaper is not None:
+            from framework import ray_reaper
+
+            reaper, _reaper = _reaper, None
+            ray_reaper.stop(reaper)  # and what Ray left running after its shutdown ends now

@@ -89,7 +89,7 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def test_ctrl_c_ends_the_run_killed_and_stops_the_local_ray_it_started(tmp_path: Path) -> None:
+def _start_until_self_play(tmp_path: Path) -> tuple[subprocess.Popen[str], list[str]]:
     args = [*RAY_ASYNC, "total_steps=1000000", "hydra.run.dir=outputs/run"]
     p = subprocess.Popen(
         [sys.executable, "-m", "framework", *args],
@@ -109,6 +109,18 @@ def test_ctrl_c_ends_the_run_killed_and_stops_the_local_ray_it_started(tmp_path:
         assert time.monotonic() < deadline, "no self-play worker started in 180 s"
     assert p.poll() is None, "".join(lines)[-3000:]
     time.sleep(3)
+    return p, lines
+
+
+def _wait_gone(processes: set[int], seconds: float) -> list[bytes]:
+    deadline = time.monotonic() + seconds
+    while any(_alive(pid) for pid in processes) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return [Path(f"/proc/{pid}/cmdline").read_bytes()[:120] for pid in processes if _alive(pid)]
+
+
+def test_ctrl_c_ends_the_run_killed_and_stops_the_local_ray_it_started(tmp_path: Path) -> None:
+    p, lines = _start_until_self_play(tmp_path)
     ray_processes = _descendants(p.pid)
     assert len(ray_processes) >= 3, ray_processes  # Ray's servers, the inference actor, the worker
     p.send_signal(signal.SIGINT)
@@ -116,13 +128,22 @@ def test_ctrl_c_ends_the_run_killed_and_stops_the_local_ray_it_started(tmp_path:
     out = "".join(lines) + out
     assert p.returncode == 130, out[-3000:]
     assert "KILLED at step" in out
-    deadline = time.monotonic() + 30
-    while any(_alive(pid) for pid in ray_processes) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    left = [pid for pid in ray_processes if _alive(pid)]
-    assert not left, [Path(f"/proc/{pid}/cmdline").read_bytes()[:120] for pid in left]
+    assert not _wait_gone(ray_processes, 30)
     _, run = only_run(tmp_path)
     assert run.info.status == "KILLED"
+
+
+def test_a_run_killed_outright_leaves_no_ray_process_behind(tmp_path: Path) -> None:
+    """SIGKILL: the run cannot stop its Ray; its reaper (framework/ray_reaper.py) does."""
+    from framework.ray_reaper import ray_descendants
+
+    p, _ = _start_until_self_play(tmp_path)
+    ray_processes = set(ray_descendants(p.pid))
+    assert len(ray_processes) >= 4, ray_processes  # gcs, raylet, the actor and the worker at least
+    p.kill()
+    p.communicate(timeout=60)
+    left = _wait_gone(ray_processes, 40)
+    assert not left, left
 
 
 def test_a_two_node_cluster_gets_a_self_play_worker_on_each_node(cli: Any, tmp_path: Path) -> None:

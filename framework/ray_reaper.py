@@ -1,0 +1,120 @@
+"""Stops the Ray processes a run started when the run's process dies without stopping them.
+
+A run that starts a local Ray stops it on every exit it sees (the end, Ctrl-C, SIGTERM, an
+error); a process killed outright (SIGKILL, the OOM killer) sees none, and Ray's agents outlive
+it. `watch()` starts this module as a small process in a session of its own, which notes the
+Ray processes under the run (by their command lines: Ray's binaries and `ray::` workers) every
+`INTERVAL_S`; when the run's pipe to it closes, it waits `GRACE_S` for them to end by themselves,
+then ends those still there (each checked by its start time, so that a reused pid is left alone).
+Nothing else under the run is touched: the tracking process ends its own run.
+
+    python -m framework.ray_reaper OWNER_PID      (started by watch(); reads its stdin until EOF)
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+INTERVAL_S = 2.0
+GRACE_S = 5.0
+
+
+def watch() -> subprocess.Popen[bytes]:
+    """Start the reaper for this process; keep the returned handle (its stdin is the pipe) open."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "framework.ray_reaper", str(os.getpid())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+
+
+def stop(process: subprocess.Popen[bytes] | None) -> None:
+    """The run stopped its Ray itself: close the pipe (the reaper finds nothing left and exits)."""
+    if process is None:
+        return
+    if process.stdin is not None:
+        process.stdin.close()
+    try:
+        process.wait(timeout=GRACE_S + 10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=5)
+
+
+def _stat(pid: int) -> tuple[int, int, str] | None:
+    """(parent pid, start time, state) of a process, or None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), int(fields[19]), fields[0]
+
+
+def _is_ray(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return False
+    return cmdline.startswith(b"ray::") or b"/site-packages/ray/" in cmdline or b"/ray/core/src/" in cmdline
+
+
+def ray_descendants(owner: int) -> dict[int, int]:
+    """The Ray processes under `owner`: pid → start time."""
+    children: dict[int, list[int]] = {}
+    started: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat = _stat(int(entry))
+        if stat is not None:
+            children.setdefault(stat[0], []).append(int(entry))
+            started[int(entry)] = stat[1]
+    found: dict[int, int] = {}
+    todo = [owner]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child != os.getpid() and child not in found:
+                todo.append(child)
+                if _is_ray(child):
+                    found[child] = started[child]
+    return found
+
+
+def _alive(pid: int, started: int) -> bool:
+    stat = _stat(pid)
+    return stat is not None and stat[1] == started and stat[2] != "Z"
+
+
+def main(owner: int) -> None:
+    seen: dict[int, int] = {}
+    while True:
+        ready, _, _ = select.select([sys.stdin.buffer], [], [], INTERVAL_S)
+        if ready and not os.read(sys.stdin.fileno(), 4096):
+            break  # the run's end of the pipe closed: it stopped, or died
+        seen.update(ray_descendants(owner))
+    deadline = time.monotonic() + GRACE_S
+    while time.monotonic() < deadline and any(_alive(p, s) for p, s in seen.items()):
+        time.sleep(0.2)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        left = [p for p, s in seen.items() if _alive(p, s)]
+        for pid in left:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                continue
+        if not left:
+            return
+        time.sleep(2.0)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

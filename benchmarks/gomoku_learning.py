@@ -86,7 +86,13 @@ def progress_of(run_dir: Path) -> tuple[int, int]:
 
 
 def match(
-    run_dir: Path, opponents: list[str], games: int, sims: int, seed: int, temperature_moves: int
+    run_dir: Path,
+    opponents: list[str],
+    games: int,
+    sims: int,
+    seed: int,
+    temperature_moves: int,
+    search: str | None = None,
 ) -> dict[str, Any]:
     """The run's last checkpoint against each opponent: `games` games, colours alternating."""
     import numpy as np
@@ -95,7 +101,8 @@ def match(
     from framework_plugins.alphazero.arena import FixedPlayer, SearchPlayer, play_match
 
     results: dict[str, Any] = {}
-    with load_trained(str(run_dir), [f"search.num_simulations={sims}", f"seed={seed}"]) as player:
+    overrides = [*([f"search={search}"] if search else []), f"search.num_simulations={sims}", f"seed={seed}"]
+    with load_trained(str(run_dir), overrides) as player:
         for name in opponents:
             started = time.perf_counter()
             engine = player.engine(seed=seed)
@@ -134,6 +141,12 @@ def main() -> None:
         "move throughout; the opponents' random rollouts make the games differ)",
     )
     parser.add_argument("--run", type=Path, help="skip training: the match for this run directory")
+    parser.add_argument(
+        "--match-search",
+        help="the search the agent plays the match with (default: its run's; e.g. sequential, to compare "
+        "runs trained with different engines on equal terms)",
+    )
+    parser.add_argument("--opponents", help="comma-separated opponents (default: the preset's)")
     parser.add_argument("--out", type=Path, help="where runs go (default: a new temporary directory)")
     parser.add_argument("overrides", nargs="*", help="extra overrides for the training command")
     args = parser.parse_args()
@@ -149,6 +162,7 @@ def main() -> None:
     rows = []
     for preset in presets:
         budget, opponents, goal = PRESETS[preset]
+        opponents = args.opponents.split(",") if args.opponents else opponents
         budget = args.budget_min or budget
         if args.run:
             steps, games = progress_of(args.run)
@@ -162,7 +176,13 @@ def main() -> None:
             flush=True,
         )
         for name, (result, seconds) in match(
-            training.run_dir, opponents, args.games, args.sims, args.seed, args.temperature_moves
+            training.run_dir,
+            opponents,
+            args.games,
+            args.sims,
+            args.seed,
+            args.temperature_moves,
+            args.match_search,
         ).items():
             low, high = interval(result.score, result.games)
             verdict = ""

@@ -19,12 +19,22 @@ from omegaconf import DictConfig
 
 from framework import STARTED_AT, config, registry
 from framework.errors import ConfigError, RunFailed, hydra_message
-from framework.sweep import PARENT_RUN_ENV, child_run_name, swept_keys_of_this_sweep
+from framework.sweep import JOB_INTERRUPTED, PARENT_RUN_ENV, child_run_name, swept_keys_of_this_sweep
 
 #: Hydra's variable for showing whole tracebacks; without it a user's mistake is one message.
 FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
 #: The user's own setting of it (Hydra's is set for the duration of main()).
 USER_FULL_ERROR_ENV = "FRAMEWORK_FULL_ERROR"
+
+
+class JobFailed(Exception):
+    """A sweep's job that failed in a Ray worker, raised there instead of sys.exit(1): that would end the
+    worker, which Ray reports as a WorkerCrashedError with a traceback of its own. Hydra's Ray launcher
+    hands it back to the sweep's process, where main() exits 1 with `message` (None: the job said why)."""
+
+    def __init__(self, message: str | None) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class EntryPointSearchPath(SearchPathPlugin):
@@ -38,7 +48,7 @@ class EntryPointSearchPath(SearchPathPlugin):
 
 def task(cfg: DictConfig) -> float | None:
     """Hydra's task function: one job of a run or a sweep."""
-    from framework.run import run
+    from framework.run import RunKilled, run
 
     hc = HydraConfig.get()
     sweep = hc.mode == RunMode.MULTIRUN
@@ -53,11 +63,15 @@ def task(cfg: DictConfig) -> float | None:
             # A single run started with the process; a sweep's job when Hydra handed it over.
             started_at=time.time() if sweep else STARTED_AT,
         )
+    except RunKilled:
+        if sweep:
+            JOB_INTERRUPTED.set()
+        raise
     # Reported here, not by Hydra, which would add a line of its own; HYDRA_FULL_ERROR=1 shows all.
     except ConfigError as e:
         if os.environ.get(USER_FULL_ERROR_ENV) == "1":
             raise
-        _refuse(str(e))
+        _fail_job(str(e))
     except RunFailed as e:
         if os.environ.get(USER_FULL_ERROR_ENV) == "1":
             raise
@@ -67,7 +81,7 @@ def task(cfg: DictConfig) -> float | None:
         else:
             traceback.print_exception(cause)
         print(e.summary, file=sys.stderr)
-        sys.exit(1)
+        _fail_job(None)
     # The return value is what a Hydra sweeper (Optuna, Nevergrad) optimises.
     return final.get(str(cfg.objective.metric))
 
@@ -109,6 +123,10 @@ def main() -> None:
     try:
         _setup()
         hydra.main(version_base="1.3", config_path=None, config_name="config")(task)()
+    except JobFailed as e:  # in a Ray worker: said there, or to be said here
+        if e.message is not None:
+            _refuse(e.message)
+        sys.exit(1)
     except ConfigError as e:
         if full:
             raise
@@ -123,3 +141,23 @@ def main() -> None:
 def _refuse(message: str) -> None:
     print(f"Error: {message}", file=sys.stderr)
     sys.exit(1)
+
+
+def _fail_job(message: str | None) -> None:
+    """End a job that failed: exit status 1 after `message` (None: already said); in a Ray worker, a
+    JobFailed for the sweep's process to report."""
+    if _in_ray_worker():
+        raise JobFailed(message)
+    if message is not None:
+        _refuse(message)
+    sys.exit(1)
+
+
+def _in_ray_worker() -> bool:
+    """Whether this process is a Ray worker (a job of Hydra's Ray launcher), not a driver. Ray is only
+    looked at when it was imported already."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return False
+    worker = getattr(ray.get_runtime_context(), "worker", None)
+    return getattr(worker, "mode", None) == ray.WORKER_MODE

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,6 +34,9 @@ from framework.provenance import flatten
 #: Environment variables that hand the sweep's parent run and swept keys to its jobs (in-process or spawned).
 PARENT_RUN_ENV = "FRAMEWORK_PARENT_RUN_ID"
 SWEPT_KEYS_ENV = "FRAMEWORK_SWEPT_KEYS"
+#: The parent run's tag with its SweepSummarySpec (JSON): what the tracker summarises should the sweep's
+#: process die before it ends the sweep (SIGTERM), when the tracking process ends the parent KILLED.
+SUMMARY_SPEC_TAG = "framework.summary_spec"
 #: The Hydra Ray launcher's class (hydra-ray-launcher), whose local Ray is kept on 127.0.0.1.
 RAY_LAUNCHER = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
 #: See framework.ray_runtime: "0" makes a Ray started here bind 127.0.0.1.
@@ -44,6 +49,11 @@ RAY_LAUNCHER_DEFAULTS: dict[str, dict[str, Any]] = {
     "init": {"object_store_memory": None, "include_dashboard": False},
     "remote": {"max_retries": 0},
 }
+
+
+#: Set when a job run in this process was stopped by Ctrl-C (it ended KILLED and exits with RunKilled, a
+#: SystemExit, which leaves no sys.last_value): the sweep then ends KILLED too.
+JOB_INTERRUPTED = threading.Event()
 
 
 def swept_values(overrides: Sequence[str], sweeper_params: Mapping[str, Any] | None = None) -> dict[str, str]:
@@ -135,6 +145,8 @@ class SweepParentRun(Callback):
                 "framework.overrides": overrides[:5000],
                 "framework.swept_keys": json.dumps(list(swept)),
                 "framework.objective": self._spec.objective,
+                # For the tracker to summarise the sweep even if this process is killed (SIGTERM).
+                SUMMARY_SPEC_TAG: json.dumps(dataclasses.asdict(self._spec)),
             },
             params={
                 **common_params(config, swept),
@@ -145,14 +157,17 @@ class SweepParentRun(Callback):
         self._job_env = {PARENT_RUN_ENV: self._run_id, SWEPT_KEYS_ENV: json.dumps(list(swept))}
         os.environ.update(self._job_env)
         # A job that raises ends the sweep without on_multirun_end: the parent still ends, FAILED
-        # (KILLED after a Ctrl-C that a launcher's wait turned into a KeyboardInterrupt).
+        # (KILLED after a Ctrl-C: a launcher's wait turned it into a KeyboardInterrupt, or the job
+        # run in this process stopped, JOB_INTERRUPTED).
         atexit.register(self._end_at_exit)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._end("FINISHED")
 
     def _end_at_exit(self) -> None:
-        interrupted = isinstance(getattr(sys, "last_value", None), KeyboardInterrupt)
+        interrupted = JOB_INTERRUPTED.is_set() or isinstance(
+            getattr(sys, "last_value", None), KeyboardInterrupt
+        )
         self._end("KILLED" if interrupted else "FAILED")
 
     def _end(self, status: str) -> None:

@@ -9,7 +9,10 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +71,41 @@ def test_a_sweep_through_the_joblib_launcher_runs_its_jobs_in_processes_of_their
     assert "Sweep FINISHED: 2 runs (2 FINISHED)." in r.stdout
     pids = assert_one_sweep_of_two(tmp_path, "joblib")
     assert pids["seed=1"] != pids["seed=2"], pids
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_children_of_a_joblib_sweep_that_loky_killed_with_their_trackers(
+    tmp_path: Path,
+) -> None:
+    # Ctrl-C in a terminal: SIGINT to the sweep's process group (its loky workers; not the tracking
+    # processes, each in a session of its own). Loky kills each job's whole process tree, tracker and all:
+    # the parent ends the children left RUNNING.
+    p = subprocess.Popen(
+        [sys.executable, "-m", "framework", "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+         "seed=1,2", "total_steps=400000", "eval.every_steps=0", "progress=off"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while (
+        len([f for f in tmp_path.glob("multirun/*/*/*/framework.log") if "run started" in f.read_text()]) < 2
+    ):
+        assert p.poll() is None, p.stdout.read() if p.stdout else ""
+        assert time.monotonic() < deadline, "the jobs did not start within 120 s"
+        time.sleep(0.2)
+    time.sleep(1)
+    os.killpg(p.pid, signal.SIGINT)
+    out, _ = p.communicate(timeout=120)
+    assert "Sweep KILLED: 2 runs (2 KILLED)." in out, out[-3000:]
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("framework")
+    assert experiment is not None
+    runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
+    assert {name: r.info.status for name, r in runs.items()} == {
+        "sweep seed=1,2": "KILLED", "seed=1": "KILLED", "seed=2": "KILLED",
+    }, out[-3000:]  # fmt: skip
+    assert all(runs[name].info.end_time for name in ("seed=1", "seed=2"))
 
 
 @pytest.mark.slow
@@ -147,3 +185,55 @@ def test_the_callback_a_launcher_pickles_hands_its_job_the_parent_run_and_the_la
     assert copy._tracker is None and copy._run_id is None  # only the launching process ends the parent
     assert os.environ[sweep.PARENT_RUN_ENV] == "parent" and sweep.swept_keys_of_this_sweep() == ["seed"]
     assert Path.cwd() == tmp_path
+
+
+def ray_sweep(cli: Any, ray_session: Any, *args: str) -> Any:
+    """A sweep through the Ray launcher, its jobs in the test session's Ray."""
+    return cli(
+        "-m",
+        "hydra/launcher=ray",
+        f"hydra.launcher.ray.init.address={ray_session.address}",
+        *args,
+        timeout=180,
+        env={"RAY_AUTH_MODE": "token"},
+    )
+
+
+@pytest.mark.slow
+def test_a_job_refused_in_a_ray_worker_is_one_message(cli: Any, tmp_path: Path, ray_session: Any) -> None:
+    # sys.exit(1) would end the Ray worker, which Ray reports with a WorkerCrashedError and its traceback.
+    r = ray_sweep(cli, ray_session, "env=atari", "env.game=Pnog", "seed=1,2")
+    assert r.returncode == 1, r.output[-3000:]
+    assert "Traceback" not in r.output and "WorkerCrashedError" not in r.output, r.output[-3000:]
+    errors = [line for line in r.stderr.splitlines() if line.startswith("Error")]
+    assert len(errors) == 2, r.stderr  # Hydra's line naming the job, then the refusal
+    assert errors[0].startswith("Error executing job with overrides: ['env=atari', 'env.game=Pnog', 'seed=")
+    assert errors[1].startswith("Error: Unknown Atari game env.game='Pnog'. Closest: Pong.")
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
+
+
+@pytest.mark.slow
+def test_a_job_that_fails_in_a_ray_worker_says_why_once_and_ends_failed(
+    cli: Any, tmp_path: Path, ray_session: Any
+) -> None:
+    r = ray_sweep(cli, ray_session, "agent=sac", "total_steps=300", "eval.episodes=1", "seed=1")
+    assert r.returncode == 1, r.output[-3000:]
+    assert "Traceback" not in r.output and "WorkerCrashedError" not in r.output, r.output[-3000:]
+    # Said in the worker (Ray relays its lines), once.
+    assert r.output.count("agent.algo=SAC trains on Box action spaces") == 1, r.output[-3000:]
+    assert "Run FAILED at step 0 of 300." in r.output
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert [r.info.status for r in parents] == ["FAILED"] and len(runs) == 2
+    (child,) = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    assert child.info.status == "FAILED"
+
+
+def test_a_failed_job_in_a_ray_worker_reaches_the_sweeps_process_whole() -> None:
+    from framework.app import JobFailed
+
+    for message in ("Unknown Atari game", None):
+        copy = pickle.loads(pickle.dumps(JobFailed(message)))
+        assert isinstance(copy, JobFailed) and copy.message == message

@@ -139,8 +139,11 @@ def test_the_note_names_the_heat_maps_when_there_are_some() -> None:
     assert "eat map" not in sweep_summary.note(runs, top, OBJECTIVE, "max", links)
 
 
-def test_the_parent_run_holds_the_heat_maps_and_the_wider_table(tmp_path: Path) -> None:
+def test_the_parent_run_holds_the_heat_maps_and_the_wider_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Through MlflowSession against a real SQLite store: children made as a sweep's jobs make them."""
+    monkeypatch.chdir(tmp_path)  # the store's artifacts go to ./mlruns
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     session = MlflowSession(uri, "heat", flush_every_s=0.0)
     parent = session.start_parent(run_name="sweep", tags={}, params={}, start_time=time.time())

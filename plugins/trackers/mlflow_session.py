@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import json
 import logging
 import tempfile
 import time
@@ -27,6 +28,17 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 #: Children of one sweep read back for its summary.
 MAX_CHILDREN = 10_000
+#: The parent's tag with what its summary needs (framework.sweep.SUMMARY_SPEC_TAG: the same name), so that
+#: the tracking process can summarise the sweep when the process that ran it is gone.
+SUMMARY_SPEC_TAG = "framework.summary_spec"
+#: The tag on a run that another than its own tracker ended, saying who.
+ENDED_BY_TAG = "framework.ended_by"
+#: The status a sweep's child still RUNNING when the sweep ends gets, by the sweep's status.
+ORPHAN_STATUS = {"KILLED": "KILLED", "FAILED": "FAILED", "FINISHED": "FAILED"}
+#: How long the parent of a sweep whose launching process is gone waits for its RUNNING children's own
+#: trackers (which see their job end at about the same time) to end them, before it ends them itself.
+ORPHAN_GRACE_S = 10.0
+PARENT_ABANDONED = "tracking process: the sweep's process ended without ending the sweep"
 
 
 def quiet_libraries() -> None:
@@ -46,13 +58,18 @@ def quiet_libraries() -> None:
 class MlflowSession:
     """One tracked run (or a sweep's parent) against one tracking URI."""
 
-    def __init__(self, uri: str, experiment: str, flush_every_s: float) -> None:
+    def __init__(
+        self, uri: str, experiment: str, flush_every_s: float, orphan_grace_s: float = ORPHAN_GRACE_S
+    ) -> None:
         quiet_libraries()
         self.uri = uri
         self.experiment = experiment
         self.flush_every_s = flush_every_s
+        self.orphan_grace_s = orphan_grace_s
         self.run_id: str | None = None
         self.experiment_id: str | None = None
+        self._parents: dict[str, Mapping[str, Any] | None] = {}
+        """The sweep parents started here and not yet ended, with what their summary needs (if known)."""
         self._pending: list[Metric] = []
         self._last_flush = time.monotonic()
         self._client: MlflowClient | None = None
@@ -178,25 +195,35 @@ class MlflowSession:
             self._experiment_id(), run_name=run_name, tags=dict(tags), start_time=_ms(start_time)
         )
         run_id = str(run.info.run_id)
+        self._parents[run_id] = _summary_spec(tags.get(SUMMARY_SPEC_TAG))
         if params:
             self.log_params(params, run_id)
         return run_id
 
     def end_parent(
-        self, run_id: str, status: str, summary: Mapping[str, Any], end_time: float | None = None
+        self, run_id: str, status: str, summary: Mapping[str, Any] | None, end_time: float | None = None
     ) -> dict[str, Any]:
-        """Summarise the sweep on its parent run (table, plots, best child), then end the parent.
+        """End the children still RUNNING, summarise the sweep on its parent run (table, plots, best
+        child), then end the parent.
 
-        A sweep none of whose jobs started (its first was refused, say) leaves no parent behind.
-        Returns the counts and the best child, for the command line to say.
+        A child is still RUNNING when its job was killed with its tracker (the joblib and Ray launchers
+        kill a job's whole process tree on Ctrl-C): it ends as the sweep did (a FAILED one if the sweep
+        FINISHED), tagged ENDED_BY_TAG. A sweep none of whose jobs started (its first was refused, say)
+        leaves no parent behind. Returns the counts and the best child, for the command line to say.
         """
+        self._parents.pop(run_id, None)
         try:
-            found = self._summarise(
-                run_id,
-                list(summary["swept_keys"]),
-                str(summary["objective"]),
-                str(summary["mode"]),
-                [str(m) for m in summary.get("also") or ()],
+            self._end_orphans(run_id, ORPHAN_STATUS.get(status, "FAILED"), end_time)
+            found = (
+                self._summarise(
+                    run_id,
+                    list(summary["swept_keys"]),
+                    str(summary["objective"]),
+                    str(summary["mode"]),
+                    [str(m) for m in summary.get("also") or ()],
+                )
+                if summary is not None
+                else {"runs": len(self._children(run_id))}
             )
         finally:
             self.client.set_terminated(run_id, status, end_time=_ms(end_time))
@@ -204,15 +231,28 @@ class MlflowSession:
             self.client.delete_run(run_id)
         return found
 
+    def _children(self, parent_id: str, *, running: bool = False) -> list[Any]:
+        where = f"tags.mlflow.parentRunId = '{parent_id}'"
+        return list(
+            self.client.search_runs(
+                [self._experiment_id()],
+                filter_string=f"{where} and attributes.status = 'RUNNING'" if running else where,
+                max_results=MAX_CHILDREN,
+                order_by=["attributes.start_time ASC"],
+            )
+        )
+
+    def _end_orphans(self, parent_id: str, status: str, end_time: float | None) -> None:
+        """End, as `status`, the children of the sweep that are still RUNNING."""
+        for run in self._children(parent_id, running=True):
+            child = str(run.info.run_id)
+            self.client.set_tag(child, ENDED_BY_TAG, "sweep parent")
+            self.client.set_terminated(child, status, end_time=_ms(end_time))
+
     def _summarise(
         self, parent_id: str, swept_keys: list[str], objective: str, mode: str, also: list[str]
     ) -> dict[str, Any]:
-        runs = self.client.search_runs(
-            [self._experiment_id()],
-            filter_string=f"tags.mlflow.parentRunId = '{parent_id}'",
-            max_results=MAX_CHILDREN,
-            order_by=["attributes.start_time ASC"],
-        )
+        runs = self._children(parent_id)
         children = [sweep_summary.child_from_run(r, swept_keys, objective, also) for r in runs]
         if not children:
             return {"runs": 0}
@@ -245,10 +285,24 @@ class MlflowSession:
         return bool(self._pending) and time.monotonic() - self._last_flush >= self.flush_every_s
 
     def abandon(self, reason: str) -> None:
-        """The training process is gone: end its run FAILED rather than leave it RUNNING."""
-        if self.run_id is not None:
-            self.set_tags({"framework.error": reason})
-            self.end_run("FAILED")
+        """The training process is gone: end its run FAILED rather than leave it RUNNING; and a sweep's
+        parent KILLED, with its summary (the sweep's launching process was killed: SIGTERM, say)."""
+        try:
+            if self.run_id is not None:
+                self.set_tags({"framework.error": reason})
+                self.end_run("FAILED")
+        finally:
+            for parent_id, spec in list(self._parents.items()):
+                self._wait_for_children(parent_id)
+                self.client.set_tag(parent_id, ENDED_BY_TAG, PARENT_ABANDONED)
+                self.end_parent(parent_id, "KILLED", spec, end_time=time.time())
+
+    def _wait_for_children(self, parent_id: str) -> None:
+        """Until the children's own trackers have ended them (their jobs went with the sweep's
+        process), or the grace is over."""
+        deadline = time.monotonic() + self.orphan_grace_s
+        while time.monotonic() < deadline and self._children(parent_id, running=True):
+            time.sleep(min(0.5, self.orphan_grace_s))
 
     def _active(self) -> str:
         if self.run_id is None:
@@ -279,6 +333,17 @@ class MlflowSession:
         hint = f" Did you mean {describe(ids[close[0]])}?" if close else ""
         newest = "; ".join(describe(r) for r in runs[:3])
         return f"{hint} Newest runs of experiment {self.experiment!r}: {newest}."
+
+
+def _summary_spec(tag: str | None) -> Mapping[str, Any] | None:
+    """What a parent's summary needs, from its SUMMARY_SPEC_TAG; None without it (or if unreadable)."""
+    if not tag:
+        return None
+    try:
+        spec = json.loads(tag)
+    except ValueError:
+        return None
+    return spec if isinstance(spec, dict) and {"swept_keys", "objective", "mode"} <= set(spec) else None
 
 
 def _ms(seconds: float | None) -> int | None:

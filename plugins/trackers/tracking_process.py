@@ -5,7 +5,8 @@ so a slow store never blocks a step) and reads JSON-line answers from its stdout
 requests (metrics, params, tags, artifacts) return at once; requests that need an answer
 wait for it with a timeout. The child runs in its own session, so Ctrl-C in a terminal stops
 training but not the tracking that must record the run as KILLED; when the training process
-dies, the child sees its stdin close and ends the open run FAILED.
+dies (SIGTERM, SIGKILL), the child sees its stdin close and ends the open run FAILED, and a sweep's
+open parent run KILLED, with its summary.
 
     python -m framework_plugins.trackers.tracking_process MODULE:FACTORY JSON_ARGS
 """

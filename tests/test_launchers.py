@@ -96,15 +96,18 @@ def test_ctrl_c_ends_the_children_of_a_joblib_sweep_that_loky_killed_with_their_
     time.sleep(1)
     os.killpg(p.pid, signal.SIGINT)
     out, _ = p.communicate(timeout=120)
-    assert "Sweep KILLED: 2 runs (2 KILLED)." in out, out[-3000:]
+    # A job that saw the SIGINT itself ends KILLED; one loky killed first ends with the parent. Which
+    # of the two comes first is a race: no child is left RUNNING either way.
+    assert "Sweep KILLED: 2 runs" in out or "Sweep FAILED: 2 runs" in out, out[-3000:]
+    assert "RUNNING" not in out.split("Sweep ", 1)[-1], out[-3000:]
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("framework")
     assert experiment is not None
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
-    assert {name: r.info.status for name, r in runs.items()} == {
-        "sweep seed=1,2": "KILLED", "seed=1": "KILLED", "seed=2": "KILLED",
-    }, out[-3000:]  # fmt: skip
+    statuses = {name: r.info.status for name, r in runs.items()}
+    assert set(statuses) == {"sweep seed=1,2", "seed=1", "seed=2"}, statuses
+    assert set(statuses.values()) <= {"KILLED", "FAILED"}, statuses
     assert all(runs[name].info.end_time for name in ("seed=1", "seed=2"))
 
 

@@ -242,7 +242,10 @@ def test_the_brain_is_found_by_its_tracked_run_id_even_when_its_directory_is_gon
         (["outputs/run", "total_steps=5"], "set search.* (search.num_simulations=800)"),
         (["outputs/run", "search.num_simulations=0"], "search.num_simulations=0 must be >= 1"),
         (["outputs/run", "search.num_simulatons=5"], "Did you mean search.num_simulations?"),
-        (["outputs/run", "search=nosuch"], "search=nosuch is not a search engine; choose one of: sequential"),
+        (
+            ["outputs/run", "search=nosuch"],
+            "search=nosuch is not a search engine; choose one of: ray_async, sequential",
+        ),
         (["outputs"], "no checkpoint there"),
     ],
 )

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from mcts_speed import realistic_planes
 
 CPU_TARGET = 0.8
 GPU_TARGET = 5.0
@@ -54,21 +55,6 @@ class Row:
     @property
     def median(self) -> float:
         return statistics.median(self.rates) if self.rates else float("nan")
-
-
-def realistic_planes(game: Any, n: int, rng: np.random.Generator) -> np.ndarray:
-    out = np.empty((n, game.n_planes, *game.board_shape), dtype=np.float32)
-    i = 0
-    while i < n:
-        state = game.new_state()
-        for _ in range(int(rng.integers(0, game.n_actions // 3))):
-            state.play(int(rng.choice(np.flatnonzero(state.legal))))
-            if state.done:
-                break
-        if not state.done:
-            out[i] = state.planes()
-            i += 1
-    return out
 
 
 def forward_rate(evaluator: Any, planes: np.ndarray, seconds: float) -> float:
@@ -156,7 +142,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     forward: dict[int, Row] = {}
     for b in batches:
-        planes = realistic_planes(game, b, rng)
+        planes = realistic_planes(game, b, rng, max_moves=game.n_actions // 3 - 1)
         row = forward[b] = Row(f"forward B={b} (pos/s)")
         for _ in range(args.repeats):
             row.rates.append(forward_rate(evaluator, planes, seconds=3.0))
@@ -187,17 +173,20 @@ def main() -> None:
         vector.rates.append(runner_rate(runner, eng, args.steps))
     rows.append(vector)
 
+    def async_config(batch_size: int, max_wait_ms: float, **more: Any) -> RayAsyncConfig:
+        return RayAsyncConfig(
+            num_simulations=args.sims,
+            batch_size=batch_size,
+            max_wait_ms=max_wait_ms,
+            max_inflight_batches=args.inflight,
+            inference_num_gpus=1.0 if device == "cuda" else 0.0,
+            **more,
+        )
+
     cells: dict[tuple[int, float], Row] = {}
     for b in batches:
         for w in waits:
-            cfg = RayAsyncConfig(
-                num_simulations=args.sims,
-                batch_size=b,
-                max_wait_ms=w,
-                max_inflight_batches=args.inflight,
-                async_inflight_limit=args.inflight_limit,
-                inference_num_gpus=1.0 if device == "cuda" else 0.0,
-            )
+            cfg = async_config(b, w, async_inflight_limit=args.inflight_limit)
             eng_async = RayAsyncEngine(cfg, game=game, evaluator_factory=lambda: evaluator, seed=3)
             try:
                 runner = VectorizeRunner(
@@ -222,14 +211,7 @@ def main() -> None:
     workers_row = None
     if args.workers:
         best_b, best_w = max(cells, key=lambda k: cells[k].median)
-        cfg = RayAsyncConfig(
-            num_simulations=args.sims,
-            batch_size=best_b,
-            max_wait_ms=best_w,
-            max_inflight_batches=args.inflight,
-            workers=args.workers,
-            inference_num_gpus=1.0 if device == "cuda" else 0.0,
-        )
+        cfg = async_config(best_b, best_w, workers=args.workers)
         eng_async = RayAsyncEngine(cfg, game=game, evaluator_factory=lambda: evaluator, seed=4)
         make = functools.partial(vectorize_runner, game=game, choice=choice, n_games=args.games, noise=True)
         source = eng_async.self_play(make, seed=4)

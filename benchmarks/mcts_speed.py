@@ -466,13 +466,13 @@ class NetResult:
     runner_seconds: float = 0.0
 
 
-def realistic_planes(game: Any, n: int, rng: np.random.Generator) -> np.ndarray:
-    """The planes [n, C, size, size] of n positions of 0 to 60 random moves each (no finished game)."""
+def realistic_planes(game: Any, n: int, rng: np.random.Generator, max_moves: int = 60) -> np.ndarray:
+    """The planes [n, C, size, size] of n positions of 0 to max_moves random moves each (no finished game)."""
     out = np.empty((n, game.n_planes, *game.board_shape), dtype=np.float32)
     i = 0
     while i < n:
         state = game.new_state()
-        for _ in range(int(rng.integers(0, 61))):
+        for _ in range(int(rng.integers(0, max_moves + 1))):
             state.play(int(rng.choice(np.flatnonzero(state.legal))))
             if state.done:
                 break

@@ -50,6 +50,14 @@ def check_choice(key: str, value: object, choices: Iterable[str]) -> None:
     raise ConfigError(f"{key}={value!r} is not valid; choose one of {', '.join(options)}.{hint}")
 
 
+def check_at_least(section: str, cfg: object, minimum: int, *keys: str) -> None:
+    """A ConfigError naming `section.key=value` for the first field of `cfg` in `keys` below `minimum`."""
+    for key in keys:
+        value = getattr(cfg, key)
+        if value < minimum:
+            raise ConfigError(f"{section}.{key}={value} must be >= {minimum}")
+
+
 def hydra_message(error: BaseException) -> str | None:
     """What to print for Hydra's own refusals (composition, overrides); None for anything else."""
     from hydra.errors import CompactHydraException, MissingConfigException, OverrideParseException

@@ -12,6 +12,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,6 +128,19 @@ def run_cli(*args: str, cwd: Path, timeout: float = 300, env: dict[str, str] | N
         stdin=subprocess.DEVNULL,
     )
     return CliResult(p.returncode, p.stdout, p.stderr)
+
+
+def start_cli(*args: str, cwd: Path, **popen: Any) -> subprocess.Popen[str]:
+    """`python -m framework ARGS` started in `cwd`, unbuffered, its stdout and stderr in one text pipe."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "framework", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        **popen,
+    )
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import os
 import pickle
 import re
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from framework import sweep
-from tests.conftest import FAST
+from tests.conftest import FAST, start_cli
 
 #: Each job's log lines start with its process id, so that a test sees where each job ran.
 PID_LOG_FORMAT = 'hydra.job_logging.formatters.simple.format="pid=%(process)d %(message)s"'
@@ -80,11 +79,9 @@ def test_ctrl_c_ends_the_children_of_a_joblib_sweep_that_loky_killed_with_their_
     # Ctrl-C in a terminal: SIGINT to the sweep's process group (its loky workers; not the tracking
     # processes, each in a session of its own). Loky kills each job's whole process tree, tracker and all:
     # the parent ends the children left RUNNING.
-    p = subprocess.Popen(
-        [sys.executable, "-m", "framework", "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-         "seed=1,2", "total_steps=400000", "eval.every_steps=0", "progress=off"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    p = start_cli(
+        "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=1,2", "total_steps=400000",
+        "eval.every_steps=0", "progress=off", cwd=tmp_path, start_new_session=True,
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import FAST
+from tests.conftest import FAST, start_cli
 
 pytestmark = pytest.mark.slow
 
@@ -36,14 +35,7 @@ def test_sigint_ends_killed_with_checkpoint_and_resume_continues_the_step_count(
         "eval.every_steps=0",
         "hydra.run.dir=outputs/first",
     ]
-    p = subprocess.Popen(
-        [sys.executable, "-m", "framework", *args],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    p = start_cli(*args, cwd=tmp_path)
     checkpoints = tmp_path / "outputs/first/checkpoints"
     deadline = time.monotonic() + 120
     while not (checkpoints / "latest").exists():
@@ -163,12 +155,13 @@ def test_resume_of_an_unknown_run_id_says_so(cli, tmp_path: Path) -> None:
 
 
 def test_a_killed_untracked_run_prints_a_resume_command_that_works(tmp_path: Path) -> None:
-    p = subprocess.Popen(
-        [sys.executable, "-m", "framework", "tracking=none", "total_steps=400000",
-         "checkpoint.every_steps=2048", "eval.every_steps=0"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+    p = start_cli(
+        "tracking=none",
+        "total_steps=400000",
+        "checkpoint.every_steps=2048",
+        "eval.every_steps=0",
+        cwd=tmp_path,
+    )
     deadline = time.monotonic() + 120
     while not list(tmp_path.glob("outputs/*/*/checkpoints/latest")):
         assert p.poll() is None and time.monotonic() < deadline

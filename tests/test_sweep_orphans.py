@@ -7,10 +7,8 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -24,6 +22,7 @@ from framework.contracts import SweepSummarySpec
 from plugins.trackers import mlflow_session
 from plugins.trackers.mlflow_session import ENDED_BY_TAG, MlflowSession
 from plugins.trackers.tracking_process import TrackingProcess
+from tests.conftest import start_cli
 
 OBJECTIVE = "eval/return_mean"
 SPEC = SweepSummarySpec(swept_keys=("seed",), objective=OBJECTIVE, mode="max")
@@ -168,12 +167,7 @@ def test_a_parent_the_sweep_ended_is_not_ended_again_when_tracking_closes(store:
 def start_a_long_sweep(tmp_path: Path) -> subprocess.Popen[str]:
     """`python -m framework -m seed=1,2` in this process's way (the default launcher), once its first job
     has started."""
-    p = subprocess.Popen(
-        [sys.executable, "-m", "framework", "-m", "seed=1,2", "total_steps=400000", "eval.every_steps=0",
-         "progress=off"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+    p = start_cli("-m", "seed=1,2", "total_steps=400000", "eval.every_steps=0", "progress=off", cwd=tmp_path)
     deadline = time.monotonic() + 120
     while not any("run started" in log.read_text() for log in tmp_path.glob("multirun/*/*/0/framework.log")):
         assert p.poll() is None, p.stdout.read() if p.stdout else ""

@@ -25,7 +25,7 @@ from framework.contracts import (
     SearchEngine,
     SelfPlaySource,
 )
-from framework.errors import ConfigError, check_choice
+from framework.errors import ConfigError, check_at_least, check_choice
 
 from .arena import FixedPlayer, MatchResult, SearchPlayer, play_match
 from .config import RUNNERS, AlphaZeroConfig
@@ -361,7 +361,10 @@ def _simulations(engine: Any) -> int:
 
 def _validate(cfg: AlphaZeroConfig) -> None:
     check_choice("agent.runner", cfg.runner, RUNNERS)
-    for key in (
+    check_at_least(
+        "agent",
+        cfg,
+        1,
         "blocks",
         "channels",
         "parallel_games",
@@ -371,9 +374,7 @@ def _validate(cfg: AlphaZeroConfig) -> None:
         "batch_size",
         "gate_every",
         "gate_games",
-    ):
-        if getattr(cfg, key) < 1:
-            raise ConfigError(f"agent.{key}={getattr(cfg, key)} must be >= 1")
+    )
     if cfg.temperature < 0:
         raise ConfigError(f"agent.temperature={cfg.temperature} must be >= 0")
     if not 0.0 <= cfg.gate_threshold <= 1.0:

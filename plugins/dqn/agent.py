@@ -10,7 +10,7 @@ import torch
 
 from framework.context import RunContext
 from framework.contracts import Buffer, CheckedAgent, EnvPlugin, SearchEngine
-from framework.errors import ConfigError, check_choice
+from framework.errors import ConfigError, check_at_least, check_choice
 
 from .config import DQNConfig
 from .learner import LOSSES, QLearner
@@ -231,16 +231,17 @@ def _validate(cfg: DQNConfig) -> None:
     check_choice("agent.network", cfg.network, NETWORKS)
     check_choice("agent.loss", cfg.loss, LOSSES)
     activation_name(cfg.activation)
-    for key in (
+    check_at_least(
+        "agent",
+        cfg,
+        1,
         "batch_size",
         "train_freq",
         "target_update_interval",
         "log_every_steps",
         "buffer_size",
         "n_step",
-    ):
-        if getattr(cfg, key) < 1:
-            raise ConfigError(f"agent.{key}={getattr(cfg, key)} must be >= 1")
+    )
     if cfg.gradient_steps < 1 and cfg.gradient_steps != -1:
         raise ConfigError(f"agent.gradient_steps={cfg.gradient_steps} must be >= 1, or -1 (one per env step)")
     if cfg.learning_starts < 0:

@@ -25,7 +25,7 @@ import numpy as np
 
 from framework import ray_runtime
 from framework.contracts import PortableEvaluator
-from framework.errors import ConfigError
+from framework.errors import ConfigError, check_at_least
 
 from . import tree as kernels
 from .config import RayAsyncConfig
@@ -247,19 +247,7 @@ class RayAsyncEngine(SequentialEngine):
             active,
             self.num_simulations,
             0,
-            forest.node_i,
-            forest.value_sum,
-            forest.terminal_value,
-            forest.children,
-            forest.prior,
-            forest.n_nodes,
-            forest.root_board,
-            forest.root_player,
-            forest.root_moves,
-            forest.root_last,
-            self._params,
-            game.params,
-            self._kernels,
+            *self._tree_args(forest),
             leaves.free,
             leaves.n_free,
             leaves.tree,
@@ -407,21 +395,13 @@ def inference_metrics(stats: Any, batch_size: int, sims: int, seconds: float) ->
 
 
 def _validate(cfg: RayAsyncConfig) -> None:
-    for key in ("batch_size", "max_inflight_batches", "inference_actors"):
-        if getattr(cfg, key) < 1:
-            raise ConfigError(f"search.{key}={getattr(cfg, key)} must be >= 1")
+    check_at_least("search", cfg, 1, "batch_size", "max_inflight_batches", "inference_actors")
     if cfg.async_inflight_limit is not None and cfg.async_inflight_limit < 1:
         raise ConfigError(
             f"search.async_inflight_limit={cfg.async_inflight_limit} must be >= 1, "
             "or null (one batch per root)"
         )
-    if cfg.max_wait_ms < 0:
-        raise ConfigError(f"search.max_wait_ms={cfg.max_wait_ms} must be >= 0")
-    if cfg.virtual_loss < 0:
-        raise ConfigError(f"search.virtual_loss={cfg.virtual_loss} must be >= 0")
-    for key in ("workers", "max_restarts"):
-        if getattr(cfg, key) < 0:
-            raise ConfigError(f"search.{key}={getattr(cfg, key)} must be >= 0")
+    check_at_least("search", cfg, 0, "max_wait_ms", "virtual_loss", "workers", "max_restarts")
     if cfg.inference_num_cpus <= 0 or cfg.worker_num_cpus <= 0:
         raise ConfigError("search.inference_num_cpus and search.worker_num_cpus must be > 0")
     if cfg.inference_num_gpus is not None and cfg.inference_num_gpus < 0:

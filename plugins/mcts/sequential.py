@@ -199,16 +199,9 @@ class SequentialEngine:
             )
             forest.noised[b] = True
 
-    def _simulate(self, forest: Forest, active: np.ndarray) -> None:
-        game = self.game
-        n_trees, n_actions = forest.n_trees, game.n_actions
-        boards = np.empty((n_trees, n_actions), dtype=np.int8)
-        paths = np.zeros((n_trees, n_actions + 2), dtype=np.int64)
-        depths = np.zeros(n_trees, dtype=np.int64)
-        planes = np.empty((n_trees, game.n_planes, *game.board_shape), dtype=np.float32)
-        pending_b = np.zeros(n_trees, dtype=np.int64)
-        select_args = (
-            active,
+    def _tree_args(self, forest: Forest) -> tuple[np.ndarray, ...]:
+        """The arguments of the selection kernels (select_leaf's) that describe the trees and the game."""
+        return (
             forest.node_i,
             forest.value_sum,
             forest.terminal_value,
@@ -220,8 +213,21 @@ class SequentialEngine:
             forest.root_moves,
             forest.root_last,
             self._params,
-            game.params,
+            self.game.params,
             self._kernels,
+        )
+
+    def _simulate(self, forest: Forest, active: np.ndarray) -> None:
+        game = self.game
+        n_trees, n_actions = forest.n_trees, game.n_actions
+        boards = np.empty((n_trees, n_actions), dtype=np.int8)
+        paths = np.zeros((n_trees, n_actions + 2), dtype=np.int64)
+        depths = np.zeros(n_trees, dtype=np.int64)
+        planes = np.empty((n_trees, game.n_planes, *game.board_shape), dtype=np.float32)
+        pending_b = np.zeros(n_trees, dtype=np.int64)
+        select_args = (
+            active,
+            *self._tree_args(forest),
             boards,
             paths,
             depths,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.alphazero.test_cli import SHORT
+from tests.conftest import start_cli
 
 pytestmark = pytest.mark.slow
 
@@ -91,14 +91,7 @@ def _alive(pid: int) -> bool:
 
 def _start_until_self_play(tmp_path: Path) -> tuple[subprocess.Popen[str], list[str]]:
     args = [*RAY_ASYNC, "total_steps=1000000", "hydra.run.dir=outputs/run"]
-    p = subprocess.Popen(
-        [sys.executable, "-m", "framework", *args],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    p = start_cli(*args, cwd=tmp_path)
     assert p.stdout is not None
     lines = []
     deadline = time.monotonic() + 180

@@ -178,12 +178,16 @@ def _init_with_timeout(ray: Any, timeout_s: float, **kwargs: Any) -> None:
         raise failure[0]
 
 
+#: Warns at every start of a local Ray that token authentication is on (Ray's default, which we keep).
+TOKEN_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
 def _quiet_ray_startup() -> Any:
     """Ray's own INFO lines at start-up stay out of the run's output; returns the undo."""
-    loggers = [logging.getLogger(name) for name in ("ray", "ray._private.worker")]
+    loggers = [logging.getLogger(name) for name in ("ray", "ray._private.worker", TOKEN_NOTICE_LOGGER)]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.WARNING)
+        lg.setLevel(logging.ERROR if lg.name == TOKEN_NOTICE_LOGGER else logging.WARNING)
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
 
     def undo() -> None:
@@ -191,6 +195,23 @@ def _quiet_ray_startup() -> Any:
             lg.setLevel(level)
 
     return undo
+
+
+def check_fits(what: str, num_cpus: float, num_gpus: float, keys: str) -> None:
+    """Refuse, in one line, actors that no node of a Ray this process started can ever hold (a
+    GPU asked for on a machine without one). A joined cluster may grow (an autoscaler): there,
+    Ray is left to place them, within the caller's own timeout."""
+    import ray
+
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    if not _owned or any(r.get("CPU", 0) >= num_cpus and r.get("GPU", 0) >= num_gpus for r in nodes):
+        return
+    have = ", ".join(f"{r.get('CPU', 0):g} CPUs and {r.get('GPU', 0):g} GPUs" for r in nodes)
+    raise ConfigError(
+        f"{keys}: {what} of {num_cpus:g} CPUs and {num_gpus:g} GPUs cannot be placed: the local Ray has "
+        f"{have}. Ask for less (search.inference_num_gpus=null uses a GPU only where there is one), or "
+        "give the local Ray more with ray.num_cpus / ray.num_gpus"
+    )
 
 
 def owned() -> bool:

@@ -115,6 +115,9 @@ class RayAsyncRunner:
         cfg = engine.cfg
         self.engine, self.cfg = engine, cfg
         self.timeout_s = 5 * cfg.inference_timeout_s
+        ray_runtime.check_fits(
+            "a self-play worker", cfg.worker_num_cpus, 0, f"search.worker_num_cpus={cfg.worker_num_cpus:g}"
+        )
         worker_cfg = dataclasses.replace(cfg, workers=0)
         remote = ray.remote(RaySelfPlayWorker).options(
             num_cpus=cfg.worker_num_cpus,

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from framework import ray_runtime
+
 log = logging.getLogger("framework")
 
 
@@ -36,12 +38,16 @@ class InferenceActor:
         self.device = "cuda" if use_gpu and torch.cuda.is_available() else "cpu"
         self.evaluator = builder(self.device) if portable else builder()
         self.version: int | None = None
+        self.batches = 0
+        self.positions = 0
 
     def infer(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         """(policy logits [B, A], values [B], seconds the evaluator took)."""
         started = time.perf_counter()
         # A copy: arrays from Ray's object store are read-only.
         logits, values = self.evaluator(np.array(planes, dtype=np.float32))
+        self.batches += 1
+        self.positions += len(planes)
         return np.asarray(logits), np.asarray(values), time.perf_counter() - started
 
     def load_weights(self, weights: Mapping[str, np.ndarray], version: int) -> int:
@@ -50,12 +56,19 @@ class InferenceActor:
         return version
 
     def where(self) -> dict[str, Any]:
-        """The process, node and device this actor runs on."""
+        """The process, node and device this actor runs on, its weights' version and what it served."""
         import os
 
         import ray
 
-        return {"pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(), "device": self.device}
+        return {
+            "pid": os.getpid(),
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "device": self.device,
+            "version": self.version,
+            "batches": self.batches,
+            "positions": self.positions,
+        }
 
 
 def actor_errors() -> tuple[type[BaseException], ...]:
@@ -137,6 +150,12 @@ def start_inference_actors(
 
     if num_gpus is None:
         num_gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
+    ray_runtime.check_fits(
+        "an inference actor",
+        num_cpus,
+        num_gpus,
+        f"search.inference_num_cpus={num_cpus:g} search.inference_num_gpus={num_gpus:g}",
+    )
     remote = ray.remote(InferenceActor).options(
         num_cpus=num_cpus,
         num_gpus=num_gpus,

@@ -217,8 +217,11 @@ def _kill_actor_at(turn: int) -> Any:
     return hook, state
 
 
-def test_a_killed_inference_actor_is_restarted_and_the_search_completes() -> None:
-    eng = engine(shaped(delay_s=0.01), num_simulations=150, batch_size=8, max_restarts=2)
+@pytest.mark.parametrize("actors", [1, 2])
+def test_a_killed_inference_actor_is_restarted_and_the_search_completes(actors: int) -> None:
+    eng = engine(
+        shaped(delay_s=0.01), num_simulations=150, batch_size=8, inference_actors=actors, max_restarts=2
+    )
     hook, state = _kill_actor_at(5)
     eng.debug_hook = hook
     try:
@@ -226,7 +229,7 @@ def test_a_killed_inference_actor_is_restarted_and_the_search_completes() -> Non
         assert state["killed"]
         np.testing.assert_array_equal(counts.sum(1), 150)
         assert eng.actor_failures >= 1
-        assert eng._client is not None and eng._client.where()[0]["pid"] != state["killed"]
+        assert eng._client is not None and state["killed"] not in {a["pid"] for a in eng._client.where()}
         forest = eng._forest
         assert forest is not None and (forest.node_i[:, :, PENDING] == 0).all()
     finally:
@@ -242,6 +245,42 @@ def test_an_inference_actor_that_cannot_restart_is_a_clear_error() -> None:
             eng.search(roots(4))
         forest = eng._forest
         assert forest is not None and (forest.node_i[:, :, PENDING] == 0).all()
+    finally:
+        eng.close()
+
+
+def test_batches_are_shared_between_inference_actors_that_all_hold_the_current_weights() -> None:
+    import torch
+
+    from framework_plugins.alphazero.network import NetworkEvaluator, PolicyValueNet
+
+    torch.manual_seed(0)
+    net = PolicyValueNet(board_size=9, in_planes=GAME.n_planes, blocks=1, channels=8).eval()
+    local = NetworkEvaluator(net, "cpu")
+    eng = engine(lambda: local, num_simulations=60, batch_size=4, inference_actors=2, max_inflight_batches=2)
+    try:
+        eng.search(roots(4))
+        assert eng._client is not None
+        served = eng._client.where()
+        assert len({a["pid"] for a in served}) == 2
+        assert all(a["batches"] >= 2 for a in served), served  # each actor took a share of the batches
+        first = local.weights_version()
+        assert [a["version"] for a in served] == [first, first]
+        with torch.no_grad():
+            next(net.parameters()).add_(0.5)  # a training step
+        assert local.weights_version() != first
+        counts = eng.search(roots(4))
+        np.testing.assert_array_equal(counts.sum(1), 60)
+        assert [a["version"] for a in eng._client.where()] == [local.weights_version()] * 2
+        # The actors' answers are those of the new weights.
+        planes = np.stack([s.planes() for s in roots(2)]).astype(np.float32)
+        import ray
+
+        want_logits, want_values = local(planes)
+        for actor in eng._client.actors:
+            logits, values, _ = ray.get(actor.infer.remote(planes), timeout=60)
+            np.testing.assert_allclose(logits, want_logits, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(values, want_values, rtol=1e-5, atol=1e-5)
     finally:
         eng.close()
 

@@ -3,28 +3,35 @@ network's own batched forward rate, over a `batch_size` x `max_wait_ms` grid, in
 
 The network is the gomoku_9x9 preset's (a PolicyValueNet of `--blocks` 3 residual blocks of
 `--channels` 32 on a `--board` 9 board, random weights: speed does not depend on them), one torch
-thread per process, on `--device` (auto: cuda when available). Rows, each a median over
-`--repeats` measurements of `--steps` self-play moves in every game (the first move, which
-compiles and starts actors, left out), wall time:
+thread per process, on `--device` (auto: cuda when available). Every side is built and warmed up
+first (a move in every game: compiling, starting actors); then `--repeats` rounds measure every
+side in turn, each over `--steps` self-play moves in every game, in wall time, so that a slow
+spell of a shared machine falls on all sides of a round alike. The ratios are medians over the
+rounds of each round's own ratio (to that round's ceiling and vectorize row); the rates are
+medians too. Rows:
 
 - forward B: NetworkEvaluator's positions/s on B realistic positions, called over and over in this
   process: the in-process ceiling is the best of these over the grid's batch sizes;
 - sequential: one game at a time (SelfPlayRunner over search=sequential): one leaf per network call;
 - vectorize: `--games` games at once in this process (VectorizeRunner over search=sequential): one
   leaf per game per network call, as agent=alphazero plays by default;
-- ray_async bs=B wait=W: the same VectorizeRunner over search=ray_async, its network in one Ray
-  inference actor (1 CPU, or the GPU), batches of B leaves sent when full or after W ms,
-  `--inflight` batches in flight; also its batch fill, mean batches in flight and the actor's
-  time per batch;
+- ray_async bs=B wait=W: the same VectorizeRunner over search=ray_async, its network in `--actors`
+  Ray inference actor(s) (1 CPU each, or a share of the GPU), batches of B leaves sent when full or
+  after W ms, `--inflight` batches in flight, `--inflight-limit` batches' worth of leaves waiting
+  at most; also its batch fill, mean batches in flight and the actor's time per batch;
 - with `--workers N`: self-play in N Ray workers of `--games` games each, sharing the actor(s)
   (search.workers=N), measured over `--seconds` of the run's RayAsyncRunner.
+
+The inference actors keep freed memory (glibc's mallopt: without it, every CPU forward of batch
+128 page-faults its activations in again); so does this process, so that the in-process rows have
+the same advantage.
 
 Simulations/s counts every simulation (a leaf evaluated or one whose value was known). Targets:
 the best ray_async cell >= 0.8x the in-process ceiling on a CPU; on a GPU, self-play with N workers
 >= 5x the single-process vectorize row.
 
     python benchmarks/mcts_batching.py [--batches 8,32,128] [--waits 1,5,20] [--games 32] [--sims 100]
-        [--steps 3] [--repeats 3] [--inflight 2] [--workers 0] [--device auto|cpu|cuda]
+        [--steps 3] [--repeats 3] [--inflight 2] [--actors 1] [--workers 0] [--device auto|cpu|cuda]
 """
 
 from __future__ import annotations
@@ -50,11 +57,22 @@ GPU_TARGET = 5.0
 class Row:
     name: str
     rates: list[float] = field(default_factory=list)
+    x_ceiling: list[float] = field(default_factory=list)
+    x_vector: list[float] = field(default_factory=list)
     extra: dict[str, float] = field(default_factory=dict)
 
     @property
     def median(self) -> float:
-        return statistics.median(self.rates) if self.rates else float("nan")
+        return _median(self.rates)
+
+    def ratios(self, ceiling: float, vector: float) -> None:
+        """This round's ratios, from its last rate."""
+        self.x_ceiling.append(self.rates[-1] / ceiling)
+        self.x_vector.append(self.rates[-1] / vector)
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
 
 
 def forward_rate(evaluator: Any, planes: np.ndarray, seconds: float) -> float:
@@ -87,14 +105,27 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=3, help="measurements per row (median)")
     parser.add_argument("--inflight", type=int, default=2, help="search.max_inflight_batches")
-    parser.add_argument("--inflight-limit", type=int, default=None, help="search.async_inflight_limit")
+    parser.add_argument(
+        "--inflight-limit",
+        type=int,
+        default=4,
+        help="search.async_inflight_limit (0: null, one batch per root)",
+    )
+    parser.add_argument(
+        "--actors", type=int, default=1, help="search.inference_actors of every ray_async side"
+    )
     parser.add_argument("--workers", type=int, default=0, help="also measure N self-play workers")
     parser.add_argument("--seconds", type=float, default=20.0, help="time of the workers' measurement")
     parser.add_argument("--board", type=int, default=9)
     parser.add_argument("--blocks", type=int, default=3)
     parser.add_argument("--channels", type=int, default=32)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all)")
+    parser.add_argument(
+        "--num-cpus",
+        type=int,
+        default=None,
+        help="logical CPUs of the local Ray (default: enough for the grid)",
+    )
     args = parser.parse_args()
 
     import ray
@@ -134,20 +165,16 @@ def main() -> None:
         f"{args.games} games x {args.sims} simulations a move; {args.steps} moves per measurement, "
         f"median of {args.repeats}"
     )
-    started = time.perf_counter()
-    ray_runtime.start_local(ray, num_cpus=args.num_cpus)
-    print(f"local Ray started in {time.perf_counter() - started:.1f} s")
+    from framework_plugins.mcts.inference import keep_freed_memory
 
-    rows: list[Row] = []
-    rng = np.random.default_rng(0)
-    forward: dict[int, Row] = {}
-    for b in batches:
-        planes = realistic_planes(game, b, rng, max_moves=game.n_actions // 3 - 1)
-        row = forward[b] = Row(f"forward B={b} (pos/s)")
-        for _ in range(args.repeats):
-            row.rates.append(forward_rate(evaluator, planes, seconds=3.0))
-        rows.append(row)
-    ceiling = max(r.median for r in forward.values())
+    print(f"malloc: freed memory kept, here as in the inference actors: {keep_freed_memory()}")
+    cells_n = len(batches) * len(waits)
+    started = time.perf_counter()
+    # A logical CPU per actor: the grid's actors stay up (idle but one) for the whole run.
+    ray_runtime.start_local(
+        ray, num_cpus=args.num_cpus or max(os.cpu_count() or 1, (cells_n + 1) * args.actors + 1)
+    )
+    print(f"local Ray started in {time.perf_counter() - started:.1f} s")
 
     def seq_engine(seed: int) -> SequentialEngine:
         return SequentialEngine(
@@ -157,65 +184,89 @@ def main() -> None:
             seed=seed,
         )
 
-    single = Row("sequential, 1 game")
-    eng = seq_engine(1)
-    runner: Any = SelfPlayRunner(game, eng, choice, np.random.default_rng(1), noise=True)
-    runner.step()
-    for _ in range(args.repeats):
-        single.rates.append(runner_rate(runner, eng, args.steps * 4))
-    rows.append(single)
-
-    vector = Row(f"vectorize, {args.games} games")
-    eng = seq_engine(2)
-    runner = VectorizeRunner(game, eng, choice, np.random.default_rng(2), n_games=args.games, noise=True)
-    runner.step()
-    for _ in range(args.repeats):
-        vector.rates.append(runner_rate(runner, eng, args.steps))
-    rows.append(vector)
-
     def async_config(batch_size: int, max_wait_ms: float, **more: Any) -> RayAsyncConfig:
         return RayAsyncConfig(
             num_simulations=args.sims,
             batch_size=batch_size,
             max_wait_ms=max_wait_ms,
             max_inflight_batches=args.inflight,
-            inference_num_gpus=1.0 if device == "cuda" else 0.0,
+            async_inflight_limit=args.inflight_limit or None,
+            inference_actors=args.actors,
+            # Only one side's actors run at a time: on a GPU, they share it.
+            inference_num_gpus=1.0 / (cells_n * args.actors) if device == "cuda" else 0.0,
             **more,
         )
 
-    cells: dict[tuple[int, float], Row] = {}
-    for b in batches:
-        for w in waits:
-            cfg = async_config(b, w, async_inflight_limit=args.inflight_limit)
-            eng_async = RayAsyncEngine(cfg, game=game, evaluator_factory=lambda: evaluator, seed=3)
-            try:
-                runner = VectorizeRunner(
-                    game, eng_async, choice, np.random.default_rng(3), n_games=args.games, noise=True
-                )
-                runner.step()
-                eng_async.perf_metrics()
-                row = cells[(b, w)] = Row(f"ray_async bs={b} wait={w:g}ms")
-                for _ in range(args.repeats):
-                    row.rates.append(runner_rate(runner, eng_async, args.steps))
-                metrics = eng_async.perf_metrics()
-                row.extra = {
-                    "fill": metrics.get("perf/batch_fill", float("nan")),
-                    "inflight": metrics.get("perf/inflight_mean", float("nan")),
-                    "actor ms": metrics.get("perf/inference_ms", float("nan")),
-                }
-                rows.append(row)
-            finally:
-                eng_async.close()
-            print(f"  measured {row.name}: {row.median:,.0f} sims/s", flush=True)
+    rng = np.random.default_rng(0)
+    planes = {b: realistic_planes(game, b, rng, max_moves=game.n_actions // 3 - 1) for b in batches}
+    forward = {b: Row(f"forward B={b} (pos/s)") for b in batches}
+    single = Row("sequential, 1 game")
+    vector = Row(f"vectorize, {args.games} games")
+    cells = {(b, w): Row(f"ray_async bs={b} wait={w:g}ms") for b in batches for w in waits}
+    sides: list[tuple[Row, Any, Any, int]] = []  # (row, runner, engine, steps)
+    engines: list[Any] = []
+    try:
+        eng = seq_engine(1)
+        sides.append(
+            (single, SelfPlayRunner(game, eng, choice, np.random.default_rng(1), noise=True), eng, 4)
+        )
+        eng = seq_engine(2)
+        runner: Any = VectorizeRunner(
+            game, eng, choice, np.random.default_rng(2), n_games=args.games, noise=True
+        )
+        sides.append((vector, runner, eng, 1))
+        for (b, w), row in cells.items():
+            eng = RayAsyncEngine(async_config(b, w), game=game, evaluator_factory=lambda: evaluator, seed=3)
+            engines.append(eng)
+            runner = VectorizeRunner(
+                game, eng, choice, np.random.default_rng(3), n_games=args.games, noise=True
+            )
+            sides.append((row, runner, eng, 1))
+        print(f"warming up {len(sides)} sides ...", flush=True)
+        for _, runner, eng, _ in sides:
+            runner.step()
+            if isinstance(eng, RayAsyncEngine):
+                eng.perf_metrics()
+        for r in range(args.repeats):
+            for b, row in forward.items():
+                row.rates.append(forward_rate(evaluator, planes[b], seconds=2.0))
+            for row, runner, eng, steps in sides:
+                row.rates.append(runner_rate(runner, eng, args.steps * steps))
+            ceiling_r = max(row.rates[-1] for row in forward.values())
+            for row in [*forward.values(), *(side[0] for side in sides)]:
+                row.ratios(ceiling_r, vector.rates[-1])
+            best_r = max(cells.values(), key=lambda row: row.rates[-1])
+            print(
+                f"  round {r + 1}/{args.repeats}: ceiling {ceiling_r:,.0f} pos/s, vectorize "
+                f"{vector.rates[-1]:,.0f}, best ray_async {best_r.name} {best_r.rates[-1]:,.0f} sims/s",
+                flush=True,
+            )
+        for (b, w), row in cells.items():
+            metrics = engines[list(cells).index((b, w))].perf_metrics()
+            row.extra = {
+                "fill": metrics.get("perf/batch_fill", float("nan")),
+                "inflight": metrics.get("perf/inflight_mean", float("nan")),
+                "actor ms": metrics.get("perf/inference_ms", float("nan")),
+            }
+    finally:
+        for eng in engines:
+            eng.close()
+    rows = [*forward.values(), single, vector, *cells.values()]
+    top_b = max(forward, key=lambda b: forward[b].median)
 
     workers_row = None
     if args.workers:
-        best_b, best_w = max(cells, key=lambda k: cells[k].median)
-        cfg = async_config(best_b, best_w, workers=args.workers)
-        eng_async = RayAsyncEngine(cfg, game=game, evaluator_factory=lambda: evaluator, seed=4)
+        best_b, best_w = max(cells, key=lambda k: _median(cells[k].x_ceiling))
+        eng_async = RayAsyncEngine(
+            async_config(best_b, best_w, workers=args.workers),
+            game=game,
+            evaluator_factory=lambda: evaluator,
+            seed=4,
+        )
         make = functools.partial(vectorize_runner, game=game, choice=choice, n_games=args.games, noise=True)
         source = eng_async.self_play(make, seed=4)
         assert source is not None
+        vector_runner = sides[1][1]
         try:
             for _ in range(args.workers * 2):
                 source.step()
@@ -223,10 +274,14 @@ def main() -> None:
                 f"ray_async, {args.workers} workers x {args.games} games (bs={best_b} wait={best_w:g}ms)"
             )
             for _ in range(args.repeats):
+                # The in-process rows again, beside it (the workers wait while their results are unread).
+                ceiling_r = forward_rate(evaluator, planes[top_b], seconds=2.0)
+                vector_r = runner_rate(vector_runner, sides[1][2], args.steps)
                 sims, t0 = eng_async.simulations, time.perf_counter()
                 while time.perf_counter() - t0 < args.seconds / args.repeats:
                     source.step()
                 workers_row.rates.append((eng_async.simulations - sims) / (time.perf_counter() - t0))
+                workers_row.ratios(ceiling_r, vector_r)
             rows.append(workers_row)
         finally:
             source.close()
@@ -240,8 +295,8 @@ def main() -> None:
             [
                 row.name,
                 f"{row.median:,.0f}",
-                f"{row.median / ceiling:.2f}x",
-                f"{row.median / vector.median:.2f}x",
+                f"{_median(row.x_ceiling):.2f}x",
+                f"{_median(row.x_vector):.2f}x",
                 *(f"{row.extra[k]:.2f}" if k in row.extra else "" for k in ("fill", "inflight", "actor ms")),
             ]
         )
@@ -259,19 +314,19 @@ def main() -> None:
     print("bs \\ wait " + "".join(f"{w:>10g}" for w in waits))
     for b in batches:
         print(f"{b:>9} " + "".join(f"{cells[(b, w)].median:>10,.0f}" for w in waits))
-    best = max(cells, key=lambda k: cells[k].median)
-    ratio = cells[best].median / ceiling
-    top_b = max(forward, key=lambda b: forward[b].median)
+    best = max(cells, key=lambda k: _median(cells[k].x_ceiling))
+    ratio = _median(cells[best].x_ceiling)
+    own = _median([c / f for c, f in zip(cells[best].rates, forward[best[0]].rates, strict=False)])
     print(
         f"\nbest cell bs={best[0]} wait={best[1]:g}ms: {cells[best].median:,.0f} sims/s = {ratio:.2f}x the "
-        f"in-process ceiling ({ceiling:,.0f} pos/s, forward B={top_b}),"
-        f" {cells[best].median / forward[best[0]].median:.2f}x forward at its own B={best[0]}, "
-        f"{cells[best].median / vector.median:.2f}x vectorize"
+        f"in-process ceiling (the best forward of each round; median forward B={top_b} "
+        f"{forward[top_b].median:,.0f} pos/s), {own:.2f}x forward at its own B={best[0]}, "
+        f"{_median(cells[best].x_vector):.2f}x vectorize (medians of the rounds' ratios)"
     )
     if device == "cpu":
         print(f"target (CPU): >= {CPU_TARGET}x the ceiling: {'met' if ratio >= CPU_TARGET else 'NOT met'}")
     if workers_row is not None:
-        gain = workers_row.median / vector.median
+        gain = _median(workers_row.x_vector)
         print(f"{args.workers} workers: {gain:.2f}x the single-process vectorize row", end="")
         print(
             f" (target on a GPU: >= {GPU_TARGET}x: {'met' if gain >= GPU_TARGET else 'NOT met'})"

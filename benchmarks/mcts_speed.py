@@ -483,21 +483,16 @@ def realistic_planes(game: Any, n: int, rng: np.random.Generator, max_moves: int
 
 
 def keep_freed_memory() -> str:
-    """Ask glibc's malloc to keep freed memory (up to 32 MiB blocks from its heap, no trimming).
+    """Ask glibc's malloc to keep freed memory (up to 32 MiB blocks from its heap, no trimming), as
+    the inference actors of search=ray_async do.
 
     Without it, torch's CPU activations (MiBs a call) are mmapped and given back on every call, and
     the next call page-faults them in again (thousands of faults, a third of a call's CPU time here).
     """
-    import ctypes
-    import ctypes.util
+    from framework_plugins.mcts.inference import keep_freed_memory as keep
 
-    name = ctypes.util.find_library("c")
-    if sys.platform != "linux" or name is None:
-        return "--mallopt: not glibc, left as is"
-    libc = ctypes.CDLL(name)
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    if not (libc.mallopt(m_mmap_threshold, 32 << 20) and libc.mallopt(m_trim_threshold, 1 << 30)):
-        return "--mallopt: mallopt refused, left as is"
+    if not keep():
+        return "--mallopt: not glibc, or mallopt refused; left as is"
     return "malloc: mallopt(M_MMAP_THRESHOLD=32 MiB, M_TRIM_THRESHOLD=1 GiB) (--mallopt)"
 
 

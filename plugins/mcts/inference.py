@@ -24,6 +24,29 @@ from framework import ray_runtime
 log = logging.getLogger("framework")
 
 
+def keep_freed_memory() -> bool:
+    """Ask glibc's malloc to keep freed memory (blocks up to 32 MiB from its heap, no trimming);
+    False where it is not glibc or refuses.
+
+    A CPU forward's activations are MiBs: by default glibc maps them for the call and gives them
+    back after it, and the next call page-faults them in again, thousands of faults a call at
+    batch 128 (measured with `benchmarks/mcts_batching.py`). A process that does nothing but
+    forwards (an inference actor) loses nothing by keeping them.
+    """
+    import ctypes
+    import ctypes.util
+    import sys
+
+    name = ctypes.util.find_library("c")
+    if not sys.platform.startswith("linux") or name is None:
+        return False
+    libc = ctypes.CDLL(name)
+    if not hasattr(libc, "mallopt"):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(libc.mallopt(m_mmap_threshold, 32 << 20) and libc.mallopt(m_trim_threshold, 1 << 30))
+
+
 class InferenceActor:
     """A Ray actor holding one copy of the evaluator: `infer` a batch, `load_weights` to keep in step.
 
@@ -36,6 +59,7 @@ class InferenceActor:
 
         torch.set_num_threads(max(1, threads))
         self.device = "cuda" if use_gpu and torch.cuda.is_available() else "cpu"
+        self.kept_memory = self.device == "cpu" and keep_freed_memory()
         self.evaluator = builder(self.device) if portable else builder()
         self.version: int | None = None
         self.batches = 0
@@ -65,6 +89,7 @@ class InferenceActor:
             "pid": os.getpid(),
             "node_id": ray.get_runtime_context().get_node_id(),
             "device": self.device,
+            "kept_memory": self.kept_memory,
             "version": self.version,
             "batches": self.batches,
             "positions": self.positions,

@@ -264,6 +264,8 @@ def test_batches_are_shared_between_inference_actors_that_all_hold_the_current_w
         served = eng._client.where()
         assert len({a["pid"] for a in served}) == 2
         assert all(a["batches"] >= 2 for a in served), served  # each actor took a share of the batches
+        if sys.platform.startswith("linux"):  # glibc keeps the forwards' freed memory in CPU actors
+            assert all(a["kept_memory"] for a in served), served
         first = local.weights_version()
         assert [a["version"] for a in served] == [first, first]
         with torch.no_grad():

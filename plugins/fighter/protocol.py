@@ -7,11 +7,16 @@ controller → game:  {"type": "reset", "episode": E, "seeds": [s, ...], "oppone
                     (with "arenas": [i, ...] only those arenas restart, one seed each)
                     {"type": "step", "episode": E, "step": t, "actions": [a, ...]}
                     {"type": "ping", "id": n}
+                    {"type": "status", "phase": P, "steps": N, "steps_per_s": r, "rounds": [won, lost, drawn]}
+                    {"type": "replaced", "message": text}
 game → controller:  {"type": "hello", "client": "browser" | "python"}
                     {"type": "result", "episode": E, "step": t, "games": [packed, ...]}
                     {"type": "pong", "id": n}
                     {"type": "error", "message": text}
-A reset's result has step 0; the n-th step's result has step n. One message carries every
+A game client answers reset, step and ping; it never answers status (what the trainer is doing,
+for the page to show: P is one of PHASES, N the trainer's env steps so far, r its steps/s, and the
+rounds its arenas finished) or replaced (sent to a page just before another one takes over the
+connection: one client at a time). A reset's result has step 0; the n-th step's result has step n. One message carries every
 arena's action, one reply every arena's state, each packed as GAME_WIRE_LENGTH integers
 (`pack_game`): small messages keep 16 arenas within a few SCTP chunks.
 """
@@ -28,6 +33,8 @@ FIGHTER_KEYS = ("x", "y", "vx", "vy", "hp", "facing", "state", "timer", "elapsed
 GAME_KEYS = ("frame", "rng", "done", "winner", "hold", "held")
 #: frame, rng, done, winner, hold, held, dealt[0], dealt[1], then both fighters' FIGHTER_KEYS.
 GAME_WIRE_LENGTH = len(GAME_KEYS) + 2 + 2 * len(FIGHTER_KEYS)
+#: What a status message says the trainer is doing.
+PHASES = ("training", "updating", "evaluating", "waiting")
 
 
 class ProtocolError(ValueError):
@@ -124,6 +131,18 @@ def _check_result(message: dict[str, Any]) -> None:
         _check_game(game, i)
 
 
+def _check_status(message: dict[str, Any]) -> None:
+    if message.get("phase") not in PHASES:
+        raise ProtocolError(f"field 'phase' must be one of {', '.join(PHASES)}, got {message.get('phase')!r}")
+    _int(message, "steps")
+    rate = message.get("steps_per_s")
+    if not isinstance(rate, int | float) or isinstance(rate, bool) or not rate >= 0:
+        raise ProtocolError(f"field 'steps_per_s' must be a number >= 0, got {rate!r}")
+    rounds = _int_list(message, "rounds")
+    if len(rounds) != 3:
+        raise ProtocolError(f"field 'rounds' must be [won, lost, drawn], got {rounds!r}")
+
+
 CHECKS = {
     "reset": lambda m: (
         _int(m, "episode"),
@@ -133,6 +152,8 @@ CHECKS = {
     ),
     "step": lambda m: (_int(m, "episode"), _int(m, "step"), _int_list(m, "actions")),
     "ping": lambda m: _int(m, "id"),
+    "status": lambda m: _check_status(m),
+    "replaced": lambda m: _str(m, "message"),
     "hello": lambda m: _str(m, "client"),
     "result": _check_result,
     "pong": lambda m: _int(m, "id"),

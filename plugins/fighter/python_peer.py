@@ -31,7 +31,7 @@ from .protocol import ProtocolError, decode, encode
 from .webrtc import restrict_ice_to_loopback
 
 SIGNALING_TIMEOUT_S = 15.0
-Respond = Callable[[str | bytes], dict[str, Any]]
+Respond = Callable[[str | bytes], dict[str, Any] | None]
 
 
 async def play(args: list[str], token: str, respond: Respond | None = None) -> None:
@@ -63,7 +63,9 @@ async def play(args: list[str], token: str, respond: Respond | None = None) -> N
 
     @channel.on("message")
     def on_message(raw: str | bytes) -> None:
-        channel.send(encode(respond(raw)))
+        reply = respond(raw)
+        if reply is not None:  # status and replaced messages are not answered
+            channel.send(encode(reply))
 
     channel.on("close", finished.set)
 
@@ -106,11 +108,14 @@ async def _post_offer(offer_url: str, token: str, sdp: str) -> str:
     return str(reply["sdp"])
 
 
-def answer(arenas: Arenas, raw: str | bytes) -> dict[str, Any]:
+def answer(arenas: Arenas, raw: str | bytes) -> dict[str, Any] | None:
+    """The reply to one message from the trainer (None: a message that gets none)."""
     try:
-        message = decode(raw, allowed=("reset", "step", "ping"))
+        message = decode(raw, allowed=("reset", "step", "ping", "status", "replaced"))
         if message["type"] == "ping":
             return {"type": "pong", "id": message["id"]}
+        if message["type"] in ("status", "replaced"):
+            return None
         arenas.handle(message)
         return arenas.result()
     except (ProtocolError, ValueError) as e:

@@ -31,7 +31,8 @@ from .protocol import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
-PAGE_FILES = {"rules.js", "constants.json", "game.js", "index.html", "peerjs.min.js"}
+#: The page's files, served by name (nothing else under static/ is reachable).
+PAGE_FILES = frozenset(p.name for p in STATIC.iterdir() if p.suffix in {".js", ".json", ".html", ".css", ".svg"})
 
 
 class PeerGone(ConnectionError):

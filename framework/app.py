@@ -18,7 +18,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from framework import STARTED_AT, config, registry
-from framework.errors import ConfigError, RunFailed, hydra_message
+from framework.errors import ConfigError, ExplainedError, RunFailed, hydra_message
 from framework.sweep import JOB_INTERRUPTED, PARENT_RUN_ENV, child_run_name, swept_keys_of_this_sweep
 
 #: Hydra's variable for showing whole tracebacks; without it a user's mistake is one message.
@@ -76,7 +76,7 @@ def task(cfg: DictConfig) -> float | None:
         if os.environ.get(USER_FULL_ERROR_ENV) == "1":
             raise
         cause = e.__cause__ or e
-        if isinstance(cause, ConfigError):  # a mistake only the started run could see: no traceback
+        if isinstance(cause, ConfigError | ExplainedError):  # said whole in one message: no traceback
             print(f"Error: {cause}", file=sys.stderr)
         else:
             traceback.print_exception(cause)

@@ -14,6 +14,11 @@ class ConfigError(ValueError):
     """
 
 
+class ExplainedError(RuntimeError):
+    """A run stopped by something outside the program (a client that is gone for good, a server
+    that went away), which its message explains whole: the command line prints no traceback."""
+
+
 class RunFailed(RuntimeError):
     """A run that raised after it started: it ended FAILED with a last checkpoint; the cause is chained.
 

@@ -39,7 +39,7 @@ from framework.contracts import (
     SearchEngine,
     Tracker,
 )
-from framework.errors import ConfigError, RunFailed
+from framework.errors import ConfigError, ExplainedError, RunFailed
 from framework.progress import ProgressDisplay
 from framework.provenance import flatten, run_tags
 from framework.resume import ResumePoint, resume_point
@@ -92,14 +92,15 @@ def run(
     # The tracker starts first: a tracker that works in the background gets going while the
     # plugins below are imported and checked; it writes nothing until start_run.
     tracker: Tracker = build_plugin(tracking, "tracker") if tracking else _null_tracker()
-    try:
-        plan = _prepare(cfg, tracker, overrides, run_dir)
-        return _execute(plan, tracker, run_dir, overrides, parent_run_id, run_name, started_at)
-    finally:
+    with _sigterm_as_interrupt():
         try:
-            tracker.close()
+            plan = _prepare(cfg, tracker, overrides, run_dir)
+            return _execute(plan, tracker, run_dir, overrides, parent_run_id, run_name, started_at)
         finally:
-            ray_runtime.shutdown()  # a local Ray the run started (if it needed one) ends with it
+            try:
+                tracker.close()
+            finally:
+                ray_runtime.shutdown()  # a local Ray the run started (if it needed one) ends with it
 
 
 def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_dir: Path) -> Plan:
@@ -250,7 +251,7 @@ def _execute(
         if not isinstance(e, Exception):
             raise
         # A mistake only the started run could see is said once, by the command line.
-        error = None if isinstance(e, ConfigError) else e
+        error = None if isinstance(e, ConfigError | ExplainedError) else e
         text = summary.text("FAILED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, error=error)
         raise RunFailed(text) from e
     finally:
@@ -450,6 +451,25 @@ def _log_artifacts(tracker: Tracker, run_dir: Path, checkpoint: Path | None) -> 
     videos = run_dir / "videos"
     if videos.is_dir() and any(videos.iterdir()):
         tracker.log_artifact(videos, "videos")
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the run as a second Ctrl-C does: at once, ending KILLED with a last
+    checkpoint, every env closed on the way out (the game clients, browsers and temporary
+    directories they started with it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextmanager

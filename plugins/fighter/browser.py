@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import webbrowser
 from pathlib import Path
@@ -17,6 +21,8 @@ CHROMIUM_FLAGS = (
     "--no-first-run",
     "--disable-component-update",
     "--disable-sync",
+    "--disable-breakpad",
+    "--disable-crash-reporter",
     "--disable-background-timer-throttling",
     "--disable-renderer-backgrounding",
     # WebRTC between two processes of this machine: offer loopback candidates, unmasked.
@@ -56,21 +62,49 @@ class HeadlessChromium:
             tail = (self.profile / "chromium.log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"Chromium exited with code {code} before the game connected:\n{tail}")
 
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
+        """End Chromium and every process it started (renderers, crash handlers: its own process
+        group, since it was started in a session of its own), then remove its profile."""
+        group = self.process.pid
+        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, sig)
             try:
-                self.process.wait(timeout=10)
+                self.process.wait(timeout=wait)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+                continue
+            if not _group_alive(group):
+                break
         self.log.close()
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
-def open_in_users_browser(url: str) -> None:
-    print(f"Open the fighter game to start training: {url}", flush=True)
-    webbrowser.open(url)
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def has_display() -> bool:
+    """Whether a browser can be opened here (webbrowser.open silently does nothing without one)."""
+    if sys.platform != "linux":
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def open_in_users_browser(url: str, public_url: str, *, open_browser: bool = True) -> None:
+    """Show the user the page's address (the one place its token is printed: never logged) and
+    open it in their browser when asked and there is a display."""
+    opened = open_browser and has_display() and webbrowser.open(url)
+    how = "opened in your browser" if opened else "open it in a browser on this machine"
+    print(f"The fighter game, waiting for its page ({how}): {url}", flush=True)
+    if open_browser and not opened:
+        print(f"  (no browser could be opened here; {public_url} needs the token above)", flush=True)
 
 
 def _with_fps(url: str, fps: int) -> str:

@@ -17,6 +17,9 @@ class FighterConfig:
     headless: bool = False
     """browser transport: false prints the page's URL and opens your browser (evaluation then plays
     on the in-process twin, so only one page is yours to watch); true launches a headless Chromium."""
+    open_browser: bool = True
+    """browser transport, headless=false: open the page in your browser (false: only print its
+    address, e.g. to open it on another screen; it is printed either way)."""
     host: str = "127.0.0.1"
     """Address the game page and its signaling endpoint are served on."""
     port: int = 0
@@ -29,13 +32,15 @@ class FighterConfig:
     peerjs_key: str = "peerjs"
     """signaling=peerjs: the PeerJS server's --key."""
     connect_timeout_s: float = 120.0
-    """Longest wait for the game client to connect (and to reconnect after a page reload)."""
+    """Longest wait for the game client to connect, and for your page to come back after it was
+    lost (a client the trainer started itself, the Python peer or a headless Chromium, is
+    started anew at once instead)."""
     step_timeout_s: float = 10.0
     """Longest wait for the game's answer to one step."""
     heartbeat_timeout_s: float = 2.0
     """A game client silent for this long is declared gone."""
     reconnect: bool = True
-    """After a disconnect (a reloaded page), truncate the round and wait for the client to return."""
+    """After the client was lost, truncate the round and go on with a new one (false: stop the run)."""
     n_envs: int = 1
     """Parallel game instances an agent trains on."""
     damage_reward: float = 1.0

@@ -22,7 +22,7 @@ from urllib.parse import urlencode, urlparse
 
 import aiohttp
 
-from .protocol import MAX_MESSAGE_BYTES, ProtocolError, parse_object
+from .protocol import MAX_MESSAGE_BYTES, ProtocolError, parse_object, token_matches
 
 #: The PeerJS client version this speaks for (sent as `version`, as the browser library does).
 PEERJS_VERSION = "1.5.5"
@@ -170,7 +170,7 @@ def candidate_from_peerjs(candidate: dict[str, Any], *, loopback_only: bool) -> 
     return ice
 
 
-Answerer = Callable[[str], Awaitable[Any]]
+Answerer = Callable[[object], Awaitable[Any]]
 
 
 async def answer_offers(
@@ -196,14 +196,21 @@ async def answer_offers(
             return
         payload, src = message["payload"], message.get("src", "")
         if message["type"] == "OFFER":
-            given = str(payload.get("metadata", {}).get("token", ""))
-            if not secrets.compare_digest(given, token):
+            metadata = payload.get("metadata")
+            given = metadata.get("token") if isinstance(metadata, dict) else None
+            if not token_matches(given, token):
                 await socket.send("LEAVE", src, {"msg": "wrong or missing token"})
                 continue
             if payload.get("serialization", "raw") != "raw":
                 await socket.send("LEAVE", src, {"msg": "connect with serialization 'raw'"})
                 continue
-            pc = await accept(payload["sdp"]["sdp"])
+            sdp = payload.get("sdp")
+            try:
+                pc = await accept(sdp.get("sdp") if isinstance(sdp, dict) else None)
+            except ProtocolError as e:
+                on_error(f"refused an offer: {e}")
+                await socket.send("LEAVE", src, {"msg": f"refused: {e}"})
+                continue
             pcs = {payload["connectionId"]: pc}  # one game client at a time: the newest wins
             answer = {"type": "answer", "sdp": pc.localDescription.sdp}
             await socket.send(

@@ -73,6 +73,7 @@ class Fighter:
             step_timeout_s=cfg.step_timeout_s,
             heartbeat_timeout_s=cfg.heartbeat_timeout_s,
             peerjs=self.peerjs,
+            open_browser=cfg.open_browser,
         )
 
 

@@ -31,14 +31,26 @@ from .protocol import ProtocolError, decode, encode
 from .webrtc import restrict_ice_to_loopback
 
 SIGNALING_TIMEOUT_S = 15.0
-Respond = Callable[[str | bytes], dict[str, Any] | None]
+Frame = dict[str, Any] | str | bytes
+#: What a game client does with each message: a reply (a message, or a raw frame as it is sent),
+#: several, or None for none.
+Respond = Callable[[str | bytes], Frame | list[Frame] | None]
 
 
-async def play(args: list[str], token: str, respond: Respond | None = None) -> None:
+async def play(
+    args: list[str],
+    token: str,
+    respond: Respond | None = None,
+    *,
+    watch_stdin: bool = True,
+    hello: dict[str, Any] | str | None = None,
+) -> None:
     """Connect to the trainer and answer each message with `respond` (default: the twin's arenas).
 
     `args` say how to reach it (WebRTCClient.client_args): [OFFER_URL] for the trainer's own
-    signaling endpoint, or ["--peerjs", SERVER_URL, "--key", KEY, "--peer", TRAINER_ID].
+    signaling endpoint, or ["--peerjs", SERVER_URL, "--key", KEY, "--peer", TRAINER_ID]. It
+    ends when the channel closes, or (`watch_stdin`) when standard input does. `hello` replaces
+    the first message (tests play misbehaving clients with it and `respond`).
     """
     from aiortc import RTCPeerConnection, RTCSessionDescription
 
@@ -48,24 +60,29 @@ async def play(args: list[str], token: str, respond: Respond | None = None) -> N
         restrict_ice_to_loopback()
     loop = asyncio.get_running_loop()
     finished = asyncio.Event()
-    threading.Thread(target=_watch_stdin, args=(loop, finished), daemon=True).start()
+    if watch_stdin:
+        threading.Thread(target=_watch_stdin, args=(loop, finished), daemon=True).start()
     pc = RTCPeerConnection()
     channel = pc.createDataChannel("game")
     if respond is None:
         arenas = Arenas()
 
-        def respond(raw: str | bytes) -> dict[str, Any]:
+        def respond(raw: str | bytes) -> dict[str, Any] | None:
             return answer(arenas, raw)
+
+    def send(frames: Frame | list[Frame]) -> None:
+        for frame in frames if isinstance(frames, list) else [frames]:
+            channel.send(encode(frame) if isinstance(frame, dict) else frame)
 
     @channel.on("open")
     def on_open() -> None:
-        channel.send(encode({"type": "hello", "client": "python"}))
+        send(hello if hello is not None else {"type": "hello", "client": "python"})
 
     @channel.on("message")
     def on_message(raw: str | bytes) -> None:
         reply = respond(raw)
         if reply is not None:  # status and replaced messages are not answered
-            channel.send(encode(reply))
+            send(reply)
 
     channel.on("close", finished.set)
 

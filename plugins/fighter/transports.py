@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import subprocess
 import time
 from typing import Any, Protocol
@@ -12,8 +14,11 @@ from . import python_peer, rules
 from .arenas import Arenas
 from .browser import HeadlessChromium, open_in_users_browser
 from .peerjs import PeerJSServer
-from .protocol import ProtocolError, pack_game
+from .protocol import GAME_KEYS, ProtocolError, pack_game
 from .webrtc import PeerGone, WebRTCClient
+
+log = logging.getLogger(__name__)
+DONE, WINNER = GAME_KEYS.index("done"), GAME_KEYS.index("winner")
 
 
 class Transport(Protocol):
@@ -57,7 +62,13 @@ class InProcessTransport:
 
 
 class WebRTCTransport:
-    """A game client (the Python peer, or the browser page) over an RTCDataChannel."""
+    """A game client (the Python peer, or the browser page) over an RTCDataChannel.
+
+    When the client is lost: a client this transport started (the Python peer, a headless
+    Chromium) is started anew at once, since nothing else would ever come back; the user's own
+    page is waited for, saying so, for `reconnect`'s timeout, after which the run stops with one
+    message (`ClientLost`).
+    """
 
     def __init__(
         self,
@@ -70,8 +81,12 @@ class WebRTCTransport:
         step_timeout_s: float = 5.0,
         heartbeat_timeout_s: float = 2.0,
         peerjs: PeerJSServer | None = None,
+        open_browser: bool = True,
     ) -> None:
+        if client not in ("python", "browser"):
+            raise ValueError(f"Unknown game client {client!r}; choose python or browser")
         self.step_timeout_s = step_timeout_s
+        self.connect_timeout_s = connect_timeout_s
         self.connection = WebRTCClient(
             host=host,
             port=port,
@@ -82,29 +97,65 @@ class WebRTCTransport:
         self.episode = -1
         self.step_id = 0
         self.arena_count = 0
+        self.restarts = 0
+        """Times the client this transport owns was started anew after it was lost."""
+        self.lost_reasons: list[str] = []
+        """Why each client was lost, in order."""
         self.process: subprocess.Popen[bytes] | None = None
         self.browser: HeadlessChromium | None = None
+        self._client, self._headless, self._open_browser = client, headless, open_browser
+        self._rounds = [0, 0, 0]
         try:
-            self._client, self._headless = client, headless
             self._start_client()
             self._wait_connected(connect_timeout_s)
         except BaseException:
             self.close()
             raise
+        self._generation = self.connection.generation
+        self.connection.status["phase"] = "training"
+
+    @property
+    def owns_client(self) -> bool:
+        """Whether the game client is this transport's own (the Python peer, a headless Chromium)."""
+        return self._client == "python" or self._headless
 
     def _start_client(self) -> None:
         if self._client == "browser" and self._headless:
             self.browser = HeadlessChromium(self.connection.url)
         elif self._client == "browser":
-            open_in_users_browser(self.connection.url)
-        elif self._client == "python":
+            open_in_users_browser(
+                self.connection.url, self.connection.public_url, open_browser=self._open_browser
+            )
+        else:
             self.process = python_peer.spawn(
                 self.connection.client_args,
                 self.connection.token,
                 start_new_session=True,  # Ctrl-C stops the trainer, which then ends the game
             )
-        else:
-            raise ValueError(f"Unknown game client {self._client!r}; choose python or browser")
+
+    def _stop_client(self) -> None:
+        if self.process is not None:
+            if self.process.poll() is None:
+                assert self.process.stdin is not None
+                with contextlib.suppress(OSError):
+                    self.process.stdin.close()  # the peer exits when its stdin closes
+                try:
+                    self.process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait(timeout=5)
+            self.process = None
+        if self.browser is not None:
+            self.browser.close()
+            self.browser = None
+
+    def _client_died(self) -> str:
+        """Why the client this transport started is gone ('' while it runs)."""
+        if self.process is not None and self.process.poll() is not None:
+            return f"the Python game peer exited with code {self.process.returncode}"
+        if self.browser is not None and not self.browser.alive():
+            return f"the headless Chromium exited with code {self.browser.process.returncode}"
+        return ""
 
     def _wait_connected(self, timeout: float) -> None:
         """Wait for the client's hello, failing early if the process meant to send it dies."""
@@ -116,12 +167,16 @@ class WebRTCTransport:
                 raise RuntimeError(f"The Python game peer exited with code {self.process.returncode}")
             if time.monotonic() > deadline:
                 raise TimeoutError(
-                    f"No game client connected to {self.connection.url} within {timeout:.0f} s"
+                    f"No game client connected to {self.connection.public_url} within {timeout:.0f} s"
                 )
 
     @property
     def url(self) -> str:
         return self.connection.url
+
+    def set_phase(self, phase: str) -> None:
+        """What the page shows the trainer doing (protocol.PHASES); a step sets "training" again."""
+        self.connection.status["phase"] = phase
 
     def reset(self, seeds: list[int], opponent: str, arenas: list[int] | None = None) -> np.ndarray:
         self.episode += 1
@@ -132,34 +187,105 @@ class WebRTCTransport:
     def step(self, actions: list[int]) -> np.ndarray:
         self.step_id += 1
         message = {"type": "step", "episode": self.episode, "step": self.step_id, "actions": actions}
-        return self._request(message, len(actions))
+        games = self._request(message, len(actions))
+        self._count(games)
+        return games
+
+    def _count(self, games: np.ndarray) -> None:
+        """The page's figures: env steps as the trainer counts them, and the rounds that ended."""
+        status = self.connection.status
+        status["phase"] = "training"
+        status["steps"] += len(games)
+        ended = games[:, DONE] != 0
+        if ended.any():
+            winners = games[ended, WINNER]
+            self._rounds = [
+                self._rounds[0] + int((winners == 0).sum()),
+                self._rounds[1] + int((winners == 1).sum()),
+                self._rounds[2] + int((winners == -1).sum()),
+            ]
+            status["rounds"] = list(self._rounds)
 
     def reconnect(self, timeout: float) -> None:
-        """Wait for the game client to come back (a reloaded page connects anew)."""
-        self.connection.wait_connected(timeout)
+        """After the client was lost: go on with a client that took over, start our own client
+        anew, or wait for the user's page to come back (at most `timeout`, saying so)."""
+        reason = self.connection.lost_reason or "it disconnected"
+        self.lost_reasons.append(reason)
+        if self.connection.connected.is_set():  # another client took over: ours was told to go
+            self._stop_client()
+        elif self.owns_client:
+            self._restart_client(reason)
+        else:
+            self._wait_for_page(reason, timeout)
         while not self.connection.inbox.empty():  # what the old connection left behind
             self.connection.inbox.get_nowait()
+        self._generation = self.connection.generation
+
+    def _restart_client(self, reason: str) -> None:
+        what = "the Python game peer" if self._client == "python" else "the headless Chromium page"
+        died = self._client_died()
+        log.warning("lost %s (%s); starting a new one", what, died or reason)
+        self.connection.status["phase"] = "waiting"
+        self._stop_client()
+        self.restarts += 1
+        self._start_client()
+        try:
+            self._wait_connected(self.connect_timeout_s)
+        except (RuntimeError, TimeoutError) as e:
+            raise ClientLost(
+                f"{what} was lost ({died or reason}) and a new one did not connect: {e}"
+            ) from None
+        log.warning("%s is back (restart %d); the round in progress ended truncated", what, self.restarts)
+
+    def _wait_for_page(self, reason: str, timeout: float) -> None:
+        self.connection.status["phase"] = "waiting"
+        if timeout <= 0:
+            raise ClientLost(f"the game page at {self.connection.public_url} disconnected ({reason})")
+        log.warning(
+            "the game page disconnected (%s); waiting up to %.0f s (env.connect_timeout_s) for it to come "
+            "back at %s: it reconnects by itself, or reload it",
+            reason,
+            timeout,
+            self.connection.public_url,
+        )
+        if not self.connection.connected.wait(timeout):
+            raise ClientLost(
+                f"the game page at {self.connection.public_url} disconnected ({reason}) and did not come "
+                f"back within {timeout:.0f} s (env.connect_timeout_s); training stopped"
+            )
+        log.warning("the game page is back; the round in progress ended truncated")
 
     def close(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            assert self.process.stdin is not None
-            self.process.stdin.close()  # the peer exits when its stdin closes
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
-        if self.browser is not None:
-            self.browser.close()
+        self._stop_client()
         self.connection.close()
 
     def _request(self, message: dict[str, Any], arenas: int) -> np.ndarray:
         if not self.connection.connected.is_set():
-            raise PeerGone("the game client is not connected")
+            raise PeerGone(f"the game client is not connected ({self.connection.lost_reason or 'not yet'})")
+        if self.connection.generation != self._generation:  # nothing for a new client before reconnect()
+            raise PeerGone("another game client took over the connection")
         self.connection.send(message)
         deadline = time.monotonic() + self.step_timeout_s
         while True:
-            kind, payload = self.connection.receive(timeout=max(0.0, deadline - time.monotonic()))
+            left = deadline - time.monotonic()
+            try:
+                # Short waits, so that a client process of ours that died is noticed at once.
+                kind, payload = self.connection.receive(timeout=min(0.5, max(0.0, left)))
+            except TimeoutError:
+                died = self._client_died()
+                if died:
+                    self.connection.drop(died)
+                    raise PeerGone(died) from None
+                if left <= 0:  # alive but not answering: as good as gone
+                    reason = (
+                        f"it did not answer a {message['type']} within {self.step_timeout_s:g} s "
+                        "(env.step_timeout_s)"
+                    )
+                    self.connection.drop(reason)
+                    raise PeerGone(
+                        f"the game client ({self.connection.client_kind}) was dropped: {reason}"
+                    ) from None
+                continue
             if kind == "gone":
                 raise PeerGone(f"the game client disconnected: {payload}")
             if kind == "error":
@@ -169,7 +295,11 @@ class WebRTCTransport:
             packed = payload["games"]
             if len(packed) != arenas:
                 raise ProtocolError(f"the game client answered for {len(packed)} arenas, not {arenas}")
-            return np.array(packed, dtype=np.int64)  # decode() checked: GAME_WIRE_LENGTH ints each
+            return np.array(packed, dtype=np.int64)  # decode() checked every field's range
+
+
+class ClientLost(PeerGone):
+    """The game client is gone for good: the run stops, saying why in one message."""
 
 
 def packed(games: list[rules.Game]) -> np.ndarray:

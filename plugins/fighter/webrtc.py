@@ -8,6 +8,11 @@ The synchronous env never touches the loop except through `call_soon_threadsafe`
 and a thread-safe queue (to receive): a `channel.send()` from the training thread would
 silently never be delivered. An application-level heartbeat notices a dead or frozen game
 within `heartbeat_timeout_s` (aiortc alone notices only after about 30 s).
+
+One game client at a time: a new client (a reloaded page, a second tab) takes over only once
+its offer has been checked and its data channel has said hello; the client it replaces is told
+so and dropped. A client that sends a malformed message, or floods the trainer with messages it
+did not ask for, is dropped, saying why; what happens next is the transport's choice.
 """
 
 from __future__ import annotations
@@ -26,17 +31,31 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
+from framework.errors import ExplainedError
+
 from .peerjs import PeerJSError, PeerJSServer, PeerJSSocket, answer_offers, new_peer_id
-from .protocol import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
+from .protocol import MAX_MESSAGE_BYTES, ProtocolError, decode, encode, token_matches
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 #: The page's files, served by name (nothing else under static/ is reachable).
-PAGE_FILES = frozenset(p.name for p in STATIC.iterdir() if p.suffix in {".js", ".json", ".html", ".css", ".svg"})
+PAGE_FILES = frozenset(
+    p.name for p in STATIC.iterdir() if p.suffix in {".js", ".json", ".html", ".css", ".svg"}
+)
+#: Longest SDP offer accepted (a browser's data-channel offer takes about 1 KB).
+MAX_SDP_BYTES = 16 * 1024
+#: Unsolicited messages (answers to nothing asked) a client may send within a second before it
+#: is dropped for flooding: a late reply or two is normal, hundreds a second are not.
+FLOOD_LIMIT = 50
+#: The trainer's phase turns to "updating" once it has asked for no step for this long.
+IDLE_S = 0.5
+#: Libraries whose INFO lines (every ICE check, every request) would drown the run's own output.
+CHATTY_LOGGERS = ("aioice", "aiortc", "aiohttp.access")
 
 
-class PeerGone(ConnectionError):
-    """The game client disconnected, stopped answering, or closed its data channel."""
+class PeerGone(ExplainedError):
+    """The game client disconnected, stopped answering, closed its data channel or was dropped
+    (its message says which; a run that cannot go on without it stops with that message)."""
 
 
 def restrict_ice_to_loopback() -> None:
@@ -47,6 +66,48 @@ def restrict_ice_to_loopback() -> None:
     import aioice.ice
 
     aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: ["127.0.0.1"]
+
+
+def quiet_libraries() -> None:
+    """Only warnings from aioice and aiortc; no traceback from aiohttp's server for a page that
+    went away mid-request (a fast reload), while any other error in a handler is still logged."""
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    server = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, _PageWentAway) for f in server.filters):
+        server.addFilter(_PageWentAway())
+
+
+class _PageWentAway(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, ConnectionError | asyncio.CancelledError)
+
+
+def check_offer_sdp(sdp: object) -> str:
+    """The offer's SDP if it can be answered (a data channel, ICE credentials, a DTLS
+    fingerprint), else a ProtocolError saying what is wrong; nothing is touched before this."""
+    from aiortc.sdp import SessionDescription
+
+    if not isinstance(sdp, str) or not sdp.strip():
+        raise ProtocolError("the offer has no SDP text")
+    if len(sdp.encode()) > MAX_SDP_BYTES:
+        raise ProtocolError(f"the offer's SDP of {len(sdp.encode())} bytes exceeds {MAX_SDP_BYTES}")
+    try:
+        parsed = SessionDescription.parse(sdp)
+    except Exception as e:  # aiortc's parser raises whatever the malformed line provokes
+        raise ProtocolError(f"the offer's SDP does not parse: {type(e).__name__}: {str(e)[:120]}") from None
+    media = [m for m in parsed.media if m.kind == "application"]
+    if not media:
+        raise ProtocolError("the offer's SDP has no data channel (m=application)")
+    m = media[0]
+    if m.ice is None or not m.ice.usernameFragment or not m.ice.password:
+        raise ProtocolError("the offer's SDP has no ICE credentials (a=ice-ufrag, a=ice-pwd)")
+    if m.dtls is None or not m.dtls.fingerprints:
+        raise ProtocolError("the offer's SDP has no DTLS fingerprint (a=fingerprint)")
+    if m.sctpCapabilities is None and m.sctp_port is None:
+        raise ProtocolError("the offer's SDP has no SCTP association (a=sctp-port)")
+    return sdp
 
 
 class WebRTCClient:
@@ -68,15 +129,33 @@ class WebRTCClient:
         self.token = secrets.token_urlsafe(16)
         self.heartbeat_interval_s = heartbeat_interval_s
         self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.signaling_timeout_s = signaling_timeout_s
         if ipaddress.ip_address(host).is_loopback and (peerjs is None or peerjs.is_loopback):
             restrict_ice_to_loopback()
+        quiet_libraries()
         self.inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.connected = threading.Event()
         self.client_kind = ""
+        self.lost_reason = ""
+        """Why the last client went (empty while none has)."""
+        self.takeovers = 0
+        """Clients that took the connection over from a live one."""
+        self.generation = 0
+        """Counts the clients that connected: a transport that sees it change knows its client did."""
+        self.status: dict[str, Any] = {"phase": "waiting", "steps": 0, "rounds": [0, 0, 0]}
+        """What the trainer is doing, for the page: the transport sets phase, steps and rounds."""
+        self.last_request = 0.0
         self._pc: Any = None
         self._channel: Any = None
+        self._candidates: set[Any] = set()
         self._last_pong = 0.0
         self._ping_id = 0
+        self._owed = 0
+        self._unsolicited: list[float] = []
+        self._rate_mark = (time.monotonic(), 0)
+        self._steps_per_s = 0.0
+        self._sent_status: tuple[Any, ...] = ()
+        self._status_at = 0.0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="webrtc")
         self._thread.start()
@@ -93,12 +172,19 @@ class WebRTCClient:
 
     @property
     def url(self) -> str:
-        """The game page, token included (what a user opens to watch, or a browser is pointed at)."""
+        """The game page, token included (what a user opens to watch, or a browser is pointed at).
+
+        Shown to the user once, never logged: messages name `public_url`."""
         page = f"http://{self.host}:{self.port}/?token={self.token}"
         if self.peerjs is None:
             return page
         query = urlencode({"peerjs": self.peerjs.url, "key": self.peerjs.key, "peer": self.peer_id})
         return f"{page}&{query}"
+
+    @property
+    def public_url(self) -> str:
+        """The game page's address without its token, for messages and logs."""
+        return f"http://{self.host}:{self.port}/"
 
     @property
     def client_args(self) -> list[str]:
@@ -115,11 +201,15 @@ class WebRTCClient:
 
     def wait_connected(self, timeout: float) -> None:
         if not self.connected.wait(timeout):
-            raise TimeoutError(f"No game client connected to {self.url} within {timeout:.0f} s")
+            raise TimeoutError(f"No game client connected to {self.public_url} within {timeout:.0f} s")
 
     def send(self, message: dict[str, Any]) -> None:
+        """Send a message; a reset, step or ping is owed an answer (see the flood check)."""
         text = encode(message)
-        self._loop.call_soon_threadsafe(self._send_now, text)
+        owed = message["type"] in ("reset", "step", "ping")
+        if message["type"] in ("reset", "step"):
+            self.last_request = time.monotonic()
+        self._loop.call_soon_threadsafe(self._send_now, text, owed)
 
     def receive(self, timeout: float) -> tuple[str, Any]:
         """The next event: ("result" | "error" | "gone", payload)."""
@@ -127,6 +217,11 @@ class WebRTCClient:
             return self.inbox.get(timeout=timeout)
         except queue.Empty:
             raise TimeoutError(f"No answer from the game client within {timeout:.1f} s") from None
+
+    def drop(self, reason: str) -> None:
+        """Drop the current client (the transport gives up on it), saying why to the log."""
+        with contextlib.suppress(Exception):
+            self._call(self._drop_connection(reason), timeout=10)
 
     def close(self) -> None:
         if not self._loop.is_running():
@@ -141,14 +236,14 @@ class WebRTCClient:
     def _call(self, coro: Any, *, timeout: float) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
-    # --- the asyncio side -----------------------------------------------------------------
+    # --- the asyncio side: the page and signaling -------------------------------------------
 
     async def _serve(self, port: int) -> int:
         app = web.Application(client_max_size=MAX_MESSAGE_BYTES)
         app.router.add_get("/", self._page)
         app.router.add_get("/static/{name}", self._static)
         app.router.add_post("/offer", self._offer)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, port)
         await site.start()
@@ -156,12 +251,8 @@ class WebRTCClient:
         assert server is not None
         return int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
 
-    def _authorised(self, request: web.Request, token: str | None = None) -> bool:
-        given = token if token is not None else request.query.get("token", "")
-        return secrets.compare_digest(given, self.token)
-
     async def _page(self, request: web.Request) -> web.StreamResponse:
-        if not self._authorised(request):
+        if not token_matches(request.query.get("token", ""), self.token):
             raise web.HTTPForbidden(text="wrong or missing token")
         return web.FileResponse(STATIC / "index.html")
 
@@ -174,33 +265,52 @@ class WebRTCClient:
     async def _offer(self, request: web.Request) -> web.Response:
         try:
             body = await request.json()
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             raise web.HTTPBadRequest(text="the offer must be JSON {sdp, type, token}") from None
-        if not isinstance(body, dict) or not self._authorised(request, str(body.get("token", ""))):
+        if not isinstance(body, dict) or not token_matches(body.get("token", ""), self.token):
             raise web.HTTPForbidden(text="wrong or missing token")
-        if body.get("type") != "offer" or not isinstance(body.get("sdp"), str):
+        if body.get("type") != "offer":
             raise web.HTTPBadRequest(text="the offer must be JSON {sdp, type: 'offer', token}")
-        pc = await self._accept(body["sdp"])
+        try:
+            pc = await self._accept(body.get("sdp"))
+        except ProtocolError as e:
+            raise web.HTTPBadRequest(text=f"refused: {e}") from None
         return web.json_response({"sdp": pc.localDescription.sdp, "type": pc.localDescription.type})
 
-    async def _accept(self, offer_sdp: str) -> Any:
-        """Answer a game client's offer: the new peer connection, its answer set as local description."""
+    async def _accept(self, offer_sdp: object) -> Any:
+        """Answer a checked offer with a new peer connection, a candidate: the live client keeps
+        the connection until the new one's data channel says hello (see `_promote`)."""
         from aiortc import RTCPeerConnection, RTCSessionDescription
 
-        if self._pc is not None:  # a reloaded page replaces the previous connection
-            await self._drop_connection("the game client reconnected")
+        sdp = check_offer_sdp(offer_sdp)
         pc = RTCPeerConnection()
-        self._pc = pc
+        try:
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
+            await pc.setLocalDescription(await pc.createAnswer())
+        except Exception as e:  # an offer aiortc cannot answer: refused, the live client untouched
+            await pc.close()
+            raise ProtocolError(f"the offer cannot be answered: {type(e).__name__}: {str(e)[:160]}") from None
+        self._candidates.add(pc)
         pc.on("datachannel", lambda channel: self._attach(pc, channel))
 
         @pc.on("connectionstatechange")
         async def on_state() -> None:
-            if pc.connectionState in ("failed", "closed") and pc is self._pc:
-                await self._drop_connection(f"peer connection {pc.connectionState}")
+            if pc.connectionState in ("failed", "closed"):
+                if pc is self._pc:
+                    await self._drop_connection(f"the peer connection {pc.connectionState}")
+                elif pc in self._candidates:
+                    self._candidates.discard(pc)
+                    await pc.close()
 
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
-        await pc.setLocalDescription(await pc.createAnswer())
+        self._loop.call_later(self.signaling_timeout_s, self._expire, pc)
         return pc
+
+    def _expire(self, pc: Any) -> None:
+        """A candidate that has not said hello in time is closed (the live client never noticed)."""
+        if pc in self._candidates:
+            self._candidates.discard(pc)
+            log.warning("a game client's offer was answered but it never said hello; closed it")
+            self._loop.create_task(pc.close())
 
     async def _register(self, server: PeerJSServer, timeout: float) -> asyncio.Task[None]:
         socket = PeerJSSocket(server, self.peer_id)
@@ -227,53 +337,107 @@ class WebRTCClient:
     def _signaling_error(self, reason: str) -> None:
         log.warning("ignored a signaling message: %s", reason)
 
-    def _attach(self, pc: Any, channel: Any) -> None:
-        if pc is not self._pc:
-            return
-        self._channel = channel
-        self._last_pong = time.monotonic()
+    # --- the asyncio side: the data channel -----------------------------------------------------
 
+    def _attach(self, pc: Any, channel: Any) -> None:
         @channel.on("message")
         def on_message(raw: str | bytes) -> None:
-            self._on_message(raw)
+            if pc is self._pc and channel is self._channel:
+                self._on_message(raw)
+            elif pc in self._candidates:
+                self._on_candidate_message(pc, channel, raw)
 
         @channel.on("close")
         def on_close() -> None:
             if channel is self._channel:
                 self._lost("the data channel closed")
 
+    def _on_candidate_message(self, pc: Any, channel: Any, raw: str | bytes) -> None:
+        """A new client's first message must be its hello; anything else closes it."""
+        self._candidates.discard(pc)
+        try:
+            message = decode(raw, allowed=("hello",))
+        except ProtocolError as e:
+            log.warning("a new game client's first message was not a hello (%s); closed it", e)
+            self._loop.create_task(pc.close())
+            return
+        self._loop.create_task(self._promote(pc, channel, message["client"]))
+
+    async def _promote(self, pc: Any, channel: Any, kind: str) -> None:
+        old = self._pc
+        if old is not None:
+            if self._channel is not None and self._channel.readyState == "open":
+                text = "another page took over the connection to the trainer: one game page at a time"
+                self._channel.send(encode({"type": "replaced", "message": text}))
+            log.warning(
+                "a new game client (%s) took over the connection; the previous one was told and dropped", kind
+            )
+            self._pc = None
+            self._lost(f"another game client ({kind}) took over the connection")
+            # Closed a moment later, so that the replaced message gets out first.
+            self._loop.call_later(0.5, lambda: self._loop.create_task(old.close()))
+        self._pc, self._channel, self.client_kind = pc, channel, kind
+        self.generation += 1
+        self.takeovers += old is not None
+        self._last_pong = time.monotonic()
+        self._owed, self._unsolicited = 0, []
+        self.lost_reason = ""
+        self._sent_status = ()
+        self.connected.set()
+        self._send_status(force=True)
+
     def _on_message(self, raw: str | bytes) -> None:
         try:
             message = decode(raw, allowed=("hello", "result", "pong", "error"))
         except ProtocolError as e:
-            self.inbox.put(("error", f"malformed message from the game client: {e}"))
+            self._loop.create_task(self._drop_connection(f"it sent a malformed message: {e}"))
             return
         self._last_pong = time.monotonic()  # any message shows the client is alive
         kind = message["type"]
-        if kind == "hello":
-            self.client_kind = message["client"]
-            self.connected.set()
-        elif kind == "result":
+        if kind == "hello" or not self._owed:
+            self._flooded(kind)
+            return
+        self._owed -= 1
+        if kind == "result":
             self.inbox.put(("result", message))
         elif kind == "error":
-            self.inbox.put(("error", f"the game client reported: {message['message']}"))
+            self.inbox.put(("error", f"the game client ({self.client_kind}) reported: {message['message']}"))
 
-    def _send_now(self, text: str) -> None:
+    def _flooded(self, kind: str) -> None:
+        """Count an unsolicited message; too many within a second drop the client."""
+        now = time.monotonic()
+        self._unsolicited = [t for t in self._unsolicited if now - t < 1.0]
+        self._unsolicited.append(now)
+        if len(self._unsolicited) > FLOOD_LIMIT:
+            self._unsolicited = []
+            reason = (
+                f"it sent more than {FLOOD_LIMIT} unsolicited messages within a second (the last a {kind})"
+            )
+            self._loop.create_task(self._drop_connection(reason))
+
+    def _send_now(self, text: str, owed: bool) -> None:
         channel = self._channel
         if channel is not None and channel.readyState == "open":
             channel.send(text)
+            self._owed += owed
 
     def _lost(self, reason: str) -> None:
         if self.connected.is_set():
             self.connected.clear()
             self._channel = None
+            self.lost_reason = reason
             self.inbox.put(("gone", reason))
 
     async def _drop_connection(self, reason: str) -> None:
         pc, self._pc = self._pc, None
+        if pc is None:
+            return
+        if self.connected.is_set():
+            log.warning("dropped the game client (%s): %s", self.client_kind or "unknown", reason)
         self._lost(reason)
-        if pc is not None:
-            await pc.close()
+        await pc.close()
+
+    # --- the asyncio side: heartbeat and status ---------------------------------------------------
 
     async def _start_heartbeat(self) -> asyncio.Task[None]:
         return asyncio.get_running_loop().create_task(self._heartbeat())
@@ -288,7 +452,24 @@ class WebRTCClient:
                 await self._drop_connection(f"no heartbeat from the game client for {silent:.1f} s")
                 continue
             self._ping_id += 1
-            self._send_now(encode({"type": "ping", "id": self._ping_id}))
+            self._send_now(encode({"type": "ping", "id": self._ping_id}), True)
+            self._send_status()
+
+    def _send_status(self, *, force: bool = False) -> None:
+        """Tell the page what the trainer is doing: on a change of phase, else once a second."""
+        now = time.monotonic()
+        status = dict(self.status)
+        if status["phase"] == "training" and now - self.last_request > IDLE_S:
+            status["phase"] = "updating"  # asking for no steps: learning from what it collected
+        t0, s0 = self._rate_mark
+        if now - t0 >= 1.0:
+            self._steps_per_s = (status["steps"] - s0) / (now - t0)
+            self._rate_mark = (now, status["steps"])
+        status["steps_per_s"] = round(self._steps_per_s, 1)
+        key = (status["phase"], tuple(status["rounds"]))
+        if force or key != self._sent_status or now - self._status_at >= 1.0:
+            self._sent_status, self._status_at = key, now
+            self._send_now(encode({"type": "status", **status}), False)
 
     async def _shutdown(self) -> None:
         if self._signaling is not None:
@@ -298,8 +479,10 @@ class WebRTCClient:
         if hasattr(self, "_heartbeat_task"):
             self._heartbeat_task.cancel()
         self.connected.clear()
-        if self._pc is not None:
-            await self._pc.close()
-            self._pc = None
+        for pc in [self._pc, *self._candidates]:
+            if pc is not None:
+                await pc.close()
+        self._pc = None
+        self._candidates.clear()
         if self._runner is not None:
             await self._runner.cleanup()

@@ -20,7 +20,7 @@ from framework_plugins.fighter.protocol import ProtocolError
 from framework_plugins.fighter.transports import WebRTCTransport
 from tests.conftest import free_port, require_tool, run_cli
 from tests.fighter.transport_checks import (
-    assert_a_new_python_peer_takes_over,
+    assert_a_lost_peer_is_started_anew,
     assert_passes_env_checkers,
     assert_plays_like_the_twin,
 )
@@ -95,7 +95,7 @@ def test_a_new_peer_reconnects_through_peerjs(peerjs_server: PeerJSServer) -> No
     t = WebRTCTransport("python", connect_timeout_s=30, peerjs=peerjs_server)
     try:
         assert t.connection.client_args[:2] == ["--peerjs", peerjs_server.url]
-        assert_a_new_python_peer_takes_over(t)
+        assert_a_lost_peer_is_started_anew(t)
     finally:
         t.close()
 

@@ -1,0 +1,360 @@
+"""Client loss and hostile clients over real aiortc peers: the trainer never hangs, says what
+happened, and either goes on with a new client or stops with one message naming the client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from framework_plugins.fighter import python_peer
+from framework_plugins.fighter.env import FightingEnv
+from framework_plugins.fighter.protocol import GAME_WIRE_LENGTH, MAX_MESSAGE_BYTES, decode, encode, pack_game
+from framework_plugins.fighter.transports import ClientLost, WebRTCTransport
+from framework_plugins.fighter.webrtc import FLOOD_LIMIT
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def transport() -> Iterator[WebRTCTransport]:
+    t = WebRTCTransport("python", connect_timeout_s=30, step_timeout_s=5)
+    yield t
+    t.close()
+
+
+Respond = Callable[[str | bytes], Any]
+
+
+class Rogue:
+    """A client of the test's making, with the run's token, on a real aiortc peer in a thread of
+    its own: it says `hello`, then answers each message with `respond`."""
+
+    def __init__(self, transport: WebRTCTransport, respond: Respond, hello: Any = None) -> None:
+        self.error: BaseException | None = None
+        args, token = transport.connection.client_args, transport.connection.token
+
+        def run() -> None:
+            try:
+                asyncio.run(python_peer.play(args, token, respond, watch_stdin=False, hello=hello))
+            except BaseException as e:  # kept for the test to look at; a dropped peer just ends
+                self.error = e
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
+    t0 = time.monotonic()
+    while not condition():
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"{what} did not happen within {timeout} s")
+        time.sleep(0.05)
+    return time.monotonic() - t0
+
+
+def honest() -> Respond:
+    from framework_plugins.fighter.arenas import Arenas
+
+    arenas = Arenas()
+    return lambda raw: python_peer.answer(arenas, raw)
+
+
+def test_a_killed_python_peer_is_started_anew_within_seconds_and_training_goes_on(
+    transport: WebRTCTransport, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    env = FightingEnv(transport=transport, reconnect_timeout_s=30)
+    env.reset(seed=0)
+    env.step(0)
+    assert transport.process is not None
+    transport.process.kill()
+    t0 = time.monotonic()
+    _, _, _, truncated, info = env.step(0)
+    assert truncated and info["reconnected"]
+    said = [r.getMessage() for r in caplog.records if "lost the Python game peer" in r.getMessage()]
+    assert said and "exited with code -9" in said[0] and "starting a new one" in said[0]
+    assert time.monotonic() - t0 < 10
+    env.reset(seed=1)
+    for _ in range(20):
+        assert not env.step(1)[3]
+    assert transport.restarts == 1
+
+
+def test_a_client_that_stops_answering_steps_is_dropped_and_replaced(transport: WebRTCTransport) -> None:
+    env = FightingEnv(transport=transport, reconnect_timeout_s=30)
+    env.reset(seed=0)
+    answer = honest()
+    Rogue(transport, lambda raw: answer(raw) if json.loads(raw)["type"] != "step" else None)
+    wait_for(lambda: transport.connection.takeovers == 1, 20, "the takeover")
+    env.step(0)  # the takeover truncates the round
+    env.reset(seed=0)
+    t0 = time.monotonic()
+    _, _, _, truncated, _ = env.step(0)  # unanswered: dropped after step_timeout_s, our peer again
+    assert truncated and 5 <= time.monotonic() - t0 < 15
+    assert "did not answer a step within 5 s" in transport.lost_reasons[-1] and transport.restarts == 1
+    env.reset(seed=2)
+    assert not env.step(0)[3]
+
+
+def test_a_bad_sdp_with_the_right_token_is_refused_and_the_live_client_plays_on(
+    transport: WebRTCTransport,
+) -> None:
+    env = FightingEnv(transport=transport)
+    env.reset(seed=0)
+    for sdp in ("garbage", "v=0\r\nm=audio 9 RTP/AVP 0\r\n", "", 7, "x" * 20_000):
+        body = json.dumps({"sdp": sdp, "type": "offer", "token": transport.connection.token}).encode()
+        request = urllib.request.Request(transport.connection.offer_url, data=body, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(request, timeout=10)
+        assert err.value.code == 400
+        assert err.value.read().decode().startswith("refused: the offer")
+    assert transport.connection.connected.is_set() and transport.connection.takeovers == 0
+    for _ in range(10):
+        env.step(0)
+
+
+@pytest.mark.parametrize("token", ["t\u00f6ken", "\u043a\u043b\u044e\u0447", "%FF%FE"])
+def test_a_wrong_token_in_any_encoding_is_403(transport: WebRTCTransport, token: str) -> None:
+    base = transport.connection.public_url
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(f"{base}?token={urllib.parse.quote(token)}", timeout=5)
+    assert err.value.code == 403
+    body = json.dumps({"sdp": "v=0", "type": "offer", "token": token}).encode()
+    request = urllib.request.Request(transport.connection.offer_url, data=body, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(request, timeout=5)
+    assert err.value.code == 403
+
+
+def test_a_client_that_never_says_hello_never_touches_the_live_one(transport: WebRTCTransport) -> None:
+    transport.connection.signaling_timeout_s = 2.0
+    env = FightingEnv(transport=transport)
+    env.reset(seed=0)
+    rogue = Rogue(transport, honest(), hello='{"type": "pong", "id": 1}')
+    rogue.thread.join(timeout=20)  # closed by the trainer: its first message was not a hello
+    assert not rogue.thread.is_alive()
+    assert transport.connection.takeovers == 0
+    for _ in range(10):
+        assert not env.step(0)[3]
+
+
+def test_a_takeover_tells_the_replaced_client_and_play_goes_on_with_the_new_one(
+    transport: WebRTCTransport, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    env = FightingEnv(transport=transport, reconnect_timeout_s=30)
+    env.reset(seed=0)
+    first = transport.process
+    assert first is not None
+    seen: list[str] = []
+    answer = honest()
+
+    def respond(raw: str | bytes) -> Any:
+        seen.append(json.loads(raw)["type"])
+        return answer(raw)
+
+    Rogue(transport, respond)
+    wait_for(lambda: transport.connection.takeovers == 1, 20, "the takeover")
+    first.wait(timeout=10)  # told it was replaced, its channel closed: the old peer exits
+    assert any(
+        "took over the connection; the previous one was told" in r.getMessage() for r in caplog.records
+    )
+    assert env.step(0)[3]  # the round in progress ended truncated
+    env.reset(seed=3)
+    for _ in range(5):
+        assert not env.step(2)[3]
+    assert "step" in seen and transport.restarts == 0  # the new client played, ours was not restarted
+    wait_for(lambda: "status" in seen, 5, "a status message to the new client")
+
+
+@pytest.fixture
+def users_page(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """env.headless=false: the trainer opens the user's page and does not own it; here a Python
+    peer started by the test plays that page (the list holds each one started)."""
+    pages: list[Any] = []
+
+    def open_page(url: str, public_url: str, *, open_browser: bool = True) -> None:
+        token = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)["token"][0]
+        pages.append(lambda: python_peer.spawn([public_url + "offer"], token))
+        pages.append(pages[-1]())
+
+    monkeypatch.setattr("framework_plugins.fighter.transports.open_in_users_browser", open_page)
+    yield pages
+    for page in pages:
+        if not callable(page) and page.poll() is None:
+            page.kill()
+
+
+def test_a_lost_user_page_is_waited_for_saying_so_then_one_clear_error(
+    users_page: list[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    t = WebRTCTransport("browser", headless=False, connect_timeout_s=30, step_timeout_s=5)
+    try:
+        assert not t.owns_client
+        env = FightingEnv(transport=t, reconnect_timeout_s=3)
+        env.reset(seed=0)
+        users_page[1].kill()
+        t0, wall0 = time.monotonic(), time.time()
+        with pytest.raises(ClientLost) as lost:
+            for _ in range(10_000):
+                env.step(0)
+        waited = [r for r in caplog.records if "the game page disconnected" in r.getMessage()]
+        assert waited and "waiting up to 3 s (env.connect_timeout_s)" in waited[0].getMessage()
+        assert waited[0].created - wall0 < 5  # said at once, not after the wait
+        assert 3 <= time.monotonic() - t0 < 10
+        message = str(lost.value)
+        assert f"the game page at {t.connection.public_url} disconnected" in message
+        assert "did not come back within 3 s" in message and t.connection.token not in message
+    finally:
+        t.close()
+
+
+def test_a_user_page_that_comes_back_in_time_plays_on(users_page: list[Any]) -> None:
+    t = WebRTCTransport("browser", headless=False, connect_timeout_s=30, step_timeout_s=5)
+    try:
+        env = FightingEnv(transport=t, reconnect_timeout_s=30)
+        env.reset(seed=0)
+        users_page[1].kill()
+        wait_for(lambda: not t.connection.connected.is_set(), 5, "the loss being noticed")
+        users_page.append(users_page[0]())  # the user reloads the page
+        assert env.step(0)[3]  # truncated: the round was lost with the page
+        env.reset(seed=1)
+        assert not env.step(0)[3] and t.restarts == 0
+    finally:
+        t.close()
+
+
+def test_nothing_said_about_a_lost_client_names_the_token(
+    transport: WebRTCTransport, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    env = FightingEnv(transport=transport, reconnect_timeout_s=30)
+    env.reset(seed=0)
+    assert transport.process is not None
+    transport.process.kill()
+    env.step(0)
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "lost the Python game peer" in text and transport.connection.token not in text
+
+
+# -- the fuzz test: hostile replies over a real data channel ------------------------------------
+
+
+def hostile_params(kind: str, draw: st.DataObject) -> dict[str, Any]:
+    """What makes this example's reply hostile, drawn in the test (not in the rogue's thread)."""
+    if kind == "malformed":
+        return {"cut": draw.draw(st.floats(0.01, 0.99), label="cut")}
+    if kind == "deep":
+        return {"depth": draw.draw(st.integers(4, 30_000), label="depth")}
+    if kind == "out_of_range":
+        return {
+            "column": draw.draw(st.integers(0, GAME_WIRE_LENGTH - 1), label="column"),
+            "value": draw.draw(st.sampled_from([-(10**30), -500, 10**12, 10**30, 2**63]), label="value"),
+        }
+    if kind == "wrong_schema":
+        junk = st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3)
+        return {"junk": draw.draw(junk, label="junk")}
+    if kind == "binary":
+        return {"bytes": draw.draw(st.binary(min_size=1, max_size=64), label="bytes")}
+    return {}
+
+
+def frames(kind: str, params: dict[str, Any], request: dict[str, Any]) -> list[str | bytes]:
+    """The hostile reply of `kind` to `request` (a reset or step the rogue received)."""
+    game = pack_game(FightingEnv().game)
+    reply = {"type": "result", "episode": request["episode"], "step": request.get("step", 0), "games": [game]}
+    if kind == "malformed":
+        text = encode(reply)
+        return [text[: max(1, int(params["cut"] * len(text)))]]
+    if kind == "oversized":
+        return [encode({**reply, "pad": "x" * MAX_MESSAGE_BYTES})]
+    if kind == "deep":
+        depth = params["depth"]
+        return ['{"type": "result", "games": ' + "[" * depth + "]" * depth + "}"]
+    if kind == "out_of_range":
+        game[params["column"]] = params["value"]
+        return [encode(reply)]
+    if kind == "wrong_schema":
+        return [encode({**reply, **params["junk"], "games": "none"})]
+    if kind == "binary":
+        return [params["bytes"]]
+    # flood: what it was asked for, then far more unsolicited answers than any client sends
+    return [encode(reply)] + [encode({"type": "pong", "id": i}) for i in range(FLOOD_LIMIT * 4)]
+
+
+KINDS = ("malformed", "oversized", "deep", "out_of_range", "wrong_schema", "binary", "flood")
+
+
+@pytest.fixture(scope="module")
+def fuzz_transport() -> Iterator[WebRTCTransport]:
+    t = WebRTCTransport("python", connect_timeout_s=30, step_timeout_s=5)
+    yield t
+    t.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@settings(
+    max_examples=3,
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_hostile_replies_get_the_client_dropped_and_training_goes_on(
+    fuzz_transport: WebRTCTransport, kind: str, data: st.DataObject
+) -> None:
+    """A rogue with the token takes over, answers one request with a hostile reply: it is dropped
+    saying why, the trainer's own peer is started anew, and training goes on, never hanging."""
+    transport = fuzz_transport
+    env = FightingEnv(transport=transport, reconnect_timeout_s=30)
+    env.reset(seed=0)
+    takeovers, restarts = transport.connection.takeovers, transport.restarts
+    answer = honest()
+    hostile = [True]
+    params = hostile_params(kind, data)
+
+    def respond(raw: str | bytes) -> Any:
+        message = decode(raw, allowed=("reset", "step", "ping", "status", "replaced"))
+        if message["type"] in ("reset", "step") and hostile[0]:
+            hostile[0] = False
+            return frames(kind, params, message)
+        return answer(raw)
+
+    Rogue(transport, respond)
+    wait_for(lambda: transport.connection.takeovers == takeovers + 1, 20, "the takeover")
+    assert env.step(0)[3]  # the takeover truncates the round
+    t0 = time.monotonic()
+    env.reset(seed=1)  # answered with the hostile reply: dropped at once (a flood: just after)
+    while transport.restarts == restarts:
+        _, _, terminated, truncated, _ = env.step(0)
+        if terminated or truncated:
+            env.reset()
+        assert time.monotonic() - t0 < 20, "the hostile client was never dropped"
+    assert transport.connection.client_kind == "python" and transport.restarts == restarts + 1
+    env.reset(seed=2)
+    for _ in range(3):
+        assert not env.step(0)[3]
+    expected = {
+        "malformed": "malformed JSON",
+        "oversized": "exceeds the 65536-byte limit",
+        "deep": "deep; at most 3 is accepted",
+        "out_of_range": "is out of range",
+        "wrong_schema": "unexpected field|must be a list",
+        "binary": "a binary frame",
+        "flood": f"more than {FLOOD_LIMIT} unsolicited messages within a second",
+    }[kind]
+    assert transport.lost_reasons and re.search(expected, transport.lost_reasons[-1]), transport.lost_reasons

@@ -50,10 +50,12 @@ def echo_peer(offer_url: str) -> None:
     C = rules.load_constants()
     canned: dict[int, list[list[int]]] = {}
 
-    def respond(raw: str | bytes) -> dict[str, Any]:
+    def respond(raw: str | bytes) -> dict[str, Any] | None:
         m = json.loads(raw)
         if m["type"] == "ping":
             return {"type": "pong", "id": m["id"]}
+        if m["type"] not in ("reset", "step"):  # status messages are not answered
+            return None
         n = len(m.get("actions") or m.get("seeds"))
         games = canned.setdefault(n, [pack_game(rules.new_game(C, i, "idle")) for i in range(n)])
         return {"type": "result", "episode": m["episode"], "step": m.get("step", 0), "games": games}

@@ -83,8 +83,6 @@ class WebRTCTransport:
         peerjs: PeerJSServer | None = None,
         open_browser: bool = True,
     ) -> None:
-        if client not in ("python", "browser"):
-            raise ValueError(f"Unknown game client {client!r}; choose python or browser")
         self.step_timeout_s = step_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.connection = WebRTCClient(
@@ -126,12 +124,14 @@ class WebRTCTransport:
             open_in_users_browser(
                 self.connection.url, self.connection.public_url, open_browser=self._open_browser
             )
-        else:
+        elif self._client == "python":
             self.process = python_peer.spawn(
                 self.connection.client_args,
                 self.connection.token,
                 start_new_session=True,  # Ctrl-C stops the trainer, which then ends the game
             )
+        else:
+            raise ValueError(f"Unknown game client {self._client!r}; choose python or browser")
 
     def _stop_client(self) -> None:
         if self.process is not None:

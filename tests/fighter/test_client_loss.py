@@ -6,13 +6,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +29,7 @@ from framework_plugins.fighter.env import FightingEnv
 from framework_plugins.fighter.protocol import GAME_WIRE_LENGTH, MAX_MESSAGE_BYTES, decode, encode, pack_game
 from framework_plugins.fighter.transports import ClientLost, WebRTCTransport
 from framework_plugins.fighter.webrtc import FLOOD_LIMIT
+from tests.conftest import require_tool
 
 pytestmark = pytest.mark.slow
 
@@ -358,3 +364,71 @@ def test_hostile_replies_get_the_client_dropped_and_training_goes_on(
         "flood": f"more than {FLOOD_LIMIT} unsolicited messages within a second",
     }[kind]
     assert transport.lost_reasons and re.search(expected, transport.lost_reasons[-1]), transport.lost_reasons
+
+
+# -- a run stopped by SIGTERM --------------------------------------------------------------------
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process under `pid` (from /proc: a session of its own does not hide a child)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize(
+    "transport_args",
+    [["env.transport=python"], ["env.transport=browser", "env.headless=true"]],
+    ids=["python", "headless"],
+)
+def test_sigterm_ends_the_run_killed_leaving_no_client_or_temporary_directory(
+    tmp_path: Path, transport_args: list[str]
+) -> None:
+    if "env.headless=true" in transport_args:
+        require_tool("chromium")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "framework", "env=fighter", *transport_args, "env.n_envs=1", "agent=ppo",
+         "total_steps=1000000", "eval.every_steps=0", "tracking=none"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)},
+    )  # fmt: skip
+    assert process.stdout is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    try:
+        wait_for(lambda: any("run started" in line for line in lines), 120, "the run's start")
+        wait_for(lambda: len(descendants(process.pid)) > 0, 60, "the game client's start")
+        time.sleep(3)  # training
+        children = descendants(process.pid)
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    reader.join(timeout=10)
+    output = "".join(lines)
+    assert "KILLED" in output, output[-3000:]
+    assert children and not [pid for pid in children if alive(pid)], output[-2000:]
+    assert not list(tmp.glob("framework-chromium-*"))
+    assert "Traceback" not in output

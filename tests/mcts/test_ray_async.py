@@ -23,6 +23,7 @@ import pytest
 from framework.errors import ConfigError
 from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.mcts.config import RayAsyncConfig, SequentialConfig
+from framework_plugins.mcts.inference import compact
 from framework_plugins.mcts.ray_async import RayAsyncEngine
 from framework_plugins.mcts.sequential import SequentialEngine
 from framework_plugins.mcts.tree import EXPANDED, PENDING, STATE, VISITS
@@ -283,8 +284,24 @@ def test_batches_are_shared_between_inference_actors_that_all_hold_the_current_w
             logits, values, _ = ray.get(actor.infer.remote(planes), timeout=60)
             np.testing.assert_allclose(logits, want_logits, rtol=1e-5, atol=1e-5)
             np.testing.assert_allclose(values, want_values, rtol=1e-5, atol=1e-5)
+        # Through the client, planes travel compacted when that loses nothing, as they are otherwise.
+        for sent in (planes, planes * 0.37):
+            want_logits, want_values = local(sent)
+            for _ in eng._client.actors:
+                logits, values, _ = ray.get(eng._client.infer_async(sent), timeout=60)
+                np.testing.assert_allclose(logits, want_logits, rtol=1e-5, atol=1e-5)
+                np.testing.assert_allclose(values, want_values, rtol=1e-5, atol=1e-5)
     finally:
         eng.close()
+
+
+def test_planes_of_zeros_and_ones_travel_as_uint8_and_others_as_they_are() -> None:
+    binary = np.stack([s.planes() for s in roots(3)]).astype(np.float32)
+    small = compact(binary)
+    assert small.dtype == np.uint8 and small.nbytes * 4 == binary.nbytes
+    np.testing.assert_array_equal(small.astype(np.float32), binary)
+    for other in (binary * 0.5, binary - 2.0, binary + 300.0):
+        assert compact(other) is other
 
 
 @pytest.mark.parametrize(

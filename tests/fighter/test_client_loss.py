@@ -432,3 +432,4 @@ def test_sigterm_ends_the_run_killed_leaving_no_client_or_temporary_directory(
     assert children and not [pid for pid in children if alive(pid)], output[-2000:]
     assert not list(tmp.glob("framework-chromium-*"))
     assert "Traceback" not in output
+    assert "aioice" not in output and "aiortc" not in output  # quiet libraries

@@ -47,12 +47,16 @@ class HeadlessChromium:
             )
         self.profile = Path(tempfile.mkdtemp(prefix="framework-chromium-"))
         self.log = open(self.profile / "chromium.log", "wb")  # noqa: SIM115 - held for the process's life
+        # Chromium's own temporary files (its singleton socket's directory) go inside the profile,
+        # so that removing the profile removes them too.
+        (self.profile / "tmp").mkdir()
         self.process = subprocess.Popen(
             [found, *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}", _with_fps(url, fps)],
             stdout=self.log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            env={**os.environ, "TMPDIR": str(self.profile / "tmp")},
         )
 
     def check_alive(self) -> None:

@@ -463,7 +463,10 @@ class WebRTCClient:
             status["phase"] = "updating"  # asking for no steps: learning from what it collected
         t0, s0 = self._rate_mark
         if now - t0 >= 1.0:
-            self._steps_per_s = (status["steps"] - s0) / (now - t0)
+            # Steps/s while stepping: a window's idle end (an update, an evaluation) does not count.
+            busy = min(now, self.last_request + self.heartbeat_interval_s) - t0
+            if status["steps"] > s0 and busy > 0:
+                self._steps_per_s = (status["steps"] - s0) / busy
             self._rate_mark = (now, status["steps"])
         status["steps_per_s"] = round(self._steps_per_s, 1)
         key = (status["phase"], tuple(status["rounds"]))

@@ -32,6 +32,12 @@ class SB3Agent:
 
     def learn(self, ctx: RunContext) -> None:
         venv = make_vec_env(ctx.env_plugin, ctx.n_envs, seed=ctx.seed, kind=self.cfg.vec_env)
+        try:  # from here on the envs are closed on every way out (their clients, browsers, pages)
+            self._learn(ctx, venv)
+        finally:
+            venv.close()
+
+    def _learn(self, ctx: RunContext, venv: Any) -> None:
         fresh = self._load_from is None
         if fresh:
             policy = self.cfg.policy if self.cfg.policy != "auto" else default_policy(venv.observation_space)
@@ -52,16 +58,13 @@ class SB3Agent:
         self.model.set_logger(tracker_logger(ctx.tracker))
         remaining = ctx.total_steps - int(self.model.num_timesteps)
         kwargs = {} if self.cfg.log_interval is None else {"log_interval": self.cfg.log_interval}
-        try:
-            if remaining > 0:
-                self.model.learn(
-                    total_timesteps=remaining,
-                    callback=FrameworkCallback(ctx, self),
-                    reset_num_timesteps=fresh,
-                    **kwargs,
-                )
-        finally:
-            venv.close()
+        if remaining > 0:
+            self.model.learn(
+                total_timesteps=remaining,
+                callback=FrameworkCallback(ctx, self),
+                reset_num_timesteps=fresh,
+                **kwargs,
+            )
 
     def act(self, obs: Any, *, deterministic: bool = True) -> Any:
         if self.model is None:

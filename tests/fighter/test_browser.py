@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +13,7 @@ import pytest
 from framework_plugins.fighter.browser import HeadlessChromium
 from framework_plugins.fighter.env import FightingEnv
 from framework_plugins.fighter.transports import WebRTCTransport
+from framework_plugins.fighter.vector import FighterVectorEnv
 from tests.conftest import require_tool, run_cli
 from tests.fighter.transport_checks import assert_passes_env_checkers, assert_plays_like_the_twin
 
@@ -73,3 +77,132 @@ def test_ppo_trains_over_the_browser_page_through_the_cli(tmp_path: Path) -> Non
     )  # fmt: skip
     assert r.returncode == 0, r.output[-3000:]
     assert "FINISHED at step 384" in r.output
+
+
+# -- the page as a person sees it, looked into through Chromium's DevTools ---------------------
+
+
+@pytest.fixture
+def watched(monkeypatch: pytest.MonkeyPatch):
+    """env.headless=false with the user's page played by an inspectable headless Chromium:
+    (transport, pages opened, a function opening one more page at the same address)."""
+    from tests.fighter.cdp import InspectedPage
+
+    require_tool("chromium")
+    pages: list[InspectedPage] = []
+    address: list[str] = []
+
+    def open_page(url: str, public_url: str, *, open_browser: bool = True) -> None:
+        address.append(url)
+        pages.append(InspectedPage(url))
+
+    monkeypatch.setattr("framework_plugins.fighter.transports.open_in_users_browser", open_page)
+    t = WebRTCTransport("browser", headless=False, connect_timeout_s=60, step_timeout_s=10)
+    yield t, pages, lambda: pages.append(InspectedPage(address[0])) or pages[-1]
+    t.close()
+    for page in pages:
+        page.close()
+
+
+def text(page, element: str) -> str:
+    return str(page.evaluate(f"document.getElementById({element!r}).textContent"))
+
+
+def test_the_page_shows_the_trainers_figures_and_phases_without_answering_them(
+    watched, tmp_path: Path
+) -> None:
+    transport, pages, _ = watched
+    page = pages[0]
+    env = FighterVectorEnv(8, transport=transport, opponent="aggressive")
+    env.reset(seed=0)
+    for _ in range(120):
+        env.step(np.random.default_rng(0).integers(0, 9, 8))
+    # Status messages went out all along (phase changes and once a second), none was answered
+    # (an answer would have been owed nothing: the flood check, or an error, would have said so).
+    assert page.wait_for("fighterState.status && fighterState.status.steps === 960", 10)
+    assert text(page, "steps") == "960" and text(page, "arena-count") == "8"
+    assert int(text(page, "rate").replace(",", "")) > 0
+    won, lost, drawn = transport.connection.status["rounds"]
+    assert page.evaluate("[...document.querySelectorAll('#rounds i')].map(e => +e.textContent)") == [
+        won,
+        lost,
+        drawn,
+    ]
+    assert page.evaluate("document.querySelectorAll('#arenas canvas.arena').length") == 8
+    # The arenas fill the window: together they cover most of the area below the header.
+    covered = page.evaluate(
+        "(() => { const a = document.getElementById('arenas').getBoundingClientRect();"
+        " const s = [...document.querySelectorAll('#arenas canvas')].reduce((t, c) => {"
+        " const r = c.getBoundingClientRect(); return t + r.width * r.height; }, 0);"
+        " return s / (a.width * a.height); })()"
+    )
+    assert covered > 0.5
+    assert "opponent (aggressive)" in text(page, "opponent-name")
+    # Idle (an update): the page says so, and why the game stands still.
+    assert page.wait_for("document.getElementById('phase').textContent === 'updating the policy'", 5)
+    assert "updating its policy" in text(page, "banner-text")
+    transport.set_phase("evaluating")
+    assert page.wait_for("document.getElementById('phase').textContent === 'evaluating'", 5)
+    env.step(np.zeros(8, dtype=int))
+    assert page.wait_for("document.getElementById('phase').textContent === 'training'", 5)
+    page.screenshot(tmp_path / "page.png")
+    assert (tmp_path / "page.png").stat().st_size > 10_000
+
+
+def test_the_page_reconnects_by_itself_when_its_connection_drops(watched) -> None:
+    transport, pages, _ = watched
+    env = FightingEnv(transport=transport, reconnect_timeout_s=60)
+    env.reset(seed=0)
+    env.step(2)
+    transport.connection.drop("dropped by the test")
+    assert pages[0].wait_for("fighterState.connection === 'reconnecting'", 5)
+    _, _, _, truncated, info = env.step(0)  # waits for the page, which comes back by itself
+    assert truncated and info["reconnected"]
+    assert pages[0].evaluate("fighterState.connection") == "connected"
+    env.reset(seed=1)
+    assert not env.step(0)[3]
+
+
+def test_a_second_tab_takes_over_and_the_first_says_so_and_stays_away(watched) -> None:
+    transport, pages, open_another = watched
+    env = FightingEnv(transport=transport, reconnect_timeout_s=60)
+    env.reset(seed=0)
+    second = open_another()
+    first = pages[0]
+    assert first.wait_for("fighterState.connection === 'replaced'", 30)
+    assert "another page took over" in text(first, "banner-text")
+    assert first.evaluate("document.getElementById('take-over').hidden") is False
+    assert env.step(0)[3]  # truncated: the round moved to the other page
+    env.reset(seed=1)
+    for _ in range(5):
+        assert not env.step(0)[3]
+    time.sleep(3)  # the first page does not come back by itself
+    assert first.evaluate("fighterState.connection") == "replaced" and transport.connection.takeovers == 1
+    assert second.evaluate("fighterState.connection") == "connected"
+    first.evaluate("document.getElementById('take-over').click()")  # ... until asked to
+    assert second.wait_for("fighterState.connection === 'replaced'", 30)
+    assert env.step(0)[3]
+    env.reset(seed=2)
+    assert not env.step(0)[3] and transport.connection.takeovers == 2
+
+
+def test_a_killed_headless_chromium_is_started_anew_and_training_goes_on() -> None:
+    require_tool("chromium")
+    t = WebRTCTransport("browser", headless=True, connect_timeout_s=60, step_timeout_s=10)
+    try:
+        env = FightingEnv(transport=t, reconnect_timeout_s=60)
+        env.reset(seed=0)
+        env.step(0)
+        assert t.browser is not None
+        first = t.browser.process.pid
+        os.killpg(first, signal.SIGKILL)
+        t0 = time.monotonic()
+        _, _, _, truncated, info = env.step(0)
+        assert truncated and info["reconnected"] and time.monotonic() - t0 < 30
+        assert t.restarts == 1 and t.browser.process.pid != first
+        assert "the headless Chromium exited" in t.lost_reasons[0]
+        env.reset(seed=1)
+        for _ in range(10):
+            assert not env.step(0)[3]
+    finally:
+        t.close()

@@ -2,24 +2,48 @@
  * The authoritative game client. The trainer drives it over an RTCDataChannel: each message is
  * answered from the data channel's handler (never from requestAnimationFrame, which would cap
  * training at the display rate); drawing runs on its own at display rate.
+ *
+ * One page at a time: when another page takes the connection over, the trainer says so
+ * ("replaced") and this page stops, offering to take it back. Any other lost connection is
+ * retried with exponential back-off, forever; a refused token is not retried.
  */
 (async function () {
   "use strict";
   const Rules = window.FighterRules;
+  const Draw = window.FighterDraw;
   const params = new URLSearchParams(location.search);
   const token = params.get("token") || "";
   const C = await (await fetch("/static/constants.json")).json();
   const MAX_MESSAGE_BYTES = 64 * 1024;
-  const state = { games: [], episode: -1, step: 0, actions: [], handled: 0 };
+  const PHASE_TEXT = {
+    training: "training",
+    updating: "updating the policy",
+    evaluating: "evaluating",
+    waiting: "waiting for the trainer",
+  };
+  const BACKOFF_S = [0.5, 8];
+  const state = {
+    games: [], opponent: "", episode: -1, step: 0, actions: [], handled: 0,
+    status: null, connection: "connecting", attempts: 0, replaced: "", retryIn: 0,
+    counted: { won: 0, lost: 0, drawn: 0 },
+  };
   const $ = (id) => document.getElementById(id);
+  let current = null; // {pc, channel, peer, closed}
 
-  function status(text) {
-    $("status").textContent = text;
-    $("status").className = text.split(" ")[0];
-  }
+  // ---- the protocol ----
 
   function isInt(v) {
     return typeof v === "number" && Number.isInteger(v);
+  }
+
+  function countEnded(before) {
+    // Rounds as the page sees them end (until the trainer's own count arrives in a status).
+    state.games.forEach((g, i) => {
+      if (g.done && !(before[i] && before[i].done)) {
+        const key = g.winner === 0 ? "won" : g.winner === 1 ? "lost" : "drawn";
+        state.counted[key] += 1;
+      }
+    });
   }
 
   function handle(raw) {
@@ -34,6 +58,14 @@
     }
     if (m === null || typeof m !== "object") return { type: "error", message: "a message must be an object" };
     if (m.type === "ping" && isInt(m.id)) return { type: "pong", id: m.id };
+    if (m.type === "status") {
+      state.status = m; // shown by the drawing loop; never answered
+      return null;
+    }
+    if (m.type === "replaced") {
+      state.replaced = String(m.message || "another page took over the connection");
+      return null;
+    }
     if (m.type === "reset" && isInt(m.episode) && Array.isArray(m.seeds) && m.seeds.every(isInt)) {
       let fresh;
       try {
@@ -49,6 +81,7 @@
         if (!ok) return { type: "error", message: "cannot restart arenas " + JSON.stringify(m.arenas) };
         m.arenas.forEach((i, k) => { state.games[i] = fresh[k]; });
       }
+      state.opponent = m.opponent;
       state.episode = m.episode;
       state.step = 0;
       return result();
@@ -57,9 +90,11 @@
       if (m.episode !== state.episode) return { type: "error", message: "step for episode " + m.episode + ", but episode " + state.episode + " is running" };
       if (m.actions.length !== state.games.length) return { type: "error", message: m.actions.length + " actions for " + state.games.length + " arenas" };
       if (!m.actions.every((a) => isInt(a) && a >= 0 && a < C.actions.length)) return { type: "error", message: "actions must be integers in 0.." + (C.actions.length - 1) };
+      const before = state.games.map((g) => ({ done: g.done }));
       m.actions.forEach((a, i) => {
         if (!state.games[i].done) Rules.step(C, state.games[i], a);
       });
+      countEnded(before);
       state.step = m.step;
       state.actions = m.actions;
       state.handled += 1;
@@ -83,18 +118,60 @@
     return { type: "result", episode: state.episode, step: state.step, games: state.games.map(pack) };
   }
 
+  function answer(channel, data) {
+    const reply = handle(data);
+    if (reply !== null) channel.send(JSON.stringify(reply));
+  }
+
+  // ---- the connection ----
+
+  function setConnection(name) {
+    state.connection = name;
+  }
+
+  function lost(conn, why) {
+    // The connection `conn` ended: retry, unless it was replaced or refused, or is already old.
+    if (conn !== current || conn.closed) return;
+    conn.closed = true;
+    if (state.replaced) {
+      setConnection("replaced");
+      return;
+    }
+    if (why === "refused") {
+      setConnection("refused");
+      return;
+    }
+    retry();
+  }
+
+  function retry() {
+    state.attempts += 1;
+    const delay = Math.min(BACKOFF_S[1], BACKOFF_S[0] * 2 ** (state.attempts - 1));
+    setConnection("reconnecting");
+    state.retryIn = delay;
+    const started = performance.now();
+    const tick = setInterval(() => {
+      state.retryIn = Math.max(0, delay - (performance.now() - started) / 1000);
+    }, 200);
+    setTimeout(() => {
+      clearInterval(tick);
+      connect();
+    }, delay * 1000);
+  }
+
+  function opened(conn) {
+    // Our hello: the trainer takes this page over only once it has it.
+    conn.channel.send(JSON.stringify({ type: "hello", client: "browser" }));
+    state.attempts = 0;
+    setConnection("connected");
+  }
+
   function loopbackOnly(sdp) {
     // Served from this machine to a browser on it: keep the connection on the loopback interface.
     const lines = sdp.split("\r\n");
     const loopback = lines.filter((l) => l.startsWith("a=candidate") && / 127\.0\.0\.1 /.test(l));
     if (loopback.length === 0) return sdp;
     return lines.filter((l) => !l.startsWith("a=candidate") || loopback.includes(l)).join("\r\n");
-  }
-
-  function serve(channel, kind) {
-    // The same protocol over either signaling: answer every message from the channel's handler.
-    channel.send(JSON.stringify({ type: "hello", client: "browser" }));
-    status("connected" + kind);
   }
 
   function loadScript(src) {
@@ -107,11 +184,10 @@
     });
   }
 
-  async function connectPeerJS() {
+  async function connectPeerJS(conn) {
     // Signaling through a PeerJS server: our own PeerJS id, the trainer's id from the URL, the
     // run's token in the connection's metadata. Trickled candidates: the trainer keeps loopback ones.
-    status("connecting (PeerJS)");
-    await loadScript("/static/peerjs.min.js");
+    if (!window.Peer) await loadScript("/static/peerjs.min.js");
     const server = new URL(params.get("peerjs"));
     const id = "framework-page-" + Math.random().toString(16).slice(2, 18);
     const peer = new window.Peer(id, {
@@ -122,23 +198,28 @@
       secure: server.protocol === "https:",
       config: { iceServers: [] },
     });
-    peer.on("error", (e) => status("refused (PeerJS: " + (e.message || e.type) + ")"));
+    conn.peer = peer;
+    peer.on("error", () => lost(conn, "error"));
     peer.on("open", () => {
-      const conn = peer.connect(params.get("peer"), { serialization: "raw", reliable: true, metadata: { token: token } });
-      conn.on("open", () => serve(conn, " (PeerJS)"));
-      conn.on("data", (data) => conn.send(JSON.stringify(handle(data))));
-      conn.on("close", () => status("disconnected"));
+      const dc = peer.connect(params.get("peer"), { serialization: "raw", reliable: true, metadata: { token: token } });
+      conn.channel = dc;
+      dc.on("open", () => opened(conn));
+      dc.on("data", (data) => answer(dc, data));
+      dc.on("close", () => lost(conn, "closed"));
     });
   }
 
-  async function connect() {
-    if (params.get("peerjs")) return connectPeerJS();
-    status("connecting");
+  async function connectDirect(conn) {
     const pc = new RTCPeerConnection({ iceServers: [] });
+    conn.pc = pc;
     const channel = pc.createDataChannel("game");
-    channel.onopen = () => serve(channel, "");
-    channel.onclose = () => status("disconnected");
-    channel.onmessage = (event) => channel.send(JSON.stringify(handle(event.data)));
+    conn.channel = channel;
+    channel.onopen = () => opened(conn);
+    channel.onclose = () => lost(conn, "closed");
+    channel.onmessage = (event) => answer(channel, event.data);
+    pc.onconnectionstatechange = () => {
+      if (pc.connectionState === "failed" || pc.connectionState === "closed") lost(conn, "closed");
+    };
     await pc.setLocalDescription(await pc.createOffer());
     await new Promise((resolve) => {
       if (pc.iceGatheringState === "complete") return resolve();
@@ -150,83 +231,136 @@
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ sdp: loopbackOnly(pc.localDescription.sdp), type: "offer", token: token }),
     });
-    if (!response.ok) {
-      status("refused (HTTP " + response.status + ")");
-      return;
-    }
+    if (response.status === 403) return lost(conn, "refused");
+    if (!response.ok) throw new Error("HTTP " + response.status);
     await pc.setRemoteDescription(await response.json());
   }
 
-  // ---- drawing, at display rate, independent of stepping ----
-  const STATE_COLORS = { 5: "#ffe65a", 6: "#ffb05a", 7: "#ff5af0", 8: "#ffffff", 9: "#666" };
-  const canvases = [];
-  let lastCount = 0;
-  let lastTime = performance.now();
-
-  function canvasFor(i, n) {
-    while (canvases.length < n) {
-      const c = document.createElement("canvas");
-      $("arenas").appendChild(c);
-      canvases.push(c);
+  async function connect() {
+    if (current) {
+      current.closed = true;
+      if (current.pc) current.pc.close();
+      if (current.peer) current.peer.destroy();
     }
-    const c = canvases[i];
-    const w = n === 1 ? 800 : n <= 4 ? 400 : 260;
-    if (c.width !== w) {
-      c.width = w;
-      c.height = Math.round(w / 2);
+    state.replaced = "";
+    const conn = { pc: null, channel: null, peer: null, closed: false };
+    current = conn;
+    setConnection(state.attempts ? "reconnecting" : "connecting");
+    try {
+      await (params.get("peerjs") ? connectPeerJS(conn) : connectDirect(conn));
+    } catch (e) {
+      lost(conn, "error"); // the trainer is not reachable (yet, or any more): try again
     }
-    return c;
   }
 
-  function drawArena(c, g) {
-    const ctx = c.getContext("2d");
-    const s = c.width / C.stage_width;
-    const floor = c.height - 20;
-    ctx.clearRect(0, 0, c.width, c.height);
-    ctx.fillStyle = "#463c32";
-    ctx.fillRect(0, floor, c.width, 20);
-    g.fighters.forEach((f, i) => {
-      const tall = f.state === 9 ? 15 : f.state === 3 ? 0.4 * c.height : 0.55 * c.height;
-      const x = (f.x - C.fighter_width / 2) * s;
-      const top = floor - tall - f.y * s * 1.2;
-      ctx.fillStyle = i === 0 ? "#50aaff" : "#ff6e5a";
-      ctx.fillRect(x, top, C.fighter_width * s, tall);
-      const attack = ["punch", "kick", "special"][f.state - 5];
-      if (attack) {
-        ctx.fillStyle = STATE_COLORS[f.state];
-        const reach = C.attacks[attack].reach * s;
-        const x0 = f.x * s;
-        ctx.fillRect(f.facing > 0 ? x0 : x0 - reach, top + tall * 0.25, reach, 6);
-      }
-      const bar = (c.width / 2 - 30) * (f.hp / C.max_hp);
-      ctx.fillStyle = "#782828";
-      ctx.fillRect(i === 0 ? 10 : c.width / 2 + 20, 8, c.width / 2 - 30, 10);
-      ctx.fillStyle = "#5adc6e";
-      ctx.fillRect(i === 0 ? 10 : c.width - 10 - bar, 8, bar, 10);
-    });
-    ctx.fillStyle = "#dde";
-    ctx.font = "12px system-ui";
-    const left = Math.max(0, Math.ceil((C.round_frames - g.frame) / 60));
-    ctx.fillText(left + " s", c.width / 2 - 10, 34);
-    if (g.done) ctx.fillText(g.winner === 0 ? "agent wins" : g.winner === 1 ? "opponent wins" : "draw", c.width / 2 - 30, 50);
+  $("take-over").onclick = () => {
+    state.attempts = 0;
+    connect();
+  };
+
+  // ---- the page: header figures, banner and arenas, drawn at display rate ----
+
+  const canvases = [];
+  const effects = [];
+  let layoutKey = "";
+  let lastCount = 0;
+  let lastTime = performance.now();
+  let pageRate = 0;
+
+  function layout(n) {
+    // A grid that fills the area below the header with 2:1 arenas, as large as they fit.
+    const area = $("arenas");
+    const W = area.clientWidth - 16;
+    const H = area.clientHeight - 16;
+    const key = n + "x" + W + "x" + H + "x" + devicePixelRatio;
+    if (key === layoutKey) return;
+    layoutKey = key;
+    while (canvases.length < n) {
+      const c = document.createElement("canvas");
+      c.className = "arena";
+      area.appendChild(c);
+      canvases.push(c);
+      effects.push({ flash: [0, 0], sparks: [], frame: -1 });
+    }
+    canvases.forEach((c, i) => (c.style.display = i < n ? "block" : "none"));
+    let best = { cols: 1, w: 0 };
+    for (let cols = 1; cols <= n; cols++) {
+      const rows = Math.ceil(n / cols);
+      const w = Math.min((W - 8 * (cols - 1)) / cols, 2 * ((H - 8 * (rows - 1)) / rows));
+      if (w > best.w) best = { cols: cols, w: w };
+    }
+    area.style.gridTemplateColumns = `repeat(${best.cols}, ${Math.floor(best.w)}px)`;
+    const w = Math.max(120, Math.floor(best.w));
+    for (let i = 0; i < n; i++) {
+      const c = canvases[i];
+      c.style.width = w + "px";
+      c.style.height = Math.round(w / 2) + "px";
+      c.width = Math.round(w * devicePixelRatio);
+      c.height = Math.round((w / 2) * devicePixelRatio);
+    }
+  }
+
+  function header(now) {
+    const s = state.status;
+    const arenas = state.games.length;
+    if (now - lastTime >= 500) {
+      pageRate = ((state.handled - lastCount) * arenas * 1000) / (now - lastTime);
+      lastCount = state.handled;
+      lastTime = now;
+    }
+    const status = $("status");
+    const labels = {
+      connecting: "connecting",
+      connected: "connected",
+      reconnecting: `reconnecting in ${state.retryIn.toFixed(1)} s (attempt ${state.attempts})`,
+      replaced: "disconnected: another page took over",
+      refused: "refused: wrong or missing token",
+    };
+    status.dataset.state = state.connection;
+    status.textContent = labels[state.connection] || state.connection;
+    const phase = s && state.connection === "connected" ? s.phase : "waiting";
+    $("phase").dataset.phase = phase;
+    $("phase").textContent = PHASE_TEXT[phase] || phase;
+    // The trainer's own figures when it sends them; else what this page counts.
+    $("steps").textContent = (s ? s.steps : state.handled * arenas).toLocaleString("en");
+    $("rate").textContent = Math.round(s ? s.steps_per_s : pageRate).toLocaleString("en");
+    const rounds = s ? { won: s.rounds[0], lost: s.rounds[1], drawn: s.rounds[2] } : state.counted;
+    document.querySelector("#rounds .won").textContent = rounds.won;
+    document.querySelector("#rounds .lost").textContent = rounds.lost;
+    document.querySelector("#rounds .drawn").textContent = rounds.drawn;
+    $("arena-count").textContent = arenas;
+    $("action").textContent = state.actions.length ? C.actions[state.actions[0]] : "-";
+    $("opponent-name").textContent = state.opponent ? `opponent (${state.opponent})` : "opponent";
+    let banner = "";
+    if (state.connection === "replaced") banner = state.replaced + ". Training goes on with the other page.";
+    else if (state.connection === "refused") banner = "The trainer refused this page: open the address the trainer printed, with its token.";
+    else if (state.connection === "reconnecting") banner = "Lost the connection to the trainer; reconnecting by itself.";
+    else if (phase === "updating") banner = "The trainer is updating its policy from the rounds it played: the game resumes when it is done.";
+    else if (phase === "evaluating") banner = "The trainer is evaluating its policy against scripted opponents; training resumes after it.";
+    $("banner").hidden = !banner;
+    $("banner-text").textContent = banner;
+    $("take-over").hidden = state.connection !== "replaced";
   }
 
   function draw(now) {
-    state.games.forEach((g, i) => drawArena(canvasFor(i, state.games.length), g));
-    if (now - lastTime >= 500) {
-      $("rate").textContent = Math.round(((state.handled - lastCount) * 1000) / (now - lastTime));
-      lastCount = state.handled;
-      lastTime = now;
-      $("episode").textContent = state.episode;
-      $("action").textContent = state.actions.length ? C.actions[state.actions[0]] : "-";
-    }
+    const n = state.games.length;
+    layout(n);
+    const names = ["agent", state.opponent || "opponent"];
+    state.games.forEach((g, i) => {
+      const c = canvases[i];
+      const ctx = c.getContext("2d");
+      ctx.setTransform(devicePixelRatio, 0, 0, devicePixelRatio, 0, 0);
+      Draw.drawArena(ctx, c.width / devicePixelRatio, c.height / devicePixelRatio, C, g, effects[i], names);
+    });
+    header(now);
     schedule();
   }
 
   // Display rate by default; a page nobody looks at (headless) redraws `fps` times a second.
   const fps = Number(params.get("fps")) || 0;
   const schedule = () => (fps > 0 ? setTimeout(() => draw(performance.now()), 1000 / fps) : requestAnimationFrame(draw));
+  window.addEventListener("resize", () => (layoutKey = ""));
   schedule();
   window.fighterState = state;
-  connect().catch((e) => status("failed: " + e));
+  connect();
 })();

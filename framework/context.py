@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from framework.checkpoint import Checkpointer
 from framework.contracts import (
     Agent,
+    BestEpisodeReplay,
     Buffer,
     EnvPlugin,
     EvaluatingAgent,
@@ -23,7 +24,7 @@ from framework.contracts import (
     Tracker,
     VariantEnvPlugin,
 )
-from framework.evaluation import record_video, run_episodes
+from framework.evaluation import Episodes, play_episodes, record_video, summarize
 from framework.progress import ProgressDisplay
 
 if TYPE_CHECKING:
@@ -127,24 +128,16 @@ class RunContext:
 
     def evaluate(self, agent: Agent, step: int, *, video_dir: Path | None = None) -> dict[str, float]:
         """The agent's evaluation, logged as eval/* at `step`: its own (an EvaluatingAgent), else
-        episodes of its `act` on the eval env, or on each of the env's evaluation variants."""
+        episodes of its `act` on the eval env, or on each of the env's evaluation variants (each
+        logged as eval/<variant>/*, all of them pooled as eval/*). With `video_dir`, a video
+        of the evaluation goes there (see `BestEpisodeReplay`)."""
         episodes = int(self.cfg.eval.episodes)
         if episodes == 0:
             return {}
         if isinstance(agent, EvaluatingAgent):
             metrics = agent.evaluate(self, episodes=episodes)
-        elif isinstance(self.env_plugin, VariantEnvPlugin) and video_dir is None:
-            metrics = {}
-            for variant in self.env_plugin.eval_variants:
-                env = self.env_plugin.make_variant(variant, seed=self.seed + EVAL_SEED_OFFSET)
-                try:
-                    found = self._episodes(agent, env, episodes)
-                finally:
-                    env.close()
-                metrics.update({k.replace("eval/", f"eval/{variant}/", 1): v for k, v in found.items()})
-            # Over all variants too, so that the default objective means the same for every env.
-            means = [metrics[f"eval/{v}/return_mean"] for v in self.env_plugin.eval_variants]
-            metrics["eval/return_mean"] = float(np.mean(means))
+        elif isinstance(self.env_plugin, VariantEnvPlugin) and self.env_plugin.eval_variants:
+            metrics = self._episodes_on_variants(self.env_plugin, agent, episodes, video_dir)
         else:
             metrics = self._episodes_on_eval_env(agent, episodes, video_dir)
         self.last_eval, self.last_eval_step = metrics, step
@@ -161,29 +154,61 @@ class RunContext:
         self.progress.set_eval(metrics)
         return metrics
 
-    def _episodes(self, agent: Agent, env: gym.Env, episodes: int) -> dict[str, float]:
+    def _episodes(self, agent: Agent, env: gym.Env, episodes: int) -> Episodes:
         deterministic = bool(self.cfg.eval.deterministic)
-        return run_episodes(
+        return play_episodes(
             lambda obs: agent.act(obs, deterministic=deterministic),
             env,
             episodes=episodes,
             seed=self.seed + EVAL_SEED_OFFSET,
         )
 
+    def _episodes_on_variants(
+        self, plugin: VariantEnvPlugin, agent: Agent, episodes: int, video_dir: Path | None
+    ) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        # Every variant's episodes pooled too, so that eval/return_mean (the default objective)
+        # and eval/win_rate say the same for every env, and an interval covers them all.
+        pooled = Episodes()
+        replays = False
+        for variant in plugin.eval_variants:
+            env = plugin.make_variant(variant, seed=self.seed + EVAL_SEED_OFFSET)
+            try:
+                replay = env if video_dir is not None and isinstance(env, BestEpisodeReplay) else None
+                if replay is not None:
+                    replay.keep_best_episode()
+                found = self._episodes(agent, env, episodes)
+                if replay is not None and video_dir is not None:
+                    replay.write_best_episode(video_dir, f"best-{variant}")
+                    replays = True
+            finally:
+                env.close()
+            metrics.update(summarize(found, f"eval/{variant}"))
+            pooled.extend(found)
+        if video_dir is not None and not replays:  # variants that cannot replay: a recorded eval env
+            self._episodes_on_eval_env(agent, int(self.cfg.eval.video_episodes), video_dir)
+        metrics.update(summarize(pooled))
+        return metrics
+
     def _episodes_on_eval_env(self, agent: Agent, episodes: int, video_dir: Path | None) -> dict[str, float]:
         if video_dir is not None:
-            env = record_video(
-                self.make_env(0, evaluation=True, render_mode="rgb_array"),
-                video_dir,
-                int(self.cfg.eval.video_episodes),
-            )
+            made = self.make_env(0, evaluation=True, render_mode="rgb_array")
+            if isinstance(made, BestEpisodeReplay):
+                try:
+                    made.keep_best_episode()
+                    found = self._episodes(agent, made, episodes)
+                    made.write_best_episode(video_dir, "best")
+                    return summarize(found)
+                finally:
+                    made.close()
+            env = record_video(made, video_dir, int(self.cfg.eval.video_episodes))
             try:
-                return self._episodes(agent, env, episodes)
+                return summarize(self._episodes(agent, env, episodes))
             finally:
                 env.close()
         if self._eval_env is None:
             self._eval_env = self.make_env(0, evaluation=True)
-        return self._episodes(agent, self._eval_env, episodes)
+        return summarize(self._episodes(agent, self._eval_env, episodes))
 
     def save_checkpoint(self, step: int, agent: Agent) -> Path:
         return self.checkpointer.save(

@@ -57,6 +57,23 @@ class VariantEnvPlugin(EnvPlugin, Protocol):
 
 
 @runtime_checkable
+class BestEpisodeReplay(Protocol):
+    """An evaluation env (not a plugin: an env a plugin makes) that keeps its best episode and
+    writes it as a video. With `eval.video` the run's final evaluation attaches that video
+    instead of recording the first episodes frame by frame: the env keeps its own compact
+    states while it plays and draws only the best episode's, once."""
+
+    def keep_best_episode(self) -> None:
+        """From now on keep the best episode (the highest return) that ends; forget any kept before."""
+        ...
+
+    def write_best_episode(self, folder: Path, name: str) -> Path | None:
+        """Write the kept episode as a video `name` (with a suffix of the env's choosing) into
+        `folder`; its path, or None when no episode ended since `keep_best_episode`."""
+        ...
+
+
+@runtime_checkable
 class Buffer(Protocol):
     """A replay buffer: `insert` takes one transition by field name, `sample` a dict of batch arrays."""
 
@@ -357,6 +374,8 @@ CAPABILITIES: dict[str, tuple[type, ...]] = {
     "agent": (CheckedAgent, SearchAgent, EvaluatingAgent),
     "search": (MeasuredSearch, DistributedSearch),
 }
+#: Optional capabilities of the envs an env plugin makes (gymnasium is their contract).
+ENV_CAPABILITIES: tuple[type, ...] = (BestEpisodeReplay,)
 
 
 def check(kind: str, plugin: object) -> list[str]:
@@ -385,6 +404,27 @@ def check(kind: str, plugin: object) -> list[str]:
             mismatch = _accepts(expected, getattr(plugin, name))
             if mismatch:
                 problems.append(f"{name}{_signature(getattr(plugin, name))}: {mismatch}")
+    return problems
+
+
+def check_env(env: object) -> list[str]:
+    """What an env (or env class) lacks of the env capabilities it claims, by having any of their
+    methods: one line each, [] when it keeps them all."""
+    klass = env if inspect.isclass(env) else type(env)
+    problems = []
+    for capability in ENV_CAPABILITIES:
+        # An env is built by its plugin, however it likes: no constructor is part of the contract.
+        methods = {n: m for n, m in _methods(capability).items() if n != "__init__"}
+        if not any(hasattr(klass, name) for name in methods):
+            continue
+        for name, expected in methods.items():
+            actual = getattr(klass, name, None)
+            if actual is None or not callable(actual):
+                problems.append(f"has no {name}{_signature(expected)} ({capability.__name__})")
+            else:
+                mismatch = _accepts(expected, actual)
+                if mismatch:
+                    problems.append(f"{name}{_signature(actual)}: {mismatch}")
     return problems
 
 

@@ -1,9 +1,11 @@
-"""Evaluation episodes on a separate, separately seeded environment."""
+"""Evaluation episodes on a separate, separately seeded environment, and their metrics."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,17 +13,31 @@ import numpy as np
 
 Policy = Callable[[Any], Any]
 
+#: The normal quantile of the confidence intervals evaluation reports (95 %).
+Z_95 = 1.959964
 
-def run_episodes(
-    act: Policy, env: Any, *, episodes: int, seed: int, max_steps: int = 1_000_000
-) -> dict[str, float]:
-    """Play `episodes` full episodes with `act`; the first reset is seeded, so results repeat.
 
-    An env may report per-episode numbers in `info["episode_stats"]` on an episode's last
-    step (a fighting game's win, damage dealt); their means are returned as `eval/<name>`.
-    """
-    returns, lengths = [], []
-    stats: dict[str, list[float]] = {}
+@dataclass
+class Episodes:
+    """What evaluation episodes gave, episode by episode: returns, lengths, and the env's
+    `episode_stats` (a fighting game's win, damage dealt), each a list in episode order."""
+
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    stats: dict[str, list[float]] = field(default_factory=dict)
+
+    def extend(self, other: Episodes) -> None:
+        """Pool `other`'s episodes with these (all evaluation variants together, say)."""
+        self.returns += other.returns
+        self.lengths += other.lengths
+        for key, values in other.stats.items():
+            self.stats.setdefault(key, []).extend(values)
+
+
+def play_episodes(act: Policy, env: Any, *, episodes: int, seed: int, max_steps: int = 1_000_000) -> Episodes:
+    """Play `episodes` full episodes with `act`. Only the first reset is seeded, so a set of
+    episodes repeats while each episode differs: later resets draw from the env's generator."""
+    found = Episodes()
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed if episode == 0 else None)
         total, length, done = 0.0, 0, False
@@ -31,18 +47,53 @@ def run_episodes(
             total += float(reward)
             length += 1
             done = bool(terminated or truncated)
-        returns.append(total)
-        lengths.append(length)
+        found.returns.append(total)
+        found.lengths.append(length)
         for key, value in info.get("episode_stats", {}).items():
-            stats.setdefault(key, []).append(float(value))
+            found.stats.setdefault(key, []).append(float(value))
+    return found
+
+
+def summarize(found: Episodes, prefix: str = "eval") -> dict[str, float]:
+    """`<prefix>/<stat>` (each `episode_stats` mean), `<prefix>/return_mean`, _std, _min, _max and
+    `<prefix>/length_mean`. A stat named `*_rate` whose values are all 0 or 1 (an outcome per
+    episode: a win) also gets its Wilson 95 % interval, `<prefix>/<stat>_ci_low` and `_ci_high`."""
+    metrics: dict[str, float] = {}
+    for key, values in found.stats.items():
+        metrics[f"{prefix}/{key}"] = float(np.mean(values))
+        if key.endswith("_rate") and all(v in (0.0, 1.0) for v in values):
+            low, high = wilson_interval(int(sum(values)), len(values))
+            metrics[f"{prefix}/{key}_ci_low"], metrics[f"{prefix}/{key}_ci_high"] = low, high
+    returns = found.returns
     return {
-        **{f"eval/{key}": float(np.mean(values)) for key, values in stats.items()},
-        "eval/return_mean": float(np.mean(returns)),
-        "eval/return_std": float(np.std(returns)),
-        "eval/return_min": float(np.min(returns)),
-        "eval/return_max": float(np.max(returns)),
-        "eval/length_mean": float(np.mean(lengths)),
+        **metrics,
+        f"{prefix}/return_mean": float(np.mean(returns)),
+        f"{prefix}/return_std": float(np.std(returns)),
+        f"{prefix}/return_min": float(np.min(returns)),
+        f"{prefix}/return_max": float(np.max(returns)),
+        f"{prefix}/length_mean": float(np.mean(found.lengths)),
     }
+
+
+def run_episodes(
+    act: Policy, env: Any, *, episodes: int, seed: int, max_steps: int = 1_000_000
+) -> dict[str, float]:
+    """The metrics (`summarize`) of `episodes` episodes of `act` on `env` (`play_episodes`)."""
+    return summarize(play_episodes(act, env, episodes=episodes, seed=seed, max_steps=max_steps))
+
+
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion: unlike p ± z·se it stays inside [0, 1]
+    and is not empty at 0 or n successes (100 of 100 rounds won: 0.963..1 at 95 %)."""
+    if n <= 0:
+        raise ValueError(f"a confidence interval needs at least one trial, got n={n}")
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes={successes} must be within 0..n={n}")
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def record_video(env: Any, folder: Path, episodes: int) -> Any:

@@ -54,7 +54,7 @@ def test_every_schema_field_has_a_one_line_description(kind: str, name: str) -> 
 
 def test_optional_capabilities_are_declared_protocols() -> None:
     fighter, cartpole = registry.load("env", "fighter"), registry.load("env", "cartpole")
-    assert contracts.capabilities("env", fighter) == ["VectorEnvPlugin"]
+    assert contracts.capabilities("env", fighter) == ["VectorEnvPlugin", "VariantEnvPlugin"]
     assert contracts.capabilities("env", cartpole) == []
     gomoku = registry.load("env", "gomoku")
     assert contracts.capabilities("env", gomoku) == ["VariantEnvPlugin", "GameEnvPlugin"]
@@ -63,6 +63,46 @@ def test_optional_capabilities_are_declared_protocols() -> None:
     assert contracts.capabilities("agent", dqn) == ["CheckedAgent"]
     assert contracts.capabilities("buffer", registry.load("buffer", "memory_efficient")) == ["FrameBuffer"]
     assert contracts.capabilities("buffer", registry.load("buffer", "replay")) == []
+
+
+ENV_PLUGINS = registry.names("env")
+
+
+@pytest.mark.parametrize("name", ENV_PLUGINS)
+def test_every_env_plugins_evaluation_envs_keep_the_env_capabilities_they_claim(name: str) -> None:
+    plugin_class = registry.load("env", name)
+    plugin = plugin_class(plugin_class.Config())
+    envs = [plugin.make(seed=0, index=0, evaluation=True)]
+    if isinstance(plugin, contracts.VariantEnvPlugin):
+        envs += [plugin.make_variant(variant, seed=0) for variant in plugin.eval_variants[:1]]
+    try:
+        for env in envs:
+            assert contracts.check_env(env) == [], type(env).__name__
+    finally:
+        for env in envs:
+            env.close()
+
+
+def test_the_fighters_evaluation_envs_replay_their_best_round() -> None:
+    fighter = registry.load("env", "fighter")
+    plugin = fighter(fighter.Config(transport="inprocess"))
+    for env in (plugin.make(seed=0, index=0, evaluation=True), plugin.make_variant("defensive", seed=0)):
+        assert isinstance(env, contracts.BestEpisodeReplay)
+        env.close()
+
+
+def test_an_env_that_claims_a_capability_in_part_is_named() -> None:
+    class HalfReplay:
+        def keep_best_episode(self) -> None: ...
+
+    class WrongReplay(HalfReplay):
+        def write_best_episode(self, folder: Path) -> Path | None: ...
+
+    assert contracts.check_env(object()) == []  # claims nothing
+    (missing,) = contracts.check_env(HalfReplay())
+    assert missing.startswith("has no write_best_episode(") and "BestEpisodeReplay" in missing
+    (wrong,) = contracts.check_env(WrongReplay)
+    assert wrong.startswith("write_best_episode(") and "name" in wrong
 
 
 def test_registered_schemas_are_the_plugins_own() -> None:

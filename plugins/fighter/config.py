@@ -1,7 +1,8 @@
 """The fighter env plugin's config schema: every key, its default and its description."""
 
-# Optional[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
-from dataclasses import dataclass
+# Optional[...] and List[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
+from dataclasses import dataclass, field
+from typing import List
 
 TRANSPORTS = ("inprocess", "python", "browser")
 SIGNALING = ("builtin", "peerjs")
@@ -11,6 +12,9 @@ SIGNALING = ("builtin", "peerjs")
 class FighterConfig:
     opponent: str = "aggressive"
     """Scripted opponent: idle, random, aggressive or defensive."""
+    eval_opponents: List[str] = field(default_factory=lambda: ["random", "aggressive", "defensive"])
+    """Opponents every evaluation plays on the in-process twin, eval.episodes rounds each, logged as
+    eval/<opponent>/win_rate etc. and pooled as eval/win_rate etc.; [] plays env.opponent only."""
     transport: str = "browser"
     """Where the game runs: browser (the JavaScript game page over WebRTC), python (the twin behind
     an aiortc peer: WebRTC without a browser) or inprocess (the Python twin, no network)."""

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from . import rules
+from .drawing import draw
 from .protocol import FIGHTER_KEYS, GAME_KEYS, pack_game, unpack_game
-from .rules import S
 from .transports import InProcessTransport, Transport
 from .webrtc import PeerGone
 
@@ -119,6 +120,54 @@ class FightingEnv(gym.Env[np.ndarray, np.int64]):
         return draw(self.C, self.game)
 
 
+class BestRoundReplay(gym.Wrapper[np.ndarray, np.int64, np.ndarray, np.int64]):
+    """An evaluation env that keeps its best round and writes it as a video (the core's
+    `BestEpisodeReplay`): it keeps each step's packed state, a few hundred bytes, and draws
+    only the best round's, once, when asked for the video."""
+
+    def __init__(self, env: FightingEnv) -> None:
+        super().__init__(env)
+        self.fighter = env
+        self.keeping = False
+        self.round: list[np.ndarray] = []
+        self.round_return = 0.0
+        self.best: tuple[float, list[np.ndarray]] | None = None
+
+    def keep_best_episode(self) -> None:
+        """From now on keep the round with the highest return; forget any kept before."""
+        self.keeping, self.best = True, None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.round, self.round_return = [self.fighter.packed[0].copy()], 0.0
+        return obs, info
+
+    def step(self, action: np.int64) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if self.keeping:
+            self.round.append(self.fighter.packed[0].copy())
+            self.round_return += float(reward)
+            if (terminated or truncated) and (self.best is None or self.round_return > self.best[0]):
+                self.best = (self.round_return, self.round)
+        return obs, float(reward), terminated, truncated, info
+
+    def write_best_episode(self, folder: Path, name: str) -> Path | None:
+        """The best round kept, drawn as the env renders, as `folder/name.mp4` in real time."""
+        if self.best is None:
+            return None
+        from moviepy.video.io.ImageSequenceClip import ImageSequenceClip
+
+        C, opponent = self.fighter.C, self.fighter.opponent
+        frames = [draw(C, unpack_game(row.tolist(), opponent)) for row in self.best[1]]
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.mp4"
+        clip = ImageSequenceClip(frames, fps=self.fighter.metadata["render_fps"])  # one frame a step
+        clip.write_videofile(str(path), logger=None)
+        return path
+
+
 #: Columns of the packed game state (protocol.pack_game): game keys, damage dealt this step by
 #: each fighter, then each fighter's FIGHTER_KEYS.
 FRAME, DONE, WINNER = (GAME_KEYS.index(k) for k in ("frame", "done", "winner"))
@@ -194,41 +243,3 @@ class Observer:
         out[:, -2] = (packed[:, FIGHTER[1] + X] - packed[:, FIGHTER[0] + X]) / self.width
         out[:, -1] = 1.0 - packed[:, FRAME] / self.frames
         return np.clip(out, -4.0, 4.0, out=out).astype(np.float32)
-
-
-RGB = tuple[int, int, int]
-SKY: RGB = (24, 28, 44)
-FLOOR: RGB = (70, 60, 50)
-FIGHTER_COLORS: tuple[RGB, RGB] = ((80, 170, 255), (255, 110, 90))
-ATTACK: RGB = (255, 230, 90)
-HP: RGB = (90, 220, 110)
-HP_LOST: RGB = (120, 40, 40)
-
-
-def draw(C: dict[str, Any], g: rules.Game, height: int = 200, width: int = 400) -> np.ndarray:
-    """A small side view of the twin's state: fighters, reach of active attacks, health bars."""
-    img = np.zeros((height, width, 3), dtype=np.uint8)
-    img[:] = SKY
-    floor = height - 30
-    img[floor:] = FLOOR
-    scale = width / C["stage_width"]
-    for i, f in enumerate(g["fighters"]):
-        tall = 60 if f["state"] == S.CROUCH else 90
-        if f["state"] == S.KO:
-            tall = 20
-        x0 = int((f["x"] - C["fighter_width"] / 2) * scale)
-        x1 = int((f["x"] + C["fighter_width"] / 2) * scale)
-        top = max(0, floor - tall - int(f["y"] * 0.6))
-        bottom = max(0, floor - int(f["y"] * 0.6))
-        img[top:bottom, max(0, x0) : x1] = FIGHTER_COLORS[i]
-        name = rules.attack_of(f["state"])
-        if name is not None:
-            reach = int(C["attacks"][name]["reach"] * scale)
-            xa = int(f["x"] * scale)
-            lo, hi = sorted((xa, xa + f["facing"] * reach))
-            img[top + 20 : top + 28, max(0, lo) : min(width, hi)] = ATTACK
-        bar = int(150 * f["hp"] / C["max_hp"])
-        bx = 10 if i == 0 else width - 160
-        img[10:20, bx : bx + 150] = HP_LOST
-        img[10:20, bx : bx + bar] = HP
-    return img

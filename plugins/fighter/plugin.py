@@ -1,5 +1,6 @@
 """The `fighter` env plugin: config schema and env factory."""
 
+import weakref
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 import gymnasium as gym
@@ -7,7 +8,7 @@ import gymnasium as gym
 from framework.errors import ConfigError, check_choice
 
 from .config import SIGNALING, TRANSPORTS, FighterConfig
-from .env import FightingEnv
+from .env import BestRoundReplay, FightingEnv
 from .peerjs import PeerJSServer
 from .rules import load_constants
 from .transports import InProcessTransport, Transport, WebRTCTransport
@@ -21,7 +22,12 @@ class Fighter:
 
     def __init__(self, cfg: FighterConfig) -> None:
         self.cfg = cfg
-        check_choice("env.opponent", cfg.opponent, load_constants()["opponents"])
+        opponents = load_constants()["opponents"]
+        check_choice("env.opponent", cfg.opponent, opponents)
+        for name in cfg.eval_opponents:
+            check_choice("env.eval_opponents", name, opponents)
+        if len(set(cfg.eval_opponents)) != len(cfg.eval_opponents):
+            raise ConfigError(f"env.eval_opponents={list(cfg.eval_opponents)} names an opponent twice")
         check_choice("env.transport", cfg.transport, TRANSPORTS)
         check_choice("env.signaling", cfg.signaling, SIGNALING)
         try:
@@ -31,6 +37,12 @@ class Fighter:
         if cfg.n_envs < 1:
             raise ConfigError(f"env.n_envs={cfg.n_envs} must be at least 1")
         self.n_envs = cfg.n_envs
+        self._training: weakref.WeakSet[WebRTCTransport] = weakref.WeakSet()
+
+    @property
+    def eval_variants(self) -> tuple[str, ...]:
+        """One evaluation per opponent in `eval_opponents`."""
+        return tuple(self.cfg.eval_opponents)
 
     def make(
         self, *, seed: int, index: int, evaluation: bool = False, render_mode: Optional[str] = None
@@ -45,7 +57,30 @@ class Fighter:
             reconnect_timeout_s=cfg.connect_timeout_s if cfg.reconnect else 0.0,
         )
         env.action_space.seed(seed)
-        return env
+        if not evaluation:
+            return env
+        self._evaluating()
+        return BestRoundReplay(env)
+
+    def make_variant(self, variant: str, *, seed: int) -> BestRoundReplay:
+        """An evaluation env against the opponent `variant`, on the in-process twin (evaluation
+        measures the policy, not the wire, and the twin plays identically, only faster)."""
+        cfg = self.cfg
+        env = FightingEnv(
+            opponent=variant,
+            damage_reward=cfg.damage_reward,
+            win_reward=cfg.win_reward,
+            transport=InProcessTransport(),
+        )
+        env.action_space.seed(seed)
+        self._evaluating()
+        return BestRoundReplay(env)
+
+    def _evaluating(self) -> None:
+        """The pages of the training transports say the trainer evaluates (its next step says
+        training again), so that a game standing still for it is explained."""
+        for transport in self._training:
+            transport.set_phase("evaluating")
 
     def make_vector(self, *, seed: int, n: int) -> FighterVectorEnv:
         """All `n` training arenas behind one connection (one page showing a grid of arenas)."""
@@ -61,10 +96,9 @@ class Fighter:
 
     def _transport(self, *, first: bool, evaluation: bool = False) -> Transport:
         cfg = self.cfg
-        watched = cfg.transport == "browser" and not cfg.headless
-        if cfg.transport == "inprocess" or (evaluation and watched):
+        if cfg.transport == "inprocess" or evaluation:  # evaluation measures the policy, not the wire
             return InProcessTransport()
-        return WebRTCTransport(
+        transport = WebRTCTransport(
             cfg.transport,
             headless=cfg.headless,
             host=cfg.host,
@@ -75,6 +109,8 @@ class Fighter:
             peerjs=self.peerjs,
             open_browser=cfg.open_browser,
         )
+        self._training.add(transport)
+        return transport
 
 
 def describe(env: Any) -> str:
@@ -83,6 +119,8 @@ def describe(env: Any) -> str:
 
 
 if TYPE_CHECKING:  # mypy holds each plugin to its kind's contract
-    from framework.contracts import VectorEnvPlugin
+    from framework.contracts import BestEpisodeReplay, VariantEnvPlugin, VectorEnvPlugin
 
     _fighter_contract: type[VectorEnvPlugin] = Fighter
+    _variant_contract: type[VariantEnvPlugin] = Fighter
+    _replay_contract: type[BestEpisodeReplay] = BestRoundReplay

@@ -273,37 +273,78 @@ def step_frame(C: dict[str, Any], g: Game, actions: tuple[int, int]) -> None:
     finish(C, g)
 
 
+def chance(g: Game, per_mille: int) -> bool:
+    """True with probability per_mille / 1000, from the game's seeded rng."""
+    return rng_next(g) % 1000 < per_mille
+
+
+def commit(g: Game, action: int, frames: int) -> int:
+    """Play `action` now and for frames - 1 more frames: a scripted opponent's decision is held
+    (its reaction time), so it acts on what it saw a few frames ago."""
+    g["hold"] = int(action)
+    g["held"] = frames - 1
+    return int(action)
+
+
 def opponent_action(C: dict[str, Any], g: Game) -> int:
+    if g["opponent"] == "idle":
+        return int(A.NOOP)
+    if g["held"] > 0:  # a decision still held
+        g["held"] -= 1
+        return int(g["hold"])
+    if g["opponent"] == "random":
+        return commit(g, rng_next(g) % len(C["actions"]), C["random_hold_frames"])
+    if g["opponent"] == "aggressive":
+        return aggressive(C, g)
+    return defensive(C, g)
+
+
+def aggressive(C: dict[str, Any], g: Game) -> int:
+    """Presses forward: from afar it walks in with a random reaction time and the odd hesitation;
+    within reach it mostly opens with the special (else waits behind its guard), then punches and
+    kicks, now and then backing off."""
+    P, reach = C["scripted"], C["attacks"]
     me, foe = g["fighters"][1], g["fighters"][0]
     dist = abs(foe["x"] - me["x"])
     toward = A.RIGHT if foe["x"] > me["x"] else A.LEFT
     away = A.LEFT if toward == A.RIGHT else A.RIGHT
-    reach = C["attacks"]
-    if g["opponent"] == "idle":
-        return int(A.NOOP)
-    if g["opponent"] == "random":
-        if g["held"] == 0:
-            g["hold"] = rng_next(g) % len(C["actions"])
-            g["held"] = C["random_hold_frames"]
-        g["held"] -= 1
-        return int(g["hold"])
-    if g["opponent"] == "aggressive":
-        if me["cooldown"] == 0 and reach["kick"]["reach"] < dist <= reach["special"]["reach"]:
-            return int(A.SPECIAL)
-        if dist <= reach["punch"]["reach"]:
-            return int(A.PUNCH if rng_next(g) % 2 == 0 else A.KICK)
-        if dist <= reach["kick"]["reach"]:
-            return int(A.KICK)
-        return int(toward)
-    # defensive: block what is coming, counter up close, otherwise keep its distance
-    threat = attack_of(foe["state"])
-    if threat is not None and dist <= reach[threat]["reach"] + 20:
-        return int(A.BLOCK)
+    # A held walk ends before either fighter, both walking, could have closed into special reach.
+    if dist > reach["special"]["reach"] + 2 * C["walk_speed"] * P["reaction_frames"]:
+        if chance(g, P["hesitate_chance"]):
+            return commit(g, A.NOOP, 2 + rng_next(g) % (P["hesitate_frames"] - 1))
+        return commit(g, toward, 1 + rng_next(g) % P["reaction_frames"])
+    if dist <= reach["kick"]["reach"] and chance(g, P["retreat_chance"]):
+        return commit(g, away, 2 + rng_next(g) % (P["retreat_frames"] - 1))
+    if me["cooldown"] == 0 and reach["kick"]["reach"] < dist <= reach["special"]["reach"]:
+        if chance(g, P["special_chance"]):
+            return commit(g, A.SPECIAL, 1)
+        return commit(g, A.BLOCK, 1 + rng_next(g) % P["reaction_frames"])
     if dist <= reach["punch"]["reach"]:
-        return int(A.PUNCH)
-    if dist < 250:
-        return int(away)
-    return int(A.NOOP)
+        return commit(g, A.PUNCH if rng_next(g) % 2 == 0 else A.KICK, 1)
+    if dist <= reach["kick"]["reach"]:
+        return commit(g, A.KICK, 1)
+    return commit(g, toward, 1)  # near a special's reach it steps in frame by frame
+
+
+def defensive(C: dict[str, Any], g: Game) -> int:
+    """Blocks what is coming (usually at once), counters up close, otherwise keeps its distance,
+    now and then stepping in; its moves are held for a random reaction time."""
+    P, reach = C["scripted"], C["attacks"]
+    me, foe = g["fighters"][1], g["fighters"][0]
+    dist = abs(foe["x"] - me["x"])
+    toward = A.RIGHT if foe["x"] > me["x"] else A.LEFT
+    away = A.LEFT if toward == A.RIGHT else A.RIGHT
+    threat = attack_of(foe["state"])
+    if threat is not None and dist <= reach[threat]["reach"] + P["threat_margin"]:
+        if me["state"] == BLOCK or chance(g, P["block_chance"]):
+            return commit(g, A.BLOCK, 1)
+        return commit(g, A.NOOP, 1)  # too slow this frame
+    if dist <= reach["punch"]["reach"]:
+        return commit(g, A.PUNCH, 1)
+    if chance(g, P["approach_chance"]):
+        return commit(g, toward, 2 + rng_next(g) % (P["approach_frames"] - 1))
+    react = 1 + rng_next(g) % P["reaction_frames"]
+    return commit(g, away if dist < P["keep_distance"] else A.NOOP, react)
 
 
 def step(C: dict[str, Any], g: Game, action: int) -> None:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -437,3 +438,23 @@ def test_sigterm_ends_the_run_killed_leaving_no_client_or_temporary_directory(
     shutil.rmtree(tmp)
     assert "Traceback" not in output
     assert "aioice" not in output and "aiortc" not in output  # quiet libraries
+
+
+def test_an_evaluation_is_shown_on_the_training_page_until_training_steps_again() -> None:
+    from framework_plugins.fighter.config import FighterConfig
+    from framework_plugins.fighter.plugin import Fighter
+
+    plugin = Fighter(FighterConfig(transport="python", n_envs=2))
+    venv = plugin.make_vector(seed=0, n=2)
+    try:
+        venv.reset(seed=0)
+        venv.step(np.zeros(2, dtype=int))
+        status = venv.transport.connection.status
+        assert status["phase"] == "training" and status["steps"] == 2
+        evaluation = plugin.make_variant("aggressive", seed=1)
+        assert status["phase"] == "evaluating"
+        assert type(evaluation.unwrapped.transport).__name__ == "InProcessTransport"
+        venv.step(np.zeros(2, dtype=int))
+        assert status["phase"] == "training" and status["steps"] == 4
+    finally:
+        venv.close()

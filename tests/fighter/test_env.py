@@ -10,6 +10,7 @@ import pytest
 
 from framework.app import compose
 from framework.run import run
+from framework_plugins.fighter import drawing
 from framework_plugins.fighter.env import OBSERVATION_FIELDS, FightingEnv
 from framework_plugins.fighter.rules import A
 
@@ -107,7 +108,7 @@ def test_render_shows_both_fighters() -> None:
     frame = env.render()
     assert frame is not None and frame.shape == (200, 400, 3) and frame.dtype == np.uint8
     colors = {tuple(c) for c in frame.reshape(-1, 3)}
-    assert (80, 170, 255) in colors and (255, 110, 90) in colors
+    assert all(c in colors for c in drawing.COLORS)  # the agent's and the opponent's
 
 
 def test_plugin_rejects_unknown_opponent_and_transport() -> None:

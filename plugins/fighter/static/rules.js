@@ -223,34 +223,76 @@
     finish(C, g);
   }
 
+  function chance(g, perMille) {
+    return rngNext(g) % 1000 < perMille;
+  }
+
+  // Play `action` now and for frames - 1 more frames: a scripted opponent's decision is held
+  // (its reaction time), so it acts on what it saw a few frames ago.
+  function commit(g, action, frames) {
+    g.hold = action;
+    g.held = frames - 1;
+    return action;
+  }
+
   function opponentAction(C, g) {
+    if (g.opponent === "idle") return A.NOOP;
+    if (g.held > 0) {
+      g.held -= 1; // a decision still held
+      return g.hold;
+    }
+    if (g.opponent === "random") return commit(g, rngNext(g) % C.actions.length, C.random_hold_frames);
+    if (g.opponent === "aggressive") return aggressive(C, g);
+    return defensive(C, g);
+  }
+
+  // Presses forward: from afar it walks in with a random reaction time and the odd hesitation;
+  // within reach it mostly opens with the special (else waits behind its guard), then punches and
+  // kicks, now and then backing off.
+  function aggressive(C, g) {
+    const P = C.scripted;
+    const reach = C.attacks;
     const me = g.fighters[1];
     const foe = g.fighters[0];
     const dist = Math.abs(foe.x - me.x);
     const toward = foe.x > me.x ? A.RIGHT : A.LEFT;
     const away = toward === A.RIGHT ? A.LEFT : A.RIGHT;
+    // A held walk ends before either fighter, both walking, could have closed into special reach.
+    if (dist > reach.special.reach + 2 * C.walk_speed * P.reaction_frames) {
+      if (chance(g, P.hesitate_chance)) return commit(g, A.NOOP, 2 + (rngNext(g) % (P.hesitate_frames - 1)));
+      return commit(g, toward, 1 + (rngNext(g) % P.reaction_frames));
+    }
+    if (dist <= reach.kick.reach && chance(g, P.retreat_chance)) {
+      return commit(g, away, 2 + (rngNext(g) % (P.retreat_frames - 1)));
+    }
+    if (me.cooldown === 0 && dist > reach.kick.reach && dist <= reach.special.reach) {
+      if (chance(g, P.special_chance)) return commit(g, A.SPECIAL, 1);
+      return commit(g, A.BLOCK, 1 + (rngNext(g) % P.reaction_frames));
+    }
+    if (dist <= reach.punch.reach) return commit(g, rngNext(g) % 2 === 0 ? A.PUNCH : A.KICK, 1);
+    if (dist <= reach.kick.reach) return commit(g, A.KICK, 1);
+    return commit(g, toward, 1); // near a special's reach it steps in frame by frame
+  }
+
+  // Blocks what is coming (usually at once), counters up close, otherwise keeps its distance,
+  // now and then stepping in; its moves are held for a random reaction time.
+  function defensive(C, g) {
+    const P = C.scripted;
     const reach = C.attacks;
-    if (g.opponent === "idle") return A.NOOP;
-    if (g.opponent === "random") {
-      if (g.held === 0) {
-        g.hold = rngNext(g) % C.actions.length;
-        g.held = C.random_hold_frames;
-      }
-      g.held -= 1;
-      return g.hold;
-    }
-    if (g.opponent === "aggressive") {
-      if (me.cooldown === 0 && dist <= reach.special.reach && dist > reach.kick.reach) return A.SPECIAL;
-      if (dist <= reach.punch.reach) return rngNext(g) % 2 === 0 ? A.PUNCH : A.KICK;
-      if (dist <= reach.kick.reach) return A.KICK;
-      return toward;
-    }
-    // defensive: block what is coming, counter up close, otherwise keep its distance
+    const me = g.fighters[1];
+    const foe = g.fighters[0];
+    const dist = Math.abs(foe.x - me.x);
+    const toward = foe.x > me.x ? A.RIGHT : A.LEFT;
+    const away = toward === A.RIGHT ? A.LEFT : A.RIGHT;
     const threat = attackOf(foe.state);
-    if (threat !== null && dist <= reach[threat].reach + 20) return A.BLOCK;
-    if (dist <= reach.punch.reach) return A.PUNCH;
-    if (dist < 250) return away;
-    return A.NOOP;
+    if (threat !== null && dist <= reach[threat].reach + P.threat_margin) {
+      if (me.state === S.BLOCK || chance(g, P.block_chance)) return commit(g, A.BLOCK, 1);
+      return commit(g, A.NOOP, 1); // too slow this frame
+    }
+    if (dist <= reach.punch.reach) return commit(g, A.PUNCH, 1);
+    if (chance(g, P.approach_chance)) return commit(g, toward, 2 + (rngNext(g) % (P.approach_frames - 1)));
+    const react = 1 + (rngNext(g) % P.reaction_frames);
+    return commit(g, dist < P.keep_distance ? away : A.NOOP, react);
   }
 
   function step(C, g, action) {

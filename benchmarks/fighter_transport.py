@@ -5,7 +5,7 @@ JavaScript page in headless Chromium (`browser`), each with 1 and 16 arenas on o
 and the ceiling: the same WebRTC client and message sizes, answered by a peer that does no
 game work (a canned reply), measured in the same run.
 
-    python benchmarks/fighter_transport.py [--seconds 4] [--rounds 3]
+    python benchmarks/fighter_transport.py [--seconds 4] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def measure(transport: Transport, n: int, seconds: float) -> tuple[float, float,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="measuring time per cell and round")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds over all cells; medians are reported")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds over all cells; medians are reported")
     parser.add_argument("--echo-peer", metavar="OFFER_URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo_peer:
@@ -110,7 +110,13 @@ def main() -> None:
         key: tuple(statistics.median(v[k] for v in values) for k in range(3)) for key, values in runs.items()
     }
 
-    ceiling = {n: results["echo ceiling (aiortc)", n][0] for n in (1, 16)}
+    echo = "echo ceiling (aiortc)"
+
+    def ratio(name: str, n: int, base: tuple[str, int]) -> float:
+        """The median over rounds of each round's own ratio: a slow spell of the machine falls on
+        both sides of a round alike."""
+        return statistics.median(a[0] / b[0] for a, b in zip(runs[name, n], runs[base], strict=True))
+
     header = (
         f"{'transport':<24}{'arenas':>7}{'steps/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'vs echo':>9}{'16 vs 1':>9}"
     )
@@ -118,8 +124,10 @@ def main() -> None:
     for name, _ in sides:
         for n in (1, 16):
             sps, p50, p99 = results[name, n]
-            scale = f"{sps / results[name, 1][0]:.1f}x" if n == 16 else ""
-            print(f"{name:<24}{n:>7}{sps:>10.0f}{p50:>9.2f}{p99:>9.2f}{sps / ceiling[n]:>9.2f}{scale:>9}")
+            scale = f"{ratio(name, 16, (name, 1)):.1f}x" if n == 16 else ""
+            vs_echo = ratio(name, n, (echo, n))
+            print(f"{name:<24}{n:>7}{sps:>10.0f}{p50:>9.2f}{p99:>9.2f}{vs_echo:>9.2f}{scale:>9}")
+    print("(steps/s and latencies: medians over rounds; ratios: medians of each round's ratio)")
     print("\ngoals: single-env python and browser at >= 0.85 of the echo; 16 arenas at >= 8x one arena")
 
 

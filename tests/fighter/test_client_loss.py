@@ -389,6 +389,13 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def mentions(pid: int, path: Path) -> bool:
+    try:
+        return str(path).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -433,6 +440,12 @@ def test_sigterm_ends_the_run_killed_leaving_no_client_or_temporary_directory(
     assert "KILLED" in output, output[-3000:]
     left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in children if alive(pid)}
     assert children and not left, (left, output[-2000:])
+    # Nor anything that left the process tree on its own (Chromium's crash handlers do), found by
+    # the temporary directory its command line names.
+    strays = [
+        pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if alive(pid) and mentions(pid, tmp)
+    ]
+    assert not strays, [Path(f"/proc/{pid}/cmdline").read_bytes()[:120] for pid in strays]
     # No profile, nothing of Chromium's or the peer's (torch's compile cache is torch's to keep).
     assert not [p for p in tmp.iterdir() if not p.name.startswith("torchinductor")]
     shutil.rmtree(tmp)

@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from framework import sweep
 from framework.contracts import SweepSummarySpec
+from framework.run import EXIT_KILLED
 from plugins.trackers import mlflow_session
 from plugins.trackers.mlflow_session import ENDED_BY_TAG, MlflowSession
 from plugins.trackers.tracking_process import TrackingProcess
@@ -210,7 +211,22 @@ def test_sigterm_to_a_sweep_ends_its_parent_killed(tmp_path: Path) -> None:
     p = start_a_long_sweep(tmp_path)
     p.send_signal(signal.SIGTERM)
     p.communicate(timeout=60)
-    assert p.returncode == -signal.SIGTERM
+    assert p.returncode == EXIT_KILLED  # stopped as a second Ctrl-C stops it, not killed outright
+
+    client, found = ended_runs(tmp_path)
+    assert set(found) == {"sweep seed=1,2", "seed=1"}
+    parent, child = found["sweep seed=1,2"], found["seed=1"]
+    assert parent.info.status == "KILLED"
+    assert "sweep_summary.csv" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+    # The job running in the sweep's process was stopped in order, as a single run is by SIGTERM.
+    assert child.info.status == "KILLED"
+
+
+def test_a_sweep_killed_outright_has_its_parent_ended_by_the_tracking_process(tmp_path: Path) -> None:
+    p = start_a_long_sweep(tmp_path)
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=60)
+    assert p.returncode == -signal.SIGKILL
 
     client, found = ended_runs(tmp_path)
     assert set(found) == {"sweep seed=1,2", "seed=1"}

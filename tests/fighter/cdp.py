@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import shutil
 import subprocess
@@ -41,13 +42,11 @@ class InspectedPage:
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            try:
+            with contextlib.suppress(OSError):  # not listening yet
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/json", timeout=2) as r:
                     pages = [t for t in json.load(r) if t.get("type") == "page"]
                 if pages:
                     return str(pages[0]["webSocketDebuggerUrl"])
-            except OSError:
-                pass
             time.sleep(0.2)
         raise TimeoutError("Chromium's DevTools did not answer")
 
@@ -95,7 +94,6 @@ class InspectedPage:
         return path
 
     def close(self) -> None:
-        import contextlib
         import os
         import signal
 

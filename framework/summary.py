@@ -50,6 +50,8 @@ class RunSummary:
 
 def _metric(metrics: Mapping[str, float], key: str) -> str:
     if key not in metrics:
+        if metrics:
+            return "not measured (not among this run's evaluation metrics)"
         return "not measured (no evaluation ran)"
     value = f"{metrics[key]:.4g}"
     spread = key.removesuffix("_mean") + "_std"

@@ -48,7 +48,7 @@ class RaySelfPlayWorker:
         self,
         cfg: Any,
         game: Any,
-        actors: list[Any],
+        actors: list[str],
         make_runner: Callable[[SearchEngine, int], SelfPlaySource],
         seed: int,
     ) -> None:
@@ -58,9 +58,9 @@ class RaySelfPlayWorker:
         from .ray_async import RayAsyncEngine
 
         torch.set_num_threads(1)
-        # The inference actors come in a list: Ray keeps a restartable actor's arguments only when
-        # they are inline, and a handle given alone is not.
-        client = RayInferenceClient(actors, timeout_s=cfg.inference_timeout_s)
+        # The inference actors come by name: Ray may not keep actor handles among a restartable
+        # actor's arguments (ray-project/ray#53727), and says so on every start.
+        client = RayInferenceClient([ray.get_actor(n) for n in actors], timeout_s=cfg.inference_timeout_s)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # Ray's own use of its actor_id
             restarted = ray.get_runtime_context().was_current_actor_reconstructed
@@ -119,6 +119,8 @@ class RayAsyncRunner:
             "a self-play worker", cfg.worker_num_cpus, 0, f"search.worker_num_cpus={cfg.worker_num_cpus:g}"
         )
         worker_cfg = dataclasses.replace(cfg, workers=0)
+        if len(client.names) != len(client.actors):
+            raise ValueError("self-play workers find the inference actors by name: start them with names")
         remote = ray.remote(RaySelfPlayWorker).options(
             num_cpus=cfg.worker_num_cpus,
             max_restarts=cfg.max_restarts,
@@ -126,7 +128,7 @@ class RayAsyncRunner:
             scheduling_strategy="SPREAD",
         )
         self.workers = [
-            remote.remote(worker_cfg, engine.game, list(client.actors), make_runner, seed + 10_007 * (i + 1))
+            remote.remote(worker_cfg, engine.game, list(client.names), make_runner, seed + 10_007 * (i + 1))
             for i in range(cfg.workers)
         ]
         self.deaths = [0] * len(self.workers)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -115,10 +116,13 @@ def compact(planes: np.ndarray) -> np.ndarray:
 class RayInferenceClient:
     """Calls the inference actors (in turn, a batch each) and keeps their weights in step."""
 
-    def __init__(self, actors: Sequence[Any], *, timeout_s: float) -> None:
+    def __init__(self, actors: Sequence[Any], *, timeout_s: float, names: Sequence[str] = ()) -> None:
         if not actors:
             raise ValueError("RayInferenceClient needs at least one inference actor")
         self.actors = list(actors)
+        #: The actors' Ray names, when they have them: what a restartable actor (a self-play
+        #: worker) gets to find them, since Ray warns that it may not keep handles for restarts.
+        self.names = list(names)
         self.timeout_s = timeout_s
         self._next = 0
 
@@ -177,9 +181,10 @@ def start_inference_actors(
     num_cpus: float,
     num_gpus: float | None,
     max_restarts: int,
-) -> list[Any]:
-    """`count` inference actors, placed by Ray; on a GPU when the cluster has one (num_gpus null).
-    A portable evaluator's actors need its weights next (RayInferenceClient.load_weights)."""
+) -> dict[str, Any]:
+    """`count` inference actors by their Ray names (unique to this call), placed by Ray; on a GPU
+    when the cluster has one (num_gpus null). A portable evaluator's actors need its weights next
+    (RayInferenceClient.load_weights)."""
     import ray
 
     if num_gpus is None:
@@ -190,19 +195,23 @@ def start_inference_actors(
         num_gpus,
         f"search.inference_num_cpus={num_cpus:g} search.inference_num_gpus={num_gpus:g}",
     )
-    remote = ray.remote(InferenceActor).options(
-        num_cpus=num_cpus,
-        num_gpus=num_gpus,
-        max_restarts=max_restarts,
-        max_task_retries=0,
-        max_concurrency=1,
-    )
+    options = {
+        "num_cpus": num_cpus,
+        "num_gpus": num_gpus,
+        "max_restarts": max_restarts,
+        "max_task_retries": 0,
+        "max_concurrency": 1,
+    }
+    remote = ray.remote(InferenceActor)
+    prefix = f"framework-inference-{uuid.uuid4().hex[:12]}"
     # No weights in the constructor: Ray does not keep a restartable actor's large arguments, so
     # they come by load_weights, after the start and after every restart.
-    return [
-        remote.remote(builder, portable=portable, threads=max(1, int(num_cpus)), use_gpu=num_gpus > 0)
-        for _ in range(count)
-    ]
+    return {
+        f"{prefix}-{i}": remote.options(name=f"{prefix}-{i}", **options).remote(
+            builder, portable=portable, threads=max(1, int(num_cpus)), use_gpu=num_gpus > 0
+        )
+        for i in range(count)
+    }
 
 
 @dataclass

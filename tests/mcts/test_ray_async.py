@@ -23,7 +23,7 @@ import pytest
 from framework.errors import ConfigError
 from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.mcts.config import RayAsyncConfig, SequentialConfig
-from framework_plugins.mcts.inference import compact
+from framework_plugins.mcts.inference import actor_errors, compact
 from framework_plugins.mcts.ray_async import RayAsyncEngine
 from framework_plugins.mcts.sequential import SequentialEngine
 from framework_plugins.mcts.tree import EXPANDED, PENDING, STATE, VISITS
@@ -326,7 +326,7 @@ def _runner(eng: Any, seed: int, *, n_games: int) -> Any:
     return VectorizeRunner(GAME, eng, MoveChoice(1.0, 4), rng, n_games=n_games, noise=True)
 
 
-def test_self_play_workers_play_on_when_one_is_killed() -> None:
+def test_self_play_workers_play_on_when_one_is_killed(capfd: pytest.CaptureFixture[str]) -> None:
     eng = engine(num_simulations=30, batch_size=8, workers=2, max_restarts=2, worker_num_cpus=1)
     source = eng.self_play(functools.partial(_runner, n_games=4), seed=3)
     assert source is not None
@@ -345,6 +345,17 @@ def test_self_play_workers_play_on_when_one_is_killed() -> None:
             after += m
             games += finished
         assert source.deaths[0] == 1  # type: ignore[attr-defined]
+        while True:  # the restarted worker answers once Ray has it up again
+            assert time.monotonic() < deadline, "the killed worker was not restarted"
+            try:
+                restarted = source._where()[0]["pid"]  # type: ignore[attr-defined]
+                break
+            except actor_errors():
+                time.sleep(0.2)
+        assert restarted != victim
+        # The workers find the inference actors by name: Ray has no handles among a restartable
+        # worker's arguments to warn about.
+        assert "constructor arguments in the object store" not in capfd.readouterr().err
         assert games, "no game finished"
         assert all(len(g) >= 9 for g in games)  # whole games: 5 in a row needs 9 moves
         metrics = source.perf_metrics()  # type: ignore[attr-defined]

@@ -5,7 +5,7 @@ JavaScript page in headless Chromium (`browser`), each with 1 and 16 arenas on o
 and the ceiling: the same WebRTC client and message sizes, answered by a peer that does no
 game work (a canned reply), measured in the same run.
 
-    python benchmarks/fighter_transport.py [--seconds 4] [--rounds 5]
+    python benchmarks/fighter_transport.py [--seconds 3] [--rounds 9]
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ from framework_plugins.fighter.protocol import pack_game
 from framework_plugins.fighter.python_peer import TOKEN_VARIABLE, play
 from framework_plugins.fighter.transports import InProcessTransport, Transport, WebRTCTransport
 from framework_plugins.fighter.vector import FighterVectorEnv
+
+#: Seconds each cell steps before it measures, and pauses after its client has closed.
+WARM_UP_S = 1.0
+SETTLE_S = 1.0
 
 
 class EchoTransport(WebRTCTransport):
@@ -68,6 +72,9 @@ def measure(transport: Transport, n: int, seconds: float) -> tuple[float, float,
     env = FighterVectorEnv(n, transport=transport, opponent="random")
     env.reset(seed=0)
     rng = np.random.default_rng(0)
+    warm_up = time.perf_counter() + WARM_UP_S  # a fresh client's own start-up work settles first
+    while time.perf_counter() < warm_up:
+        env.step(rng.integers(0, 9, n))
     latencies: list[float] = []
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -77,14 +84,15 @@ def measure(transport: Transport, n: int, seconds: float) -> tuple[float, float,
         latencies.append(time.perf_counter() - t0)
     elapsed = time.perf_counter() - start
     env.close()
+    time.sleep(SETTLE_S)  # the client's processes end before the next cell starts
     ms = sorted(x * 1000 for x in latencies)
     return len(latencies) * n / elapsed, statistics.median(ms), ms[int(0.99 * (len(ms) - 1))]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=4.0, help="measuring time per cell and round")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds over all cells; medians are reported")
+    parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per cell and round")
+    parser.add_argument("--rounds", type=int, default=9, help="rounds over all cells; medians are reported")
     parser.add_argument("--echo-peer", metavar="OFFER_URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo_peer:
@@ -97,9 +105,11 @@ def main() -> None:
         ("browser (headless)", lambda: WebRTCTransport("browser", connect_timeout_s=60)),
     ]
     runs: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
-    for round_ in range(args.rounds):  # rounds interleave the sides, so drift hits all alike
-        for name, make in sides:
-            for n in (1, 16):
+    for round_ in range(args.rounds):  # rounds interleave the sides, so drift hits all alike:
+        # one arena on every side, then 16, every other round in the reverse order
+        order = sides if round_ % 2 == 0 else sides[::-1]
+        for n in (1, 16):
+            for name, make in order:
                 sps, p50, p99 = measure(make(), n, args.seconds)
                 runs.setdefault((name, n), []).append((sps, p50, p99))
                 print(

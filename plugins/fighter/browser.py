@@ -30,15 +30,16 @@ CHROMIUM_FLAGS = (
     "--disable-features=WebRtcHideLocalIpsWithMdns",
 )
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
-#: Redraws per second of the game page in a headless browser: nobody looks at it, and drawing at
-#: display rate costs a 2-core machine about a fifth of its steps/s.
-HEADLESS_FPS = 2
+#: Redraws per second of the game page in a headless browser, one every 5 s: nobody looks at it
+#: (it has no debugging port), and each redraw of a software-rendered page costs the steps it
+#: answers: on a 2-core machine, display rate cost a fifth of the steps/s, 2 a second a tenth.
+HEADLESS_FPS = 0.2
 
 
 class HeadlessChromium:
     """A headless Chromium showing `url`, with its own fresh profile; `close` ends it."""
 
-    def __init__(self, url: str, executable: str | None = None, fps: int = HEADLESS_FPS) -> None:
+    def __init__(self, url: str, executable: str | None = None, fps: float = HEADLESS_FPS) -> None:
         found = executable or next((p for p in map(shutil.which, CHROMIUM_NAMES) if p), None)
         if found is None:
             raise FileNotFoundError(
@@ -111,8 +112,8 @@ def open_in_users_browser(url: str, public_url: str, *, open_browser: bool = Tru
         print(f"  (no browser could be opened here; {public_url} needs the token above)", flush=True)
 
 
-def _with_fps(url: str, fps: int) -> str:
+def _with_fps(url: str, fps: float) -> str:
     """The game page's redraw rate as a query parameter (0: display rate)."""
     if fps <= 0:
         return url
-    return f"{url}{'&' if '?' in url else '?'}fps={fps}"
+    return f"{url}{'&' if '?' in url else '?'}fps={fps:g}"

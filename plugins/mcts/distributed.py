@@ -60,7 +60,7 @@ class RaySelfPlayWorker:
         torch.set_num_threads(1)
         # The inference actors come by name: Ray may not keep actor handles among a restartable
         # actor's arguments (ray-project/ray#53727), and says so on every start.
-        client = RayInferenceClient([ray.get_actor(n) for n in actors], timeout_s=cfg.inference_timeout_s)
+        client = RayInferenceClient({n: ray.get_actor(n) for n in actors}, timeout_s=cfg.inference_timeout_s)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # Ray's own use of its actor_id
             restarted = ray.get_runtime_context().was_current_actor_reconstructed
@@ -119,8 +119,6 @@ class RayAsyncRunner:
             "a self-play worker", cfg.worker_num_cpus, 0, f"search.worker_num_cpus={cfg.worker_num_cpus:g}"
         )
         worker_cfg = dataclasses.replace(cfg, workers=0)
-        if len(client.names) != len(client.actors):
-            raise ValueError("self-play workers find the inference actors by name: start them with names")
         remote = ray.remote(RaySelfPlayWorker).options(
             num_cpus=cfg.worker_num_cpus,
             max_restarts=cfg.max_restarts,

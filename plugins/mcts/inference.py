@@ -14,7 +14,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,13 +116,13 @@ def compact(planes: np.ndarray) -> np.ndarray:
 class RayInferenceClient:
     """Calls the inference actors (in turn, a batch each) and keeps their weights in step."""
 
-    def __init__(self, actors: Sequence[Any], *, timeout_s: float, names: Sequence[str] = ()) -> None:
+    def __init__(self, actors: Mapping[str, Any], *, timeout_s: float) -> None:
         if not actors:
             raise ValueError("RayInferenceClient needs at least one inference actor")
-        self.actors = list(actors)
-        #: The actors' Ray names, when they have them: what a restartable actor (a self-play
-        #: worker) gets to find them, since Ray warns that it may not keep handles for restarts.
-        self.names = list(names)
+        self.actors = list(actors.values())
+        #: The actors' Ray names: what a restartable actor (a self-play worker) gets to find them,
+        #: since Ray may not keep actor handles among its arguments (ray-project/ray#53727).
+        self.names = list(actors)
         self.timeout_s = timeout_s
         self._next = 0
 
@@ -170,7 +170,7 @@ class RayInferenceClient:
 
         for actor in self.actors:
             ray.kill(actor, no_restart=True)
-        self.actors = []
+        self.actors, self.names = [], []
 
 
 def start_inference_actors(
@@ -195,23 +195,22 @@ def start_inference_actors(
         num_gpus,
         f"search.inference_num_cpus={num_cpus:g} search.inference_num_gpus={num_gpus:g}",
     )
-    options = {
-        "num_cpus": num_cpus,
-        "num_gpus": num_gpus,
-        "max_restarts": max_restarts,
-        "max_task_retries": 0,
-        "max_concurrency": 1,
-    }
     remote = ray.remote(InferenceActor)
     prefix = f"framework-inference-{uuid.uuid4().hex[:12]}"
-    # No weights in the constructor: Ray does not keep a restartable actor's large arguments, so
-    # they come by load_weights, after the start and after every restart.
-    return {
-        f"{prefix}-{i}": remote.options(name=f"{prefix}-{i}", **options).remote(
-            builder, portable=portable, threads=max(1, int(num_cpus)), use_gpu=num_gpus > 0
-        )
-        for i in range(count)
-    }
+    actors = {}
+    for i in range(count):
+        name = f"{prefix}-{i}"
+        # No weights in the constructor: Ray does not keep a restartable actor's large arguments,
+        # so they come by load_weights, after the start and after every restart.
+        actors[name] = remote.options(
+            name=name,
+            num_cpus=num_cpus,
+            num_gpus=num_gpus,
+            max_restarts=max_restarts,
+            max_task_retries=0,
+            max_concurrency=1,
+        ).remote(builder, portable=portable, threads=max(1, int(num_cpus)), use_gpu=num_gpus > 0)
+    return actors
 
 
 @dataclass

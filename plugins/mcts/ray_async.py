@@ -157,9 +157,7 @@ class RayAsyncEngine(SequentialEngine):
                 num_gpus=cfg.inference_num_gpus,
                 max_restarts=cfg.max_restarts,
             )
-            self._client = RayInferenceClient(
-                list(actors.values()), names=list(actors), timeout_s=cfg.inference_timeout_s
-            )
+            self._client = RayInferenceClient(actors, timeout_s=cfg.inference_timeout_s)
             try:
                 self._client.wait_alive(cfg.inference_timeout_s)
             except TimeoutError:

@@ -5,7 +5,10 @@ JavaScript page in headless Chromium (`browser`), each with 1 and 16 arenas on o
 and the ceiling: the same WebRTC client and message sizes, answered by a peer that does no
 game work (a canned reply), measured in the same run.
 
-    python benchmarks/fighter_transport.py [--seconds 3] [--rounds 9]
+    python benchmarks/fighter_transport.py [--seconds 3] [--rounds 9] [--unpinned]
+
+A headless Chromium runs on one CPU of its own (env.pin_chromium); `--unpinned` adds the page in a
+Chromium free to use every CPU, for comparison.
 """
 
 from __future__ import annotations
@@ -93,6 +96,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per cell and round")
     parser.add_argument("--rounds", type=int, default=9, help="rounds over all cells; medians are reported")
+    parser.add_argument(
+        "--unpinned", action="store_true", help="also the page in a Chromium free to use every CPU"
+    )
     parser.add_argument("--echo-peer", metavar="OFFER_URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo_peer:
@@ -104,6 +110,9 @@ def main() -> None:
         ("python (aiortc peer)", lambda: WebRTCTransport("python", connect_timeout_s=30)),
         ("browser (headless)", lambda: WebRTCTransport("browser", connect_timeout_s=60)),
     ]
+    if args.unpinned:
+        unpinned = {"connect_timeout_s": 60, "pin_chromium": False}
+        sides.append(("browser (every CPU)", lambda: WebRTCTransport("browser", **unpinned)))
     runs: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
     for round_ in range(args.rounds):  # rounds interleave the sides, so drift hits all alike:
         # one arena on every side, then 16, every other round in the reverse order

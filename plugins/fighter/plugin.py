@@ -108,6 +108,7 @@ class Fighter:
             heartbeat_timeout_s=cfg.heartbeat_timeout_s,
             peerjs=self.peerjs,
             open_browser=cfg.open_browser,
+            pin_chromium=cfg.pin_chromium,
         )
         self._training.add(transport)
         return transport

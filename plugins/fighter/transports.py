@@ -82,6 +82,7 @@ class WebRTCTransport:
         heartbeat_timeout_s: float = 2.0,
         peerjs: PeerJSServer | None = None,
         open_browser: bool = True,
+        pin_chromium: bool = True,
     ) -> None:
         self.step_timeout_s = step_timeout_s
         self.connect_timeout_s = connect_timeout_s
@@ -102,6 +103,7 @@ class WebRTCTransport:
         self.process: subprocess.Popen[bytes] | None = None
         self.browser: HeadlessChromium | None = None
         self._client, self._headless, self._open_browser = client, headless, open_browser
+        self._pin_chromium = pin_chromium
         self._rounds = [0, 0, 0]
         try:
             self._start_client()
@@ -119,7 +121,7 @@ class WebRTCTransport:
 
     def _start_client(self) -> None:
         if self._client == "browser" and self._headless:
-            self.browser = HeadlessChromium(self.connection.url)
+            self.browser = HeadlessChromium(self.connection.url, pin=self._pin_chromium)
         elif self._client == "browser":
             open_in_users_browser(
                 self.connection.url, self.connection.public_url, open_browser=self._open_browser
@@ -154,7 +156,7 @@ class WebRTCTransport:
         if self.process is not None and self.process.poll() is not None:
             return f"the Python game peer exited with code {self.process.returncode}"
         if self.browser is not None and not self.browser.alive():
-            return f"the headless Chromium exited with code {self.browser.process.returncode}"
+            return f"the headless Chromium exited with code {self.browser.returncode}"
         return ""
 
     def _wait_connected(self, timeout: float) -> None:

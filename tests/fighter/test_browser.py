@@ -67,6 +67,65 @@ def test_a_reloaded_page_reconnects_and_play_goes_on(transport: WebRTCTransport)
     assert not env.step(0)[3]
 
 
+def _cpus_of_group(group: int) -> dict[int, set[int]]:
+    """The CPUs each process of process group `group` may run on."""
+    found: dict[int, set[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry)) == group:
+                found[int(entry)] = os.sched_getaffinity(int(entry))
+        except OSError:  # ended meanwhile
+            continue
+    return found
+
+
+def _distinct(cpus: dict[int, set[int]]) -> set[frozenset[int]]:
+    return {frozenset(c) for c in cpus.values()}
+
+
+def _cpus_of_browser(browser: HeadlessChromium) -> set[frozenset[int]]:
+    """The distinct CPU sets of a headless Chromium's processes and its guard's."""
+    deadline = time.monotonic() + 30
+    while browser.pid is None or len(_cpus_of_group(browser.pid)) < 2:  # started, and started its own
+        assert time.monotonic() < deadline, "Chromium did not start"
+        time.sleep(0.1)
+    return _distinct(_cpus_of_group(browser.pid) | _cpus_of_group(browser.guard.pid))
+
+
+def test_headless_chromium_runs_on_one_cpu_of_its_own_and_the_trainer_keeps_them_all(
+    transport: WebRTCTransport,
+) -> None:
+    allowed = os.sched_getaffinity(0)
+    assert transport.browser is not None
+    assert transport.browser.pid is not None
+    first = _cpus_of_group(transport.browser.pid) | _cpus_of_group(transport.browser.guard.pid)
+    assert len(first) >= 3  # the browser, its zygote, network service, renderer...
+    if len(allowed) < 2:  # nothing to keep apart
+        assert transport.browser.cpu is None
+        assert _distinct(first) == {frozenset(allowed)}
+        return
+    assert transport.browser.cpu == max(allowed)
+    assert _distinct(first) == {frozenset({max(allowed)})}, first
+    assert os.sched_getaffinity(0) == allowed  # the thread that started it was let go again
+    # A second Chromium of the same trainer takes the next CPU down; unpinned, one takes them all.
+    second = HeadlessChromium("about:blank")
+    unpinned = HeadlessChromium("about:blank", pin=False)
+    try:
+        assert second.cpu == sorted(allowed)[-2]
+        assert _cpus_of_browser(second) == {frozenset({second.cpu})}
+        assert unpinned.cpu is None
+        assert _cpus_of_browser(unpinned) == {frozenset(allowed)}
+    finally:
+        second.close()
+        unpinned.close()
+    assert transport.browser.cpu == max(allowed)
+    # Two steps still go through: the pinned page answers.
+    transport.reset([0], "idle")
+    assert transport.step([0]).shape == (1, 30)
+
+
 def test_ppo_trains_over_the_browser_page_through_the_cli(tmp_path: Path) -> None:
     require_tool("chromium")
     r = run_cli(
@@ -120,7 +179,9 @@ def test_the_page_shows_the_trainers_figures_and_phases_without_answering_them(
     # Status messages went out all along (phase changes and once a second), none was answered
     # (an answer would have been owed nothing: the flood check, or an error, would have said so).
     assert page.wait_for("fighterState.status && fighterState.status.steps === 960", 10)
-    assert text(page, "steps") == "960" and text(page, "arena-count") == "8"
+    # ...and is shown by the next frame the page draws.
+    assert page.wait_for("document.getElementById('steps').textContent === '960'", 5)
+    assert text(page, "arena-count") == "8"
     assert int(text(page, "rate").replace(",", "")) > 0
     won, lost, drawn = transport.connection.status["rounds"]
     assert page.evaluate("[...document.querySelectorAll('#rounds i')].map(e => +e.textContent)") == [
@@ -194,12 +255,13 @@ def test_a_killed_headless_chromium_is_started_anew_and_training_goes_on() -> No
         env.reset(seed=0)
         env.step(0)
         assert t.browser is not None
-        first = t.browser.process.pid
-        os.killpg(first, signal.SIGKILL)
+        first = t.browser.pid
+        assert first is not None
+        os.killpg(first, signal.SIGKILL)  # Chromium's processes: its guard is left to notice
         t0 = time.monotonic()
         _, _, _, truncated, info = env.step(0)
         assert truncated and info["reconnected"] and time.monotonic() - t0 < 30
-        assert t.restarts == 1 and t.browser.process.pid != first
+        assert t.restarts == 1 and t.browser.pid != first
         assert "the headless Chromium exited" in t.lost_reasons[0]
         env.reset(seed=1)
         for _ in range(10):

@@ -404,14 +404,18 @@ def alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 @pytest.mark.parametrize(
     "transport_args",
     [["env.transport=python"], ["env.transport=browser", "env.headless=true"]],
     ids=["python", "headless"],
 )
-def test_sigterm_ends_the_run_killed_leaving_no_client_or_temporary_directory(
-    tmp_path: Path, transport_args: list[str]
+def test_a_stopped_or_killed_run_leaves_no_client_or_temporary_directory(
+    tmp_path: Path, transport_args: list[str], stop: signal.Signals
 ) -> None:
+    """SIGTERM: the run ends KILLED and cleans up; SIGKILL (as a crash): the clients notice that
+    their trainer is gone (the Python peer, Chromium's guard: their standard input closes) and end,
+    taking their temporary files with them."""
     if "env.headless=true" in transport_args:
         require_tool("chromium")
     tmp = Path(tempfile.mkdtemp(prefix="fw-", dir="/tmp"))  # short: Chromium's socket paths are limited
@@ -430,14 +434,19 @@ def test_sigterm_ends_the_run_killed_leaving_no_client_or_temporary_directory(
         wait_for(lambda: len(descendants(process.pid)) > 0, 60, "the game client's start")
         time.sleep(3)  # training
         children = descendants(process.pid)
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(stop)
         process.wait(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
     reader.join(timeout=10)
     output = "".join(lines)
-    assert "KILLED" in output, output[-3000:]
+    if stop == signal.SIGTERM:
+        assert "KILLED" in output, output[-3000:]
+    else:  # nobody cleaned up in the trainer: its clients do, within seconds
+        wait_for(lambda: not any(alive(pid) for pid in children), 20, "the clients' end")
+        left_files = lambda: [p for p in tmp.iterdir() if not p.name.startswith("torchinductor")]  # noqa: E731
+        wait_for(lambda: not left_files(), 10, "the removal of their temporary files")
     left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in children if alive(pid)}
     assert children and not left, (left, output[-2000:])
     # Nor anything that left the process tree on its own (Chromium's crash handlers do), found by

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -247,8 +248,11 @@ def test_a_second_tab_takes_over_and_the_first_says_so_and_stays_away(watched) -
     assert not env.step(0)[3] and transport.connection.takeovers == 2
 
 
-def test_a_killed_headless_chromium_is_started_anew_and_training_goes_on() -> None:
+def test_a_killed_headless_chromium_is_started_anew_and_training_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     require_tool("chromium")
+    caplog.set_level(logging.WARNING)
     t = WebRTCTransport("browser", headless=True, connect_timeout_s=60, step_timeout_s=10)
     try:
         env = FightingEnv(transport=t, reconnect_timeout_s=60)
@@ -258,9 +262,12 @@ def test_a_killed_headless_chromium_is_started_anew_and_training_goes_on() -> No
         first = t.browser.pid
         assert first is not None
         os.killpg(first, signal.SIGKILL)  # Chromium's processes: its guard is left to notice
-        t0 = time.monotonic()
+        t0, wall0 = time.monotonic(), time.time()
         _, _, _, truncated, info = env.step(0)
         assert truncated and info["reconnected"] and time.monotonic() - t0 < 30
+        said = [r for r in caplog.records if "lost the headless Chromium page" in r.getMessage()]
+        assert said and "exited with code -9" in said[0].getMessage(), [r.getMessage() for r in said]
+        assert said[0].created - wall0 < 5  # said at once, before the new one starts
         assert t.restarts == 1 and t.browser.pid != first
         assert "the headless Chromium exited" in t.lost_reasons[0]
         env.reset(seed=1)

@@ -90,11 +90,13 @@ def test_a_killed_python_peer_is_started_anew_within_seconds_and_training_goes_o
     env.step(0)
     assert transport.process is not None
     transport.process.kill()
-    t0 = time.monotonic()
+    t0, wall0 = time.monotonic(), time.time()
     _, _, _, truncated, info = env.step(0)
     assert truncated and info["reconnected"]
     said = [r.getMessage() for r in caplog.records if "lost the Python game peer" in r.getMessage()]
     assert said and "exited with code -9" in said[0] and "starting a new one" in said[0]
+    said_at = next(r.created for r in caplog.records if "lost the Python game peer" in r.getMessage())
+    assert said_at - wall0 < 5  # said at once
     assert time.monotonic() - t0 < 10
     env.reset(seed=1)
     for _ in range(20):

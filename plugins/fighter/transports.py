@@ -258,6 +258,7 @@ class WebRTCTransport:
         log.warning("the game page is back; the round in progress ended truncated")
 
     def close(self) -> None:
+        self.connection.stop_watching()  # a client that takes a while to end is not "lost"
         self._stop_client()
         self.connection.close()
 

@@ -223,6 +223,12 @@ class WebRTCClient:
         with contextlib.suppress(Exception):
             self._call(self._drop_connection(reason), timeout=10)
 
+    def stop_watching(self) -> None:
+        """Stop the heartbeat: the client is being ended on purpose, and its silence is no news."""
+        task = getattr(self, "_heartbeat_task", None)
+        if task is not None and self._loop.is_running():
+            self._loop.call_soon_threadsafe(task.cancel)
+
     def close(self) -> None:
         if not self._loop.is_running():
             return

@@ -104,6 +104,24 @@ def test_a_killed_python_peer_is_started_anew_within_seconds_and_training_goes_o
     assert transport.restarts == 1
 
 
+def test_closing_says_nothing_of_a_lost_client_while_that_client_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    t = WebRTCTransport("python", connect_timeout_s=30, step_timeout_s=5, heartbeat_timeout_s=0.5)
+    try:
+        env = FightingEnv(transport=t)
+        env.reset(seed=0)
+        env.step(0)
+        assert t.process is not None
+        os.kill(t.process.pid, signal.SIGSTOP)  # a client slow to end: silent well past the heartbeat
+    finally:
+        t.close()
+    assert t.process is None
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("framework_plugins.fighter")]
+    assert said == []
+
+
 def test_a_client_that_stops_answering_steps_is_dropped_and_replaced(transport: WebRTCTransport) -> None:
     env = FightingEnv(transport=transport, reconnect_timeout_s=30)
     env.reset(seed=0)

@@ -110,12 +110,15 @@ def _stage(canvas: Canvas, floor: int) -> None:
 
 
 def _fighter(
-    canvas: Canvas, f: dict[str, Any], color: RGB, scale: float, floor: float, height: float
+    canvas: Canvas, f: dict[str, Any], color: RGB, left: float, scale: float, floor: float, height: float
 ) -> Point:
     """Draw one fighter; returns where its blow lands (front hand, or front foot when kicking)."""
     pose = POSES.get(int(f["state"]), POSES[S.IDLE])
-    ox, oy = f["x"] * scale, floor - f["y"] * scale
+    ox, oy = left + f["x"] * scale, floor - f["y"] * scale
     facing = 1 if f["facing"] >= 0 else -1
+    falls_at = ox - facing * 0.8 * height
+    if int(f["state"]) == S.KO and not 0 <= falls_at <= canvas.img.shape[1]:
+        facing = -facing  # knocked out against a wall, a fighter falls away from it (as the page)
 
     def at(p: Point) -> Point:
         return (ox + facing * p[0] * height / 100, oy - p[1] * height / 100)
@@ -153,9 +156,10 @@ def draw(C: dict[str, Any], g: dict[str, Any], height: int = 200, width: int = 4
     canvas = Canvas(height, width)
     floor = int(height * 0.84)
     _stage(canvas, floor)
-    scale = width / C["stage_width"]
     tall = height * 0.36
-    blows = [_fighter(canvas, f, COLORS[i], scale, floor, tall) for i, f in enumerate(g["fighters"])]
+    margin = min(width * 0.1, tall * 0.35)  # as the page: a fighter against a wall is drawn whole
+    scale = (width - 2 * margin) / C["stage_width"]
+    blows = [_fighter(canvas, f, COLORS[i], margin, scale, floor, tall) for i, f in enumerate(g["fighters"])]
     for i, dealt in enumerate(g.get("dealt", (0, 0))):
         if dealt > 0 and ATTACK_OF_STATE.get(int(g["fighters"][i]["state"])):
             x, y = blows[i]

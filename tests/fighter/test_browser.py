@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -209,6 +210,40 @@ def test_the_page_shows_the_trainers_figures_and_phases_without_answering_them(
     assert page.wait_for("document.getElementById('phase').textContent === 'training'", 5)
     page.screenshot(tmp_path / "page.png")
     assert (tmp_path / "page.png").stat().st_size > 10_000
+
+
+#: Draws the agent against each wall in every state (knocked out, lying either way) on a 400x200
+#: canvas, and lists where the agent's blue (its figure, its label) touches the canvas's edge.
+AGENT_AT_THE_EDGES = """(() => {
+  const C = %s, R = window.FighterRules, D = window.FighterDraw, touching = [];
+  const walls = [[C.fighter_width / 2, 1], [C.stage_width - C.fighter_width / 2, -1]];
+  for (const [x, facing] of walls) for (let state = 0; state < 10; state++) {
+    for (const faces of state === 9 ? [facing, -facing] : [facing]) {
+      const g = R.newGame(C, 0, "idle");
+      Object.assign(g.fighters[0], { x: x, facing: faces, state: state, elapsed: 3, timer: 10 });
+      const c = document.createElement("canvas");
+      c.width = 400; c.height = 200;
+      const ctx = c.getContext("2d");
+      D.drawArena(ctx, 400, 200, C, g, { flash: [0, 0], sparks: [], frame: -1 }, ["agent", "idle"]);
+      for (const col of [0, 399]) {
+        const d = ctx.getImageData(col, 0, 1, 200).data;
+        for (let i = 0; i < d.length; i += 4) {
+          if (d[i] < 140 && d[i + 1] > 130 && d[i + 2] > 200) { touching.push([x, state, faces]); break; }
+        }
+      }
+    }
+  }
+  return touching;
+})()"""
+
+
+def test_a_fighter_against_a_wall_is_drawn_whole_with_its_label(watched) -> None:
+    from framework_plugins.fighter import rules
+
+    _, pages, _ = watched
+    page = pages[0]
+    assert page.wait_for("fighterState.connection === 'connected'", 30)
+    assert page.evaluate(AGENT_AT_THE_EDGES % json.dumps(rules.load_constants())) == []
 
 
 def test_the_page_reconnects_by_itself_when_its_connection_drops(watched) -> None:

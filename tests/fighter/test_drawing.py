@@ -38,13 +38,29 @@ def test_a_knocked_out_fighter_lies_on_the_floor() -> None:
     assert np.ptp(rows) < np.ptp(standing) / 2
 
 
+def columns(img: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(agent_pixels(img).any(axis=0))
+
+
 def test_fighters_face_each_other_and_move_with_their_position() -> None:
-    left = agent_pixels(drawing.draw(C, game_with(S.PUNCH, x=300, facing=1)))
-    right = agent_pixels(drawing.draw(C, game_with(S.PUNCH, x=700, facing=1)))
-    flipped = agent_pixels(drawing.draw(C, game_with(S.PUNCH, x=300, facing=-1)))
-    cols = lambda mask: np.flatnonzero(mask.any(axis=0))  # noqa: E731
-    assert cols(right).mean() - cols(left).mean() == pytest.approx(0.4 * 400, abs=4)
-    assert cols(left).max() > cols(flipped).max()  # the punch reaches toward where it faces
+    # (clear of the opponent, who stands at 700)
+    at = {x: columns(drawing.draw(C, game_with(S.PUNCH, x=x, facing=1))).mean() for x in (100, 300, 500)}
+    flipped = columns(drawing.draw(C, game_with(S.PUNCH, x=300, facing=-1)))
+    assert at[500] - at[300] == pytest.approx(at[300] - at[100], abs=2) and at[500] - at[100] > 0.3 * 400
+    assert (
+        columns(drawing.draw(C, game_with(S.PUNCH, x=300, facing=1))).max() > flipped.max()
+    )  # reaches ahead
+
+
+@pytest.mark.parametrize("state", list(S))
+@pytest.mark.parametrize("wall", ["left", "right"])
+def test_a_fighter_against_a_wall_is_drawn_whole(state: S, wall: str) -> None:
+    half = C["fighter_width"] // 2
+    x, facing = (half, 1) if wall == "left" else (C["stage_width"] - half, -1)  # facing the stage
+    # Knocked out, it may lie either way: its back to the wall too.
+    for faces in (facing, -facing) if state == S.KO else (facing,):
+        cols = columns(drawing.draw(C, game_with(state, x=x, facing=faces), width=400))
+        assert cols.min() > 0 and cols.max() < 400 - 1
 
 
 def test_health_bars_show_the_health_left() -> None:

@@ -86,9 +86,12 @@
     const state = STATES[f.state] || "idle";
     const p = pose(state, attackFraction(C, f), f.x / 9);
     const H = view.fighterHeight;
-    const ox = f.x * view.scale;
+    const ox = view.left + f.x * view.scale;
     const oy = view.floor - f.y * view.scale;
-    const X = (pt) => ox + (f.facing * pt[0] * H) / 100;
+    // Knocked out against a wall, a fighter falls away from it: the canvas ends there.
+    const fallsAt = ox - (f.facing * 0.8 * H);
+    const facing = state === "ko" && (fallsAt < 0 || fallsAt > view.width) ? -f.facing : f.facing;
+    const X = (pt) => ox + (facing * pt[0] * H) / 100;
     const Y = (pt) => oy - (pt[1] * H) / 100;
     const lw = Math.max(2, H * 0.075);
     ctx.save();
@@ -221,7 +224,13 @@
    */
   function drawArena(ctx, w, h, C, g, fx, labels) {
     const floor = h * 0.84;
-    const view = { scale: w / C.stage_width, floor: floor, fighterHeight: h * 0.36 };
+    const fighterHeight = h * 0.36;
+    // The stage's walls stand a margin in from the canvas's edges, so that a fighter against one
+    // is drawn whole, reach and label included.
+    const margin = Math.min(w * 0.1, fighterHeight * 0.35);
+    const view = {
+      left: margin, width: w, scale: (w - 2 * margin) / C.stage_width, floor: floor, fighterHeight: fighterHeight,
+    };
     stage(ctx, w, h, floor);
     const colors = [AGENT, OPPONENT];
     const points = g.fighters.map((f, i) => drawFighter(ctx, C, f, colors[i], view, { flash: fx.flash[i] }));
@@ -246,12 +255,15 @@
     ctx.textAlign = "center";
     ctx.textBaseline = "alphabetic";
     ctx.font = `bold ${Math.max(10, Math.round(h * 0.045))}px system-ui`;
-    // Close together, the labels go one above the other.
-    const close = Math.abs(points[0].head[0] - points[1].head[0]) < w * 0.12;
-    g.fighters.forEach((f, i) => {
+    // Each label inside the canvas; where the two would touch, the opponent's goes above.
+    const names = ["AGENT", labels[1].toUpperCase()];
+    const half = names.map((n) => ctx.measureText(n).width / 2);
+    const xs = points.map((p, i) => Math.min(Math.max(p.head[0], half[i] + 2), w - half[i] - 2));
+    const close = Math.abs(xs[0] - xs[1]) < half[0] + half[1] + 6;
+    names.forEach((name, i) => {
       ctx.fillStyle = colors[i];
       const lift = h * (close && i === 1 ? 0.12 : 0.06);
-      ctx.fillText(i === 0 ? "AGENT" : labels[1].toUpperCase(), points[i].head[0], points[i].head[1] - lift);
+      ctx.fillText(name, xs[i], points[i].head[1] - lift);
     });
     const barW = w * 0.38;
     const barH = Math.max(8, h * 0.045);

@@ -184,7 +184,8 @@ def test_the_page_shows_the_trainers_figures_and_phases_without_answering_them(
     # ...and is shown by the next frame the page draws.
     assert page.wait_for("document.getElementById('steps').textContent === '960'", 5)
     assert text(page, "arena-count") == "8"
-    assert int(text(page, "rate").replace(",", "")) > 0
+    # The rate is the trainer's over its last whole second of stepping: shown within a second.
+    assert page.wait_for("+document.getElementById('rate').textContent.replace(/,/g, '') > 0", 5)
     won, lost, drawn = transport.connection.status["rounds"]
     assert page.evaluate("[...document.querySelectorAll('#rounds i')].map(e => +e.textContent)") == [
         won,

@@ -424,7 +424,9 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+@pytest.mark.parametrize(
+    "stop", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["ctrl-c", "sigterm", "sigkill"]
+)
 @pytest.mark.parametrize(
     "transport_args",
     [["env.transport=python"], ["env.transport=browser", "env.headless=true"]],
@@ -433,7 +435,8 @@ def alive(pid: int) -> bool:
 def test_a_stopped_or_killed_run_leaves_no_client_or_temporary_directory(
     tmp_path: Path, transport_args: list[str], stop: signal.Signals
 ) -> None:
-    """SIGTERM: the run ends KILLED and cleans up; SIGKILL (as a crash): the clients notice that
+    """Ctrl-C (the run stops after its step) and SIGTERM (at once): the run ends KILLED and cleans
+    up; SIGKILL (as a crash): the clients notice that
     their trainer is gone (the Python peer, Chromium's guard: their standard input closes) and end,
     taking their temporary files with them."""
     if "env.headless=true" in transport_args:
@@ -444,6 +447,7 @@ def test_a_stopped_or_killed_run_leaves_no_client_or_temporary_directory(
          "total_steps=1000000", "eval.every_steps=0", "tracking=none"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
         env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)},
+        start_new_session=True,  # a terminal of its own: Ctrl-C reaches its whole process group
     )  # fmt: skip
     assert process.stdout is not None
     lines: list[str] = []
@@ -454,15 +458,18 @@ def test_a_stopped_or_killed_run_leaves_no_client_or_temporary_directory(
         wait_for(lambda: len(descendants(process.pid)) > 0, 60, "the game client's start")
         time.sleep(3)  # training
         children = descendants(process.pid)
-        process.send_signal(stop)
+        if stop == signal.SIGINT:
+            os.killpg(process.pid, stop)  # as a terminal sends Ctrl-C
+        else:
+            process.send_signal(stop)
         process.wait(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
     reader.join(timeout=10)
     output = "".join(lines)
-    if stop == signal.SIGTERM:
-        assert "KILLED" in output, output[-3000:]
+    if stop != signal.SIGKILL:
+        assert "KILLED" in output and process.returncode == 130, output[-3000:]
     else:  # nobody cleaned up in the trainer: its clients do, within seconds
         wait_for(lambda: not any(alive(pid) for pid in children), 20, "the clients' end")
         left_files = lambda: [p for p in tmp.iterdir() if not p.name.startswith("torchinductor")]  # noqa: E731

@@ -163,13 +163,15 @@ class WebRTCTransport:
         """Wait for the client's hello, failing early if the process meant to send it dies."""
         deadline = time.monotonic() + timeout
         while not self.connection.connected.wait(0.2):
+            problem = self.connection.signaling_problem  # e.g. the PeerJS server is gone
+            why = f" ({problem})" if problem else ""
             if self.browser is not None:
                 self.browser.check_alive()
             if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"The Python game peer exited with code {self.process.returncode}")
+                raise RuntimeError(f"The Python game peer exited with code {self.process.returncode}{why}")
             if time.monotonic() > deadline:
                 raise TimeoutError(
-                    f"No game client connected to {self.connection.public_url} within {timeout:.0f} s"
+                    f"No game client connected to {self.connection.public_url} within {timeout:.0f} s{why}"
                 )
 
     @property

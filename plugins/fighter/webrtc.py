@@ -140,6 +140,8 @@ class WebRTCClient:
         """Why the last client went (empty while none has)."""
         self.takeovers = 0
         """Clients that took the connection over from a live one."""
+        self.signaling_problem = ""
+        """Why no new client can reach this trainer now (the PeerJS server is gone); empty when one can."""
         self.generation = 0
         """Counts the clients that connected: a transport that sees it change knows its client did."""
         self.status: dict[str, Any] = {"phase": "waiting", "steps": 0, "rounds": [0, 0, 0]}
@@ -330,15 +332,27 @@ class WebRTCClient:
                 await answer_offers(socket, self.token, self._accept, on_error=self._signaling_error)
             finally:
                 await socket.close()
-            log.warning("lost the PeerJS server %s; registering again", socket.server.url)
-            while True:
-                await asyncio.sleep(1.0)
-                socket = PeerJSSocket(socket.server, self.peer_id)
-                try:
-                    await socket.open(timeout)
-                    break
-                except PeerJSError as e:
-                    log.warning("%s", e)
+            self.signaling_problem = f"lost the PeerJS server {socket.server.url}"
+            log.warning("%s; registering again every second", self.signaling_problem)
+            socket = await self._register_again(socket.server, timeout)
+
+    async def _register_again(self, server: PeerJSServer, timeout: float) -> PeerJSSocket:
+        """Register at `server` once a second until it takes us, saying each new reason once."""
+        said = ""
+        while True:
+            await asyncio.sleep(1.0)
+            socket = PeerJSSocket(server, self.peer_id)
+            try:
+                await socket.open(timeout)
+            except PeerJSError as e:
+                self.signaling_problem = str(e)
+                if self.signaling_problem != said:
+                    said = self.signaling_problem
+                    log.warning("%s; trying again every second", said)
+                continue
+            self.signaling_problem = ""
+            log.warning("registered at the PeerJS server %s again", server.url)
+            return socket
 
     def _signaling_error(self, reason: str) -> None:
         log.warning("ignored a signaling message: %s", reason)

@@ -33,6 +33,7 @@ from framework_plugins.fighter.protocol import GAME_WIRE_LENGTH, MAX_MESSAGE_BYT
 from framework_plugins.fighter.transports import ClientLost, WebRTCTransport
 from framework_plugins.fighter.webrtc import FLOOD_LIMIT
 from tests.conftest import require_tool
+from tests.fighter.transport_checks import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -63,15 +64,6 @@ class Rogue:
 
         self.thread = threading.Thread(target=run, daemon=True)
         self.thread.start()
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
-    t0 = time.monotonic()
-    while not condition():
-        if time.monotonic() - t0 > timeout:
-            raise AssertionError(f"{what} did not happen within {timeout} s")
-        time.sleep(0.05)
-    return time.monotonic() - t0
 
 
 def honest() -> Respond:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import subprocess
@@ -15,14 +16,16 @@ import numpy as np
 import pytest
 
 from framework_plugins.fighter import python_peer
+from framework_plugins.fighter.env import FightingEnv
 from framework_plugins.fighter.peerjs import PeerJSError, PeerJSServer, PeerJSSocket, check_server_message
 from framework_plugins.fighter.protocol import ProtocolError
-from framework_plugins.fighter.transports import WebRTCTransport
+from framework_plugins.fighter.transports import ClientLost, WebRTCTransport
 from tests.conftest import free_port, require_tool, run_cli
 from tests.fighter.transport_checks import (
     assert_a_lost_peer_is_started_anew,
     assert_passes_env_checkers,
     assert_plays_like_the_twin,
+    wait_for,
 )
 
 pytestmark = pytest.mark.slow
@@ -41,10 +44,9 @@ def _install_peer_server() -> None:
     subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=SERVER_DIR, check=True, timeout=300)
 
 
-@pytest.fixture(scope="module")
-def peerjs_server() -> Iterator[PeerJSServer]:
+def start_peer_server(port: int) -> subprocess.Popen[bytes]:
+    """A PeerJS server on 127.0.0.1:`port`, listening."""
     _install_peer_server()
-    port = free_port()
     process = subprocess.Popen(
         [
             require_tool("node"),
@@ -69,9 +71,53 @@ def peerjs_server() -> Iterator[PeerJSServer]:
                 break
         assert time.monotonic() < deadline, "the PeerJS server did not start listening within 30 s"
         time.sleep(0.1)
+    return process
+
+
+@pytest.fixture(scope="module")
+def peerjs_server() -> Iterator[PeerJSServer]:
+    port = free_port()
+    process = start_peer_server(port)
     yield PeerJSServer(f"http://127.0.0.1:{port}{PATH}", KEY)
-    process.terminate()
+    process.kill()  # it waits for its clients on SIGTERM
     process.wait(timeout=10)
+
+
+def test_a_lost_peerjs_server_is_said_once_used_again_when_back_and_named_when_no_client_can_connect(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    port = free_port()
+    server = start_peer_server(port)
+    t = WebRTCTransport(
+        "python", connect_timeout_s=4, peerjs=PeerJSServer(f"http://127.0.0.1:{port}{PATH}", KEY)
+    )
+    try:
+        server.kill()
+        server.wait(timeout=10)
+        wait_for(lambda: bool(t.connection.signaling_problem), 10, "noticing the server's loss")
+        time.sleep(2.5)  # registering again all along
+        said = [r.getMessage() for r in caplog.records if "PeerJS server" in r.getMessage()]
+        assert said[0].startswith("lost the PeerJS server") and len(said) == 2, said  # not once a second
+        server = start_peer_server(port)  # back at its address: registered at again, clients reach us
+        wait_for(lambda: not t.connection.signaling_problem, 10, "the registration")
+        assert_a_lost_peer_is_started_anew(t)
+        env = FightingEnv(transport=t, reconnect_timeout_s=30)
+        env.reset(seed=0)
+        server.kill()
+        server.wait(timeout=10)
+        assert not env.step(0)[3]  # the peer plays on: the data channel needs no server
+        wait_for(lambda: bool(t.connection.signaling_problem), 10, "noticing the server's loss")
+        assert t.process is not None
+        t.process.kill()
+        with pytest.raises(
+            ClientLost, match=rf"Cannot register at the PeerJS server http://127.0.0.1:{port}"
+        ):
+            env.step(0)
+    finally:
+        t.close()
+        server.kill()
+        server.wait(timeout=10)
 
 
 @pytest.mark.parametrize(("client", "opponent"), [("python", "random"), ("browser", "aggressive")])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -54,3 +55,13 @@ def assert_a_lost_peer_is_started_anew(transport: WebRTCTransport) -> None:
     env.reset(seed=1)
     _, _, _, truncated, _ = env.step(0)
     assert not truncated
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
+    """Seconds until `condition()` holds; an AssertionError naming `what` past `timeout`."""
+    t0 = time.monotonic()
+    while not condition():
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"{what} did not happen within {timeout} s")
+        time.sleep(0.05)
+    return time.monotonic() - t0

@@ -19,17 +19,16 @@ from framework.contracts import (
     Buffer,
     EnvPlugin,
     EvaluatingAgent,
-    Evaluator,
+    InferenceService,
     SearchEngine,
     Tracker,
     VariantEnvPlugin,
 )
 from framework.evaluation import Episodes, play_episodes, record_video, summarize
 from framework.progress import ProgressDisplay
+from framework.searches import BEST, RunSearches
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     import gymnasium as gym
 
 log = logging.getLogger("framework")
@@ -54,9 +53,8 @@ class RunContext:
     run_dir: Path
     start_step: int = 0
     buffer: Buffer | None = None
-    search: SearchEngine | None = None
-    """The run's search engine, built with the env's game and the agent's evaluator."""
-    search_factory: Callable[[Callable[[], Evaluator], int], SearchEngine] | None = None
+    searches: RunSearches | None = None
+    """The run's search plugin and its inference service (a run with search=...)."""
     stop: threading.Event = field(default_factory=threading.Event)
     resume_from: Path | None = None
     last_eval: dict[str, float] = field(default_factory=dict)
@@ -66,7 +64,7 @@ class RunContext:
     _perf_mark: tuple[float, int] = (0.0, 0)
     _eval_every: int = 0
     _eval_at_start: bool = False
-    _engines: list[SearchEngine] = field(default_factory=list)
+    _search: SearchEngine | None = None
     _objective_missing_said: bool = False
 
     def __post_init__(self) -> None:
@@ -93,14 +91,31 @@ class RunContext:
             seed=self.seed + index, index=index, evaluation=evaluation, render_mode=render_mode
         )
 
-    def make_search(self, evaluator_factory: Callable[[], Evaluator], *, seed: int) -> SearchEngine:
-        """Another engine of the run's search config with another evaluator (a previous network,
-        say); the run closes it with the others on every exit path."""
-        if self.search_factory is None:
-            raise RuntimeError("this run has no search engine config (search=...)")
-        engine = self.search_factory(evaluator_factory, seed)
-        self._engines.append(engine)
-        return engine
+    @property
+    def search(self) -> SearchEngine | None:
+        """The run's own search (model "best", the run's seed), made on first use; None without search=."""
+        if self._search is None and self.searches is not None:
+            self._search = self.searches.make(seed=self.seed)
+        return self._search
+
+    @property
+    def inference(self) -> InferenceService:
+        """The run's inference service (started on first use, once, by the search plugin)."""
+        return self._searches().inference
+
+    def make_search(self, model: str = BEST, *, seed: int) -> SearchEngine:
+        """Another search over the run's inference service, with `model`'s weights (a candidate
+        network under gating, say); the run closes it with the others on every exit path."""
+        return self._searches().make(model, seed=seed)
+
+    def close_search(self, search: SearchEngine) -> None:
+        """Close a search made by make_search before the run ends."""
+        self._searches().forget(search)
+
+    def _searches(self) -> RunSearches:
+        if self.searches is None:
+            raise RuntimeError("this run has no search config (search=...)")
+        return self.searches
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         self.tracker.log_metrics(metrics, step)
@@ -216,16 +231,10 @@ class RunContext:
         )
 
     def close(self) -> None:
-        """Release what the run holds: search engines (every one built for it), the eval env, the display."""
-        engines, self._engines = self._engines, []
-        if self.search is not None:
-            engines.insert(0, self.search)
-            self.search = None
-        for engine in engines:
-            try:
-                engine.close()
-            except Exception:
-                log.exception("could not close the search engine %s", type(engine).__name__)
+        """Release what the run holds: its searches and inference service, the eval env, the display."""
+        self._search = None
+        if self.searches is not None:
+            self.searches.close()
         if self._eval_env is not None:
             self._eval_env.close()
             self._eval_env = None

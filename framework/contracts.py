@@ -115,8 +115,8 @@ class Agent(Protocol):
 
 @runtime_checkable
 class SearchAgent(Agent, Protocol):
-    """An agent that plays by tree search: it gives the run a factory of its batched evaluator
-    (on its current network), and the run builds its search engines with it."""
+    """An agent that plays by tree search: its batched evaluator (on its current network) is what
+    the run's inference service serves, and the run's searches evaluate through that service."""
 
     def evaluator(self) -> Evaluator: ...
 
@@ -134,7 +134,7 @@ class CheckedAgent(Agent, Protocol):
     """An agent that can tell, before the run starts, that it cannot train with the run's other
     plugins (a buffer it cannot fill, say): `check_run` raises ConfigError naming what to change."""
 
-    def check_run(self, *, env: EnvPlugin, buffer: Buffer | None, search: SearchEngine | None) -> None: ...
+    def check_run(self, *, env: EnvPlugin, buffer: Buffer | None, search: SearchPlugin | None) -> None: ...
 
 
 class BoardState(Protocol):
@@ -161,8 +161,8 @@ class Evaluator(Protocol):
 class PortableEvaluator(Protocol):
     """An evaluator another process (a Ray actor) can rebuild and keep in step with this one.
 
-    An engine that evaluates elsewhere builds `portable()(device)` there and sends `weights()`
-    whenever `weights_version()` has changed since it last sent them.
+    A service that evaluates elsewhere builds `portable()(device)` there and loads the weights
+    published to it (`weights()` of a network, `load_weights` there).
     """
 
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
@@ -173,9 +173,6 @@ class PortableEvaluator(Protocol):
 
     def weights(self) -> dict[str, np.ndarray]: ...
     def load_weights(self, weights: Mapping[str, np.ndarray]) -> None: ...
-    def weights_version(self) -> int:
-        """A number that changes whenever the weights do (a training step, a new best network)."""
-        ...
 
 
 @runtime_checkable
@@ -241,19 +238,20 @@ class GameEnvPlugin(EnvPlugin, Protocol):
 class SearchEngine(Protocol):
     """Tree search over a batch of roots: visit counts back, everything released by close().
 
-    Built by the run with what it needs: the game's rules, a factory of the batched evaluator
-    (called when the engine first needs it, in the process or actor that evaluates) and a seed.
-    A constructor starts nothing. Root i of each call is game slot i: an engine may keep slot
-    i's tree for the next call when the new root follows from the last by the moves since.
+    Made by the run's search plugin over the run's inference service. Root i of each call is game
+    slot i: a search may keep slot i's tree for the next call when the new root follows from the
+    last by the moves since.
     """
 
-    Config: ClassVar[type]
     num_simulations: int
     """Simulations per root and call; a runner may change it between calls (a schedule)."""
+    dirichlet_epsilon: float
+    """Weight of the start node's Dirichlet noise; a runner may change it between calls."""
+    version: int
+    """The weights' version the last call began with: every evaluation it used was of it or newer."""
+    simulations: int
+    """Simulations run since it was made."""
 
-    def __init__(
-        self, cfg: Any, *, game: BoardGame, evaluator_factory: Callable[[], Evaluator], seed: int
-    ) -> None: ...
     def search(self, roots: Sequence[BoardState], *, add_noise: bool = False) -> np.ndarray:
         """Visit counts [len(roots), n_actions]; `add_noise` mixes Dirichlet noise into each start
         node's priors (the root, or a kept root) and nowhere deeper."""
@@ -264,12 +262,53 @@ class SearchEngine(Protocol):
         """The last call's root values from the view of each root's player to move, [B]."""
         ...
 
+    def perf_metrics(self) -> dict[str, float]:
+        """Tuning figures (perf/search_sims_per_s, perf/batch_fill, ...) since the last call."""
+        ...
+
     def close(self) -> None: ...
 
 
 @runtime_checkable
-class MeasuredSearch(Protocol):
-    """A search engine that reports tuning figures (perf/sims_per_s, perf/batch_fill, ...)."""
+class InferenceService(Protocol):
+    """The run's network, one service per run: every search of the run evaluates through it.
+
+    It holds the network under model names (the one self-play uses, a candidate under gating),
+    each with a version that `publish` raises; a search answers only with weights at least as new
+    as the version current when it began.
+    """
+
+    def publish(self, model: str, weights: Mapping[str, np.ndarray]) -> int:
+        """New weights for `model`; returns its new version."""
+        ...
+
+    def version(self, model: str) -> int: ...
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class SearchPlugin(Protocol):
+    """A kind of search: starts the run's inference service once, and makes searches over it."""
+
+    Config: ClassVar[type]
+
+    def __init__(self, cfg: Any) -> None: ...
+    def start_inference(
+        self, source: Callable[[], Evaluator], *, device: str, should_stop: Callable[[], bool]
+    ) -> InferenceService:
+        """The run's service for the network `source()` gives (a PortableEvaluator is rebuilt where
+        it runs, and its weights published; another evaluator runs as it is). A wait it makes
+        (a restarting actor) ends when `should_stop()` (Ctrl-C)."""
+        ...
+
+    def make(self, *, game: BoardGame, inference: Any, model: str, seed: int) -> SearchEngine:
+        """A search of `game` evaluating with `model` of the service."""
+        ...
+
+
+@runtime_checkable
+class Measured(Protocol):
+    """Something that reports tuning figures (a search, distributed self-play)."""
 
     def perf_metrics(self) -> dict[str, float]:
         """The figures since the last call (empty when nothing was searched), then starts anew."""
@@ -280,6 +319,10 @@ class MeasuredSearch(Protocol):
 class SelfPlaySource(Protocol):
     """Where self-play games come from: a runner in this process, or workers elsewhere."""
 
+    def configure(self, settings: Mapping[str, float]) -> None:
+        """The runner's settings from now on (temperature, dirichlet_epsilon, num_simulations)."""
+        ...
+
     def step(self) -> tuple[int, list[Any]]:
         """(moves played since the last call, records of the games that ended)."""
         ...
@@ -289,14 +332,20 @@ class SelfPlaySource(Protocol):
 
 @runtime_checkable
 class DistributedSearch(Protocol):
-    """A search engine that can run self-play in workers of its own (Ray actors, say)."""
+    """A search plugin that can run self-play in workers of its own (Ray actors, say)."""
 
     def self_play(
-        self, make_runner: Callable[[SearchEngine, int], SelfPlaySource], *, seed: int
+        self,
+        inference: Any,
+        make_runner: Callable[[Any, int], SelfPlaySource],
+        *,
+        game: BoardGame,
+        seed: int,
+        should_stop: Callable[[], bool],
     ) -> SelfPlaySource | None:
-        """A source whose workers each play `make_runner(their engine, their seed)`, with this
-        engine's evaluator kept in step; None when the engine's config plays in this process.
-        `make_runner` must be picklable (a module-level function or a partial of one)."""
+        """A source whose workers each play `make_runner(their search, their seed)` over the run's
+        inference service; None when the config plays in this process. `make_runner` must be
+        picklable (a module-level function or a partial of one)."""
         ...
 
 
@@ -365,14 +414,14 @@ CONTRACTS: dict[str, type] = {
     "env": EnvPlugin,
     "buffer": Buffer,
     "agent": Agent,
-    "search": SearchEngine,
+    "search": SearchPlugin,
     "tracker": Tracker,
 }
 CAPABILITIES: dict[str, tuple[type, ...]] = {
     "env": (VectorEnvPlugin, VariantEnvPlugin, GameEnvPlugin),
     "buffer": (FrameBuffer,),
     "agent": (CheckedAgent, SearchAgent, EvaluatingAgent),
-    "search": (MeasuredSearch, DistributedSearch),
+    "search": (DistributedSearch,),
 }
 #: Optional capabilities of the envs an env plugin makes (gymnasium is their contract).
 ENV_CAPABILITIES: tuple[type, ...] = (BestEpisodeReplay,)

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,16 +33,16 @@ from framework.contracts import (
     Buffer,
     CheckedAgent,
     EnvPlugin,
-    Evaluator,
     GameEnvPlugin,
     SearchAgent,
-    SearchEngine,
+    SearchPlugin,
     Tracker,
 )
 from framework.errors import ConfigError, ExplainedError, RunFailed
 from framework.progress import ProgressDisplay
 from framework.provenance import flatten, run_tags
 from framework.resume import ResumePoint, resume_point
+from framework.searches import RunSearches
 from framework.summary import RunSummary
 
 log = logging.getLogger("framework")
@@ -61,14 +61,10 @@ class Plan:
     env: EnvPlugin
     agent: Agent
     buffer: Buffer | None
-    search: SearchEngine | None
-    search_factory: SearchFactory | None
+    search: SearchPlugin | None
     plugins: dict[str, str]
     device: str
     resume: ResumePoint | None
-
-
-SearchFactory = Callable[[Callable[[], Evaluator], int], SearchEngine]
 
 
 class RunKilled(SystemExit):
@@ -118,8 +114,7 @@ def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_di
     built_buffer: Buffer | None = build_plugin(buffer, "buffer") if buffer else None
     agent = _required(cfg, "agent")
     built_agent: Agent = build_plugin(agent, "agent")
-    search_factory = _search_factory(search, env, env_plugin, agent.name, built_agent) if search else None
-    built_search = search_factory(built_agent.evaluator, int(cfg.seed)) if search_factory else None  # type: ignore[attr-defined]
+    built_search = _search_plugin(search, env, env_plugin, agent.name, built_agent) if search else None
     device = setup_torch(str(cfg.device), int(cfg.threads), int(cfg.seed))
     plugins = {"env": env.name, "agent": agent.name}
     plugins.update({s: v.name for s, v in (("buffer", buffer), ("search", search)) if v is not None})
@@ -130,18 +125,12 @@ def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_di
         env=env_plugin,
         buffer=built_buffer,
         search=built_search,
-        search_factory=search_factory,
         agent=built_agent,
         plugins=plugins,
         device=device,
         resume=resume,
     )
-    try:
-        _check_plan(plan)
-    except BaseException:
-        if built_search is not None:
-            built_search.close()
-        raise
+    _check_plan(plan)
     return plan
 
 
@@ -261,6 +250,7 @@ def _execute(
 def _context(plan: Plan, tracker: Tracker, run_dir: Path) -> RunContext:
     cfg, resume = plan.cfg, plan.resume
     start_step = resume.step if resume else 0
+    stop = threading.Event()
     return RunContext(
         cfg=cfg,
         env_plugin=plan.env,
@@ -285,8 +275,8 @@ def _context(plan: Plan, tracker: Tracker, run_dir: Path) -> RunContext:
         run_dir=run_dir,
         start_step=start_step,
         buffer=plan.buffer,
-        search=plan.search,
-        search_factory=plan.search_factory,
+        searches=_searches(plan, stop),
+        stop=stop,
         resume_from=resume.checkpoint if resume else None,
     )
 
@@ -319,10 +309,10 @@ def build_plugin(section: config.Section, kind: str) -> Any:
     return plugin
 
 
-def _search_factory(
+def _search_plugin(
     section: config.Section, env: config.Section, env_plugin: EnvPlugin, agent_name: str, agent: Agent
-) -> SearchFactory:
-    """Builds engines of the search config for this env's game; refuses what cannot search."""
+) -> SearchPlugin:
+    """The run's search plugin, its config checked; refuses what cannot search."""
     if not isinstance(env_plugin, GameEnvPlugin):
         if isinstance(agent, SearchAgent):
             raise ConfigError(
@@ -338,30 +328,18 @@ def _search_factory(
             f"search={section.name} needs an agent that plays by search (agent=alphazero); "
             f"agent={agent_name} does not: drop search= (or use ~search)"
         )
-    game = env_plugin.game
-
-    def build(evaluator_factory: Callable[[], Evaluator], seed: int) -> SearchEngine:
-        return build_search(section, game, evaluator_factory, seed)
-
-    return build
+    plugin: SearchPlugin = build_plugin(section, "search")
+    return plugin
 
 
-def build_search(
-    section: config.Section, game: Any, evaluator_factory: Callable[[], Evaluator], seed: int
-) -> SearchEngine:
-    """An engine of the search config for `game`; a value it refuses is a ConfigError."""
-    try:
-        engine = section.plugin(section.cfg, game=game, evaluator_factory=evaluator_factory, seed=seed)
-    except ConfigError:
-        raise
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    problems = contracts.check_instance("search", engine)
-    if problems:
-        raise registry.RegistryError(
-            f"The search plugin {section.name!r} does not satisfy its contract: " + "; ".join(problems)
-        )
-    return engine
+def _searches(plan: Plan, stop: threading.Event) -> RunSearches | None:
+    """The run's searches over the service its search plugin starts on first use."""
+    if plan.search is None:
+        return None
+    assert isinstance(plan.env, GameEnvPlugin) and isinstance(plan.agent, SearchAgent)
+    return RunSearches(
+        plan.search, plan.env.game, plan.agent.evaluator, device=plan.device, should_stop=stop.is_set
+    )
 
 
 def _null_tracker() -> Tracker:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from framework import config, ray_runtime
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, find_latest, read_state
-from framework.contracts import Evaluator, GameEnvPlugin, SearchAgent, SearchEngine
+from framework.contracts import GameEnvPlugin, SearchAgent, SearchEngine
 from framework.errors import ConfigError
+from framework.searches import RunSearches
 
 #: Root keys a command line may set on a trained run; and the sections (ray: where search=ray_async runs).
 ROOT_KEYS = ("seed", "device", "threads")
@@ -29,7 +30,7 @@ SECTIONS = ("search", "tracking", "ray")
 
 @dataclass
 class TrainedPlayer:
-    """A trained search agent with its env's game: `engine()` builds search engines that play it."""
+    """A trained search agent with its env's game: `engine()` makes searches that play it."""
 
     cfg: DictConfig
     """The run's saved config with this command line's overrides."""
@@ -38,10 +39,10 @@ class TrainedPlayer:
     env: GameEnvPlugin
     agent: SearchAgent
     device: str
-    search: config.Section
+    searches: RunSearches
+    """The search plugin and the one inference service every engine of this player shares."""
     label: str
     """`run <id>` or the run directory: what the player is, in messages."""
-    _engines: list[SearchEngine] = field(default_factory=list)
     _temp: Path | None = None
 
     @property
@@ -49,25 +50,13 @@ class TrainedPlayer:
         return self.env.game
 
     def engine(self, game: Any = None, *, seed: int | None = None) -> SearchEngine:
-        """A search engine for `game` (the env's by default) with the trained agent's evaluator."""
-        from framework.run import build_search
-
-        evaluator: Callable[[], Evaluator] = self.agent.evaluator
-        built = build_search(
-            self.search,
-            self.game if game is None else game,
-            evaluator,
-            int(self.cfg.seed if seed is None else seed),
-        )
-        self._engines.append(built)
-        return built
+        """A search for `game` (the env's by default) over the trained agent's network."""
+        return self.searches.make(seed=int(self.cfg.seed if seed is None else seed), game=game)
 
     def close(self) -> None:
-        """Close every engine built, and drop a checkpoint downloaded from the tracking store."""
-        for built in self._engines:
-            built.close()
-        self._engines.clear()
-        ray_runtime.shutdown()  # a local Ray an engine started (search=ray_async) ends with the player
+        """Close the searches and the inference service; drop a checkpoint downloaded from tracking."""
+        self.searches.close()
+        ray_runtime.shutdown()  # a local Ray the service started (search=ray_async) ends with the player
         if self._temp is not None:
             shutil.rmtree(self._temp, ignore_errors=True)
             self._temp = None
@@ -195,11 +184,11 @@ def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, comma
         env=env,
         agent=agent,
         device=device,
-        search=search_section,
+        searches=RunSearches(
+            build_plugin(search_section, "search"), env.game, agent.evaluator, device=device
+        ),
         label=label,
     )
-    player.engine().close()  # the search config is checked now, before anything is served
-    player._engines.clear()
     return player
 
 

@@ -1,6 +1,7 @@
 """AlphaZero's config schema: every key, its default and its description (`agent.<key>`)."""
 
 from dataclasses import dataclass
+from typing import Any
 
 RUNNERS = ("vectorize", "single")
 
@@ -16,9 +17,10 @@ class AlphaZeroConfig:
     evaluated in one network call) or single (one game at a time)."""
     parallel_games: int = 32
     """Games the vectorize runner plays at once (the batch of roots each search gets)."""
-    temperature: float = 1.0
+    temperature: Any = 1.0
     """Self-play: moves are drawn from visit counts^(1/temperature) for the first temperature_moves
-    moves of a game, then the most visited move is played."""
+    moves of a game, then the most visited move is played. A number, or a schedule over the run's
+    steps ({kind: linear, start: 1.0, end: 0.5, fraction: 0.5}, as DQN's exploration)."""
     temperature_moves: int = 8
     """Moves of each self-play game played with `temperature`."""
     noise: bool = True

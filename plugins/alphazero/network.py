@@ -70,11 +70,6 @@ class NetworkEvaluator:
         self.net.load_state_dict({key: torch.from_numpy(np.array(v)) for key, v in weights.items()})
         self.net.eval()
 
-    def weights_version(self) -> int:
-        """The sum of the tensors' version counters: every in-place change (an optimizer step,
-        load_state_dict, batch-norm statistics) bumps one."""
-        return sum(t._version for t in (*self.net.parameters(), *self.net.buffers()))
-
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         self.positions += len(planes)
         with torch.inference_mode():

@@ -1,8 +1,11 @@
-"""Self-play: `SelfPlayRunner` plays one game at a time; `VectorizeRunner` many at once, so that
-each simulation evaluates the leaves of all its games in one network call."""
+"""Self-play runners: `SelfPlayRunner` plays one game at a time; `VectorizeRunner` many at once, so
+that each simulation evaluates the leaves of all its games in one network call. Each takes the
+settings of the moment (`configure`: temperature, Dirichlet ε, simulations) from the collector's
+schedules, and records with every position the weights' version its search used."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,17 +16,26 @@ from framework.contracts import SearchEngine
 
 @dataclass
 class GameRecord:
-    """One self-play game: each position's planes, search policy and player to move; the winner."""
+    """One self-play game: per position its planes, policy, player to move, weights' version; the winner."""
 
     planes: list[np.ndarray] = field(default_factory=list)
     policies: list[np.ndarray] = field(default_factory=list)
     players: list[int] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    """The version of the weights each position was searched with (every evaluation of its search
+    used this version or a newer one)."""
     winner: int = 0
     """+1 or -1, 0 for a draw."""
 
     def outcomes(self) -> np.ndarray:
         """z of each position, from the view of its player to move."""
         return np.array([self.winner * p for p in self.players], dtype=np.float32)
+
+    def add(self, state: Any, counts: np.ndarray, version: int) -> None:
+        self.planes.append(state.planes())
+        self.policies.append(policy_target(counts))
+        self.players.append(state.to_play)
+        self.versions.append(version)
 
     def __len__(self) -> int:
         return len(self.players)
@@ -51,13 +63,34 @@ def policy_target(counts: np.ndarray) -> np.ndarray:
     return (counts / total).astype(np.float32) if total > 0 else counts.astype(np.float32)
 
 
-class SelfPlayRunner:
-    """One game at a time: a search per move."""
+class _Runner:
+    """What both runners share: the search, the move choice and the settings."""
 
     def __init__(
         self, game: Any, engine: SearchEngine, choice: MoveChoice, rng: np.random.Generator, *, noise: bool
     ) -> None:
         self.game, self.engine, self.choice, self.rng, self.noise = game, engine, choice, rng, noise
+
+    def configure(self, settings: Mapping[str, float]) -> None:
+        """The schedules' values of the moment: temperature, dirichlet_epsilon, num_simulations."""
+        if "temperature" in settings:
+            self.choice.temperature = float(settings["temperature"])
+        if "dirichlet_epsilon" in settings:
+            self.engine.dirichlet_epsilon = float(settings["dirichlet_epsilon"])
+        if "num_simulations" in settings:
+            self.engine.num_simulations = max(1, round(settings["num_simulations"]))
+
+    def close(self) -> None:
+        """Nothing to release: the search belongs to the run."""
+
+
+class SelfPlayRunner(_Runner):
+    """One game at a time: a search per move."""
+
+    def __init__(
+        self, game: Any, engine: SearchEngine, choice: MoveChoice, rng: np.random.Generator, *, noise: bool
+    ) -> None:
+        super().__init__(game, engine, choice, rng, noise=noise)
         self.state = game.new_state()
         self.record = GameRecord()
 
@@ -65,9 +98,7 @@ class SelfPlayRunner:
         """One move of the game; (moves played, the game's record if it ended)."""
         state, record = self.state, self.record
         counts = self.engine.search([state], add_noise=self.noise)[0]
-        record.planes.append(state.planes())
-        record.policies.append(policy_target(counts))
-        record.players.append(state.to_play)
+        record.add(state, counts, self.engine.version)
         state.play(self.choice.pick(counts, len(state.moves), self.rng))
         if not state.done:
             return 1, []
@@ -75,11 +106,8 @@ class SelfPlayRunner:
         self.state, self.record = self.game.new_state(), GameRecord()
         return 1, [record]
 
-    def close(self) -> None:
-        """Nothing to release: the engine belongs to the run."""
 
-
-class VectorizeRunner:
+class VectorizeRunner(_Runner):
     """`n_games` games at once: one search call over all their roots per move."""
 
     def __init__(
@@ -92,7 +120,7 @@ class VectorizeRunner:
         n_games: int,
         noise: bool,
     ) -> None:
-        self.game, self.engine, self.choice, self.rng, self.noise = game, engine, choice, rng, noise
+        super().__init__(game, engine, choice, rng, noise=noise)
         self.states = [game.new_state() for _ in range(n_games)]
         self.records = [GameRecord() for _ in range(n_games)]
 
@@ -102,18 +130,13 @@ class VectorizeRunner:
         finished = []
         for i, state in enumerate(self.states):
             record = self.records[i]
-            record.planes.append(state.planes())
-            record.policies.append(policy_target(counts[i]))
-            record.players.append(state.to_play)
+            record.add(state, counts[i], self.engine.version)
             state.play(self.choice.pick(counts[i], len(state.moves), self.rng))
             if state.done:
                 record.winner = state.winner
                 finished.append(record)
                 self.states[i], self.records[i] = self.game.new_state(), GameRecord()
         return len(self.states), finished
-
-    def close(self) -> None:
-        """Nothing to release: the engine belongs to the run."""
 
 
 def vectorize_runner(

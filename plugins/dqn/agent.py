@@ -9,15 +9,15 @@ import numpy as np
 import torch
 
 from framework.context import RunContext
-from framework.contracts import Buffer, CheckedAgent, EnvPlugin, SearchEngine
+from framework.contracts import Buffer, CheckedAgent, EnvPlugin, SearchPlugin
 from framework.errors import ConfigError, check_at_least, check_choice
+from framework.schedules import Schedule, build_schedule
 
 from .config import DQNConfig
 from .learner import LOSSES, QLearner
 from .networks import NETWORKS, activation_name, build_q_network
 from .replay import Replay, check_buffer, make_replay
 from .rollout import EnvRunner
-from .schedules import Schedule, build_schedule
 
 WEIGHTS_FILE = "dqn.pt"
 STATE_FILE = "dqn.json"
@@ -90,7 +90,7 @@ class DQNAgent:
             if flushing:
                 torch.set_flush_denormal(False)  # the process's default again
 
-    def check_run(self, *, env: EnvPlugin, buffer: Optional[Buffer], search: Optional[SearchEngine]) -> None:
+    def check_run(self, *, env: EnvPlugin, buffer: Optional[Buffer], search: Optional[SearchPlugin]) -> None:
         """Before the run starts: a selected buffer this agent's settings cannot fill is refused."""
         check_buffer(buffer, buffer_size=self.cfg.buffer_size, n_envs=env.n_envs, n_step=self.cfg.n_step)
 

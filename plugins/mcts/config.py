@@ -1,14 +1,16 @@
 """The search engines' config schemas: every key, its default and its description (`search.<key>`)."""
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 
 @dataclass
 class SequentialConfig:
-    num_simulations: int = 400
+    num_simulations: Any = 400
     """Simulations per move: a root is searched until its children's visits add up to this
-    (visits kept from the previous move's tree count)."""
+    (visits kept from the previous move's tree count). In self-play, a schedule over the run's
+    steps may set it ({kind: linear, start: 50, end: 200, fraction: 0.5}, as DQN's exploration);
+    play and gomocup take the schedule's last value."""
     c_puct: float = 2.0
     """Exploration weight of PUCT: Q + c_puct · P · sqrt(N_parent) / (1 + N_child)."""
     fpu_value: Optional[float] = 0.0
@@ -18,8 +20,8 @@ class SequentialConfig:
     """With fpu_value null: how much less than its parent's value an unvisited move is worth."""
     dirichlet_alpha: float = 0.3
     """Concentration of the Dirichlet noise mixed into the start node's priors (self-play only)."""
-    dirichlet_epsilon: float = 0.25
-    """Weight of that noise: P = (1 − ε) · P + ε · Dir(α)."""
+    dirichlet_epsilon: Any = 0.25
+    """Weight of that noise: P = (1 − ε) · P + ε · Dir(α); a number, or a schedule over the run's steps."""
     reuse_tree: bool = True
     """Keep the subtree of the moves played since the last search of a game (its visits count)."""
     detect_wins: bool = True

@@ -1,9 +1,11 @@
 """Distributed self-play for `search=ray_async`: `search.workers` Ray actors (`RaySelfPlayWorker`),
-each playing its own games with its own trees, all sharing the run's inference actors, whose
-weights the run keeps in step (`RayAsyncRunner`, in the run's process).
+each playing its own games with its own trees over the run's inference service (`RayAsyncRunner`,
+in the run's process, gathers their games).
 
-A worker that dies is restarted by Ray (`search.max_restarts`); the games it had not finished
-are discarded, the run says so and goes on. Workers are spread over the cluster's nodes.
+Each call to a worker carries the runner's settings of the moment (the schedules' temperature,
+Dirichlet ε and simulations). A worker that dies is restarted by Ray (`search.max_restarts`):
+the death is counted once (by its incarnation), its unfinished games are discarded, and calls go
+to it again once it answers. Workers are spread over the cluster's nodes.
 """
 
 from __future__ import annotations
@@ -11,18 +13,21 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-import warnings
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from framework import ray_runtime
 
-from .inference import InferenceStats, RayInferenceClient, actor_errors
+from .batching import InferenceStats, inference_metrics
+from .inference import actor_errors, started_here
+from .restarts import SLICE_S, Incarnations
+from .service import BEST, RayInference, RayServiceAddress
 
 if TYPE_CHECKING:
-    from framework.contracts import SearchEngine, SelfPlaySource
+    from framework.contracts import BoardGame, SelfPlaySource
 
-    from .ray_async import RayAsyncEngine
+    from .config import RayAsyncConfig
 
 log = logging.getLogger("framework")
 
@@ -39,52 +44,47 @@ class PlayResult:
     simulations: int
     seconds: float
     stats: InferenceStats
+    incarnation: int
 
 
 class RaySelfPlayWorker:
-    """A Ray actor running a self-play runner over a `RayAsyncEngine` that uses the shared actors."""
+    """A Ray actor: a self-play runner over a PUCT search on the run's inference service."""
 
     def __init__(
         self,
-        cfg: Any,
-        game: Any,
-        actors: list[str],
-        make_runner: Callable[[SearchEngine, int], SelfPlaySource],
+        cfg: RayAsyncConfig,
+        game: BoardGame,
+        service: RayServiceAddress,
+        make_runner: Callable[[Any, int], SelfPlaySource],
         seed: int,
     ) -> None:
-        import ray
         import torch
 
-        from .ray_async import RayAsyncEngine
+        from .engines import RayAsyncSearch
 
         torch.set_num_threads(1)
-        # The inference actors come by name: Ray may not keep actor handles among a restartable
-        # actor's arguments (ray-project/ray#53727), and says so on every start.
-        client = RayInferenceClient({n: ray.get_actor(n) for n in actors}, timeout_s=cfg.inference_timeout_s)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # Ray's own use of its actor_id
-            restarted = ray.get_runtime_context().was_current_actor_reconstructed
-        if restarted:
-            seed += int(time.time_ns() % 1_000_003)  # a restarted worker plays new games
-        self.engine = RayAsyncEngine(
-            cfg, game=game, evaluator_factory=_no_local_evaluator, seed=seed, client=client
-        )
+        self.incarnation = started_here(service.keeper)
+        if self.incarnation > 1:
+            seed += 1_000_003 * self.incarnation  # a restarted worker plays new games
+        self.inference = RayInference.join(cfg, service)
+        self.engine = RayAsyncSearch(cfg).make(game=game, inference=self.inference, model=BEST, seed=seed)
         self.runner = make_runner(self.engine, seed)
 
-    def play(self, steps: int) -> PlayResult:
+    def play(self, steps: int, settings: Mapping[str, float]) -> PlayResult:
         started, sims = time.perf_counter(), self.engine.simulations
+        self.runner.configure(settings)
         moves, records = 0, []
         for _ in range(steps):
             played, finished = self.runner.step()
             moves += played
             records += finished
-        assert self.engine._manager is not None
         return PlayResult(
             moves=moves,
             records=records,
             simulations=self.engine.simulations - sims,
             seconds=time.perf_counter() - started,
-            stats=self.engine._manager.take_stats(),
+            stats=self.engine.evaluation.take_stats() or InferenceStats(),
+            incarnation=self.incarnation,
         )
 
     def where(self) -> dict[str, Any]:
@@ -92,70 +92,81 @@ class RaySelfPlayWorker:
 
         import ray
 
-        return {"pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id()}
-
-
-def _no_local_evaluator() -> Any:
-    raise RuntimeError("a self-play worker evaluates on the run's inference actors only")
+        return {
+            "pid": os.getpid(),
+            "incarnation": self.incarnation,
+            "node_id": ray.get_runtime_context().get_node_id(),
+        }
 
 
 class RayAsyncRunner:
-    """The run's side of distributed self-play: starts the workers, gathers their games, keeps the
-    inference actors' weights in step with the run's network, and restarts what dies."""
+    """The run's side of distributed self-play: starts the workers, gathers their games, and sends
+    calls again to a restarted worker once it answers."""
 
     def __init__(
         self,
-        engine: RayAsyncEngine,
-        client: RayInferenceClient,
-        make_runner: Callable[[SearchEngine, int], SelfPlaySource],
+        cfg: RayAsyncConfig,
+        inference: RayInference,
+        make_runner: Callable[[Any, int], SelfPlaySource],
         *,
+        game: BoardGame,
         seed: int,
+        should_stop: Callable[[], bool],
     ) -> None:
         ray = ray_runtime.ensure()
-        cfg = engine.cfg
-        self.engine, self.cfg = engine, cfg
+        self.cfg, self.inference, self.should_stop = cfg, inference, should_stop
         self.timeout_s = 5 * cfg.inference_timeout_s
         ray_runtime.check_fits(
             "a self-play worker", cfg.worker_num_cpus, 0, f"search.worker_num_cpus={cfg.worker_num_cpus:g}"
         )
         worker_cfg = dataclasses.replace(cfg, workers=0)
-        remote = ray.remote(RaySelfPlayWorker).options(
-            num_cpus=cfg.worker_num_cpus,
-            max_restarts=cfg.max_restarts,
-            max_task_retries=0,
-            scheduling_strategy="SPREAD",
-        )
+        prefix = f"framework-selfplay-{uuid.uuid4().hex[:12]}"
+        names = [f"{prefix}-{i}" for i in range(cfg.workers)]
+        remote = ray.remote(RaySelfPlayWorker)
         self.workers = [
-            remote.remote(worker_cfg, engine.game, list(client.names), make_runner, seed + 10_007 * (i + 1))
-            for i in range(cfg.workers)
+            remote.options(
+                name=name,
+                num_cpus=cfg.worker_num_cpus,
+                max_restarts=cfg.max_restarts,
+                max_task_retries=0,
+                scheduling_strategy="SPREAD",
+            ).remote(worker_cfg, game, inference.address, make_runner, seed + 10_007 * (i + 1))
+            for i, name in enumerate(names)
         ]
-        self.deaths = [0] * len(self.workers)
+        self.incarnations = Incarnations(
+            "self-play worker", names, max_restarts=cfg.max_restarts, timeout_s=self.timeout_s
+        )
+        self.incarnations.should_stop = should_stop
+        self.settings: dict[str, float] = {}
         self.stats = InferenceStats()
         self.simulations = 0
         self._sims_mark = 0
         self._search_s = 0.0
         self._calls: dict[Any, int] = {}
+        try:
+            self.placement = [self._wait_alive(i) for i in range(len(self.workers))]
+        except BaseException:
+            self.close()
+            raise
         for i in range(len(self.workers)):
             for _ in range(CALLS_PER_WORKER):
                 self._submit(i)
-        self.placement = self._where()
         nodes = {w["node_id"] for w in self.placement}
         log.info("self-play: %d Ray worker(s) on %d node(s)", len(self.workers), len(nodes))
+
+    @property
+    def deaths(self) -> list[int]:
+        return self.incarnations.deaths
+
+    def configure(self, settings: Mapping[str, float]) -> None:
+        """The settings the next calls carry (each worker's runner takes them before it plays)."""
+        self.settings = dict(settings)
 
     def step(self) -> tuple[int, list[Any]]:
         """The moves and finished games of every worker call that ended (waits for at least one)."""
         import ray
 
-        self.engine.sync_weights()
-        ready, rest = ray.wait(list(self._calls), num_returns=1, timeout=self.timeout_s)
-        if not ready:
-            raise TimeoutError(
-                f"no self-play worker finished a move in {self.timeout_s:.0f} s "
-                "(5 × search.inference_timeout_s)"
-            )
-        if rest:
-            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
-            ready += more
+        ready = self._wait_any()
         moves, records = 0, []
         for ref in ready:
             i = self._calls.pop(ref, None)
@@ -164,28 +175,25 @@ class RayAsyncRunner:
             try:
                 result: PlayResult = ray.get(ref)
             except actor_errors() as e:
-                self._worker_died(i, e)
-                self._submit(i)
+                self._worker_failed(i, e)
                 continue
+            if result.incarnation > self.incarnations.incarnations[i]:
+                self.incarnations.note(i, {"incarnation": result.incarnation})
             moves += result.moves
             records += result.records
             self.simulations += result.simulations
-            self.engine.simulations += result.simulations
             self._search_s += result.seconds
             self.stats.add(result.stats)
-            if result.stats.failures:  # a restarted inference actor has its first weights
-                self.engine.sync_weights(force=True)
             self._submit(i)
         return moves, records
 
     def perf_metrics(self) -> dict[str, float]:
-        from .ray_async import inference_metrics
-
         sims, self._sims_mark = self.simulations - self._sims_mark, self.simulations
         seconds, self._search_s = self._search_s, 0.0
         stats, self.stats = self.stats, InferenceStats()
-        metrics = inference_metrics(stats, self.cfg.batch_size, sims, seconds / max(len(self.workers), 1))
+        metrics = inference_metrics(stats, sims, seconds / max(len(self.workers), 1))
         metrics["perf/selfplay_workers"] = float(len(self.workers))
+        metrics["perf/worker_restarts"] = float(self.incarnations.total_deaths)
         return metrics
 
     def close(self) -> None:
@@ -204,33 +212,53 @@ class RayAsyncRunner:
                 log.debug("kill worker: %s", e)
         self.workers = []
 
-    def _submit(self, i: int) -> None:
-        self._calls[self.workers[i].play.remote(1)] = i
-
-    def _worker_died(self, i: int, error: BaseException) -> None:
-        self.deaths[i] += 1
-        for ref in [r for r, w in self._calls.items() if w == i]:
-            self._calls.pop(ref)  # the dead worker's queued calls failed with it
-        if self.deaths[i] > self.cfg.max_restarts:
-            raise RuntimeError(
-                f"self-play worker {i} died {self.deaths[i]} times (search.max_restarts="
-                f"{self.cfg.max_restarts}): {type(error).__name__}: {str(error).splitlines()[0][:300]}"
-            ) from error
-        log.warning(
-            "self-play worker %d died (%s); Ray restarts it (%d of search.max_restarts=%d), its "
-            "unfinished games are discarded and the run goes on",
-            i,
-            type(error).__name__,
-            self.deaths[i],
-            self.cfg.max_restarts,
-        )
-        for _ in range(CALLS_PER_WORKER - 1):
-            self._submit(i)
-
-    def _where(self) -> list[dict[str, Any]]:
+    def _wait_any(self) -> list[Any]:
+        """The calls that ended, waiting in slices so that Ctrl-C is seen within a second."""
         import ray
 
-        return list(ray.get([w.where.remote() for w in self.workers], timeout=self.timeout_s))
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            if self.should_stop():
+                raise KeyboardInterrupt("stopped while waiting for the self-play workers")
+            ready, rest = ray.wait(list(self._calls), num_returns=1, timeout=SLICE_S)
+            if ready:
+                if rest:
+                    more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+                    ready += more
+                return ready
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"no self-play worker finished a move in {self.timeout_s:.0f} s "
+                    "(5 × search.inference_timeout_s)"
+                )
+
+    def _wait_alive(self, i: int, error: BaseException | None = None) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+
+        def where(timeout_s: float) -> dict[str, Any]:
+            import ray
+
+            found.update(ray.get(self.workers[i].where.remote(), timeout=timeout_s))
+            return found
+
+        self.incarnations.wait_alive(i, where, error)
+        return found
+
+    def _worker_failed(self, i: int, error: BaseException) -> None:
+        """A call failed with its worker: drop its other calls, wait until Ray restarted it (a death
+        counted once), then give it calls again; its unfinished games are lost."""
+        for ref in [r for r, w in self._calls.items() if w == i]:
+            self._calls.pop(ref)  # the worker's queued calls failed with it
+        self._wait_alive(i, error)
+        log.warning(
+            "self-play worker %s: its unfinished games are discarded and the run goes on",
+            self.incarnations.names[i],
+        )
+        for _ in range(CALLS_PER_WORKER):
+            self._submit(i)
+
+    def _submit(self, i: int) -> None:
+        self._calls[self.workers[i].play.remote(1, self.settings)] = i
 
 
 def worker_nodes(placement: list[dict[str, Any]]) -> dict[str, int]:
@@ -242,4 +270,6 @@ def worker_nodes(placement: list[dict[str, Any]]) -> dict[str, int]:
 
 
 if TYPE_CHECKING:
-    _source: type[SelfPlaySource] = RayAsyncRunner
+    from framework.contracts import SelfPlaySource as _Source
+
+    _source: type[_Source] = RayAsyncRunner

@@ -1,10 +1,12 @@
-"""search=ray_async on a real local Ray (one per test session): the checklist of the pipelined search.
+"""search=ray_async on a real local Ray (one per test session): the checklist of the pipelined search
+and of the run's inference service.
 
 No over-computation (a root's visits plus pending never pass the target), pending visits never
 negative and all taken back, also when a search fails mid-way (the refs in flight cancelled);
 noise at start nodes only; a batch of the wrong size fails the search; flat action indices; the
-sequential search visit for visit with batch_size=1 and async_inflight_limit=1; a killed inference
-actor restarted and the search completed, or a clear error when it cannot be; self-play workers
+sequential search visit for visit with batch_size=1 and async_inflight_limit=1; weights that carry
+a version, a restarted inference actor that answers with the current weights before anything
+else; a death counted once, a clear error when an actor cannot be restarted; self-play workers
 that go on when one is killed.
 """
 
@@ -20,23 +22,29 @@ from typing import Any
 import numpy as np
 import pytest
 
-from framework.errors import ConfigError
+from framework.errors import ConfigError, ExplainedError
 from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.mcts.config import RayAsyncConfig, SequentialConfig
-from framework_plugins.mcts.inference import actor_errors, compact
-from framework_plugins.mcts.ray_async import RayAsyncEngine
-from framework_plugins.mcts.sequential import SequentialEngine
-from framework_plugins.mcts.tree import EXPANDED, PENDING, STATE, VISITS
+from framework_plugins.mcts.engines import RayAsyncSearch, local_search
+from framework_plugins.mcts.inference import compact
+from framework_plugins.mcts.puct import PuctSearch
+from framework_plugins.mcts.service import BEST, RayInference
+from framework_plugins.mcts.tree import EXPANDED
 
 GAME = Gomoku(9, 5)
+SERVICES: dict[int, RayInference] = {}
+"""The inference service of each search made by `engine`, closed after each test."""
 
 
 @pytest.fixture(autouse=True)
-def _ray(ray_session: Any) -> None:
+def _ray(ray_session: Any) -> Any:
     """The session's Ray; this module's evaluators travel to the actors by value."""
     import ray.cloudpickle
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    yield
+    while SERVICES:
+        SERVICES.popitem()[1].close()
 
 
 class Shaped:
@@ -71,8 +79,18 @@ def roots(n: int, game: Gomoku = GAME) -> list[GameState]:
     return [GameState.from_moves(game, openings[i % len(openings)]) for i in range(n)]
 
 
-def engine(factory: Any = None, seed: int = 0, **cfg: Any) -> RayAsyncEngine:
-    return RayAsyncEngine(RayAsyncConfig(**cfg), game=GAME, evaluator_factory=factory or shaped(), seed=seed)
+def engine(factory: Any = None, seed: int = 0, **cfg: Any) -> PuctSearch:
+    """A search=ray_async search over an inference service of its own (`service(search)`)."""
+    config = RayAsyncConfig(**cfg)
+    plugin = RayAsyncSearch(config)
+    inference = RayInference.start(config, factory or shaped())
+    search = plugin.make(game=GAME, inference=inference, model=BEST, seed=seed)
+    SERVICES[id(search)] = inference
+    return search
+
+
+def service(search: PuctSearch) -> RayInference:
+    return SERVICES[id(search)]
 
 
 class Checker:
@@ -83,15 +101,13 @@ class Checker:
         self.turns = 0
         self.max_pending = 0
 
-    def __call__(self, eng: RayAsyncEngine, forest: Any) -> None:
+    def __call__(self, eng: PuctSearch, tree: Any) -> None:
         self.turns += 1
-        node_i = forest.node_i
-        assert (node_i[:, :, PENDING] >= 0).all(), "a pending count went below 0"
-        used = forest.n_nodes.max()
-        over = node_i[:, 0, VISITS] - 1 + node_i[:, 0, PENDING]
+        assert (tree.pending_visits >= 0).all(), "a pending count went below 0"
+        over = tree.visits[:, 0] - 1 + tree.pending_visits[:, 0]
         assert (over <= self.target).all(), f"visits + pending {over.max()} passed the target {self.target}"
-        self.max_pending = max(self.max_pending, int(node_i[:, 0, PENDING].max()))
-        assert used <= forest.capacity
+        self.max_pending = max(self.max_pending, int(tree.pending_visits[:, 0].max()))
+        assert tree.n_nodes.max() <= tree.capacity
         if self.fail_at is not None and self.turns >= self.fail_at:
             raise KeyboardInterrupt("injected mid-search")
 
@@ -100,7 +116,7 @@ def test_batch_of_one_with_one_in_flight_is_the_sequential_search() -> None:
     """Same seed, same roots, noise on, three moves of tree reuse: the same visits and values."""
     states = roots(4)
     seq_cfg = SequentialConfig(num_simulations=120)
-    seq = SequentialEngine(seq_cfg, game=GAME, evaluator_factory=shaped(), seed=7)
+    seq = local_search(seq_cfg, game=GAME, evaluator_factory=shaped(), seed=7)
     ray_engine = engine(seed=7, num_simulations=120, batch_size=1, async_inflight_limit=1)
     try:
         for move in range(3):
@@ -123,9 +139,9 @@ def test_invariants_hold_at_every_turn_of_the_pipeline() -> None:
         counts = eng.search(roots(6), add_noise=True)
         assert counts.shape == (6, GAME.n_actions)  # flat action indices
         np.testing.assert_array_equal(counts.sum(1), target)
-        forest = eng._forest
+        forest = eng.tree
         assert forest is not None
-        assert (forest.node_i[:, :, PENDING] == 0).all()
+        assert (forest.pending_visits[:, :] == 0).all()
         assert eng.clamped == 0
         assert checker.turns > 10 and checker.max_pending > 1  # leaves of one tree were in flight together
         for i, state in enumerate(roots(6)):  # taken cells get no visits
@@ -151,9 +167,9 @@ def test_an_exception_mid_search_rolls_back_pending_and_cancels_refs_in_flight()
     try:
         with pytest.raises(KeyboardInterrupt, match="injected"):
             eng.search(roots(3))
-        forest, manager = eng._forest, eng._manager
+        forest, manager = eng.tree, eng.evaluation.manager  # type: ignore[attr-defined]
         assert forest is not None and manager is not None
-        assert (forest.node_i[:, :, PENDING] == 0).all()
+        assert (forest.pending_visits[:, :] == 0).all()
         assert manager.pending_count() == 0
         assert len(manager.cancelled) >= 2
         outcomes = []
@@ -176,13 +192,13 @@ def test_noise_goes_into_start_nodes_only() -> None:
     eng = engine(lambda: Uniform(), num_simulations=150, batch_size=8, dirichlet_epsilon=1.0)
     try:
         eng.search(roots(2), add_noise=True)
-        forest = eng._forest
+        forest = eng.tree
         assert forest is not None
         for b, state in enumerate(roots(2)):
             legal = state.legal
             root_prior = forest.prior[b, 0][legal]
             assert root_prior.std() > 1e-3  # noised
-            expanded = [n for n in range(1, forest.n_nodes[b]) if forest.node_i[b, n, STATE] == EXPANDED]
+            expanded = [n for n in range(1, forest.n_nodes[b]) if forest.state[b, n] == EXPANDED]
             assert len(expanded) > 10
             for n in expanded:
                 p = forest.prior[b, n]
@@ -195,23 +211,22 @@ def test_noise_goes_into_start_nodes_only() -> None:
 def test_a_batch_of_the_wrong_size_fails_the_search_and_rolls_back() -> None:
     eng = engine(shaped(short_at=4), num_simulations=50, batch_size=4, max_wait_ms=1000)
     try:
-        with pytest.raises(RuntimeError, match="returned 3 policies and 3 values for a batch of 4 positions"):
+        with pytest.raises(RuntimeError, match="returned 3 policies and 3 values for 4 positions"):
             eng.search(roots(2))  # the roots' expansion, a batch of 2, passes; the leaves' batches do not
-        forest = eng._forest
-        assert forest is not None and forest.node_i[:, 0, VISITS].min() >= 1
-        assert (forest.node_i[:, :, PENDING] == 0).all()
+        forest = eng.tree
+        assert forest is not None and forest.visits[:, 0].min() >= 1
+        assert (forest.pending_visits[:, :] == 0).all()
     finally:
         eng.close()
 
 
 def _kill_actor_at(turn: int) -> Any:
-    state = {"turns": 0, "killed": None}
+    state: dict[str, Any] = {"turns": 0, "killed": None}
 
-    def hook(eng: RayAsyncEngine, forest: Any) -> None:
+    def hook(eng: PuctSearch, tree: Any) -> None:
         state["turns"] += 1
         if state["turns"] == turn:
-            assert eng._client is not None
-            pid = eng._client.where()[0]["pid"]
+            pid = service(eng).client.where()[0]["pid"]
             os.kill(pid, signal.SIGKILL)
             state["killed"] = pid
 
@@ -219,80 +234,115 @@ def _kill_actor_at(turn: int) -> Any:
 
 
 @pytest.mark.parametrize("actors", [1, 2])
-def test_a_killed_inference_actor_is_restarted_and_the_search_completes(actors: int) -> None:
+def test_a_killed_inference_actor_is_restarted_counted_once_and_the_search_completes(actors: int) -> None:
     eng = engine(
-        shaped(delay_s=0.01), num_simulations=150, batch_size=8, inference_actors=actors, max_restarts=2
+        shaped(delay_s=0.01),
+        num_simulations=150,
+        batch_size=8,
+        inference_actors=actors,
+        max_restarts=2,
+        max_inflight_batches=3,
     )
     hook, state = _kill_actor_at(5)
     eng.debug_hook = hook
-    try:
-        counts = eng.search(roots(4))
-        assert state["killed"]
-        np.testing.assert_array_equal(counts.sum(1), 150)
-        assert eng.actor_failures >= 1
-        assert eng._client is not None and state["killed"] not in {a["pid"] for a in eng._client.where()}
-        forest = eng._forest
-        assert forest is not None and (forest.node_i[:, :, PENDING] == 0).all()
-    finally:
-        eng.close()
+    counts = eng.search(roots(4))
+    assert state["killed"]
+    np.testing.assert_array_equal(counts.sum(1), 150)
+    # Every batch in flight failed with the actor: one death all the same.
+    assert service(eng).check_actors() == 1
+    assert service(eng).actors.deaths[0] == 1
+    assert state["killed"] not in {a["pid"] for a in service(eng).client.where()}
+    assert eng.tree is not None and (eng.tree.pending_visits == 0).all()
+    assert eng.clamped == 0
 
 
-def test_an_inference_actor_that_cannot_restart_is_a_clear_error() -> None:
+def test_an_inference_actor_that_cannot_restart_is_one_clear_error_naming_it() -> None:
     eng = engine(shaped(delay_s=0.01), num_simulations=150, batch_size=8, max_restarts=0)
     hook, _ = _kill_actor_at(5)
     eng.debug_hook = hook
-    try:
-        with pytest.raises(RuntimeError, match="inference actor"):
-            eng.search(roots(4))
-        forest = eng._forest
-        assert forest is not None and (forest.node_i[:, :, PENDING] == 0).all()
-    finally:
-        eng.close()
+    with pytest.raises(
+        ExplainedError, match=r"inference actor framework-inference-\w+-0 died and Ray cannot restart"
+    ):
+        eng.search(roots(4))
+    assert eng.tree is not None and (eng.tree.pending_visits == 0).all()
 
 
-def test_batches_are_shared_between_inference_actors_that_all_hold_the_current_weights() -> None:
+def _net_evaluator(seed: int) -> Any:
     import torch
 
     from framework_plugins.alphazero.network import NetworkEvaluator, PolicyValueNet
 
-    torch.manual_seed(0)
-    net = PolicyValueNet(board_size=9, in_planes=GAME.n_planes, blocks=1, channels=8).eval()
-    local = NetworkEvaluator(net, "cpu")
-    eng = engine(lambda: local, num_simulations=60, batch_size=4, inference_actors=2, max_inflight_batches=2)
-    try:
-        eng.search(roots(4))
-        assert eng._client is not None
-        served = eng._client.where()
-        assert len({a["pid"] for a in served}) == 2
-        assert all(a["batches"] >= 2 for a in served), served  # each actor took a share of the batches
-        if sys.platform.startswith("linux"):  # glibc keeps the forwards' freed memory in CPU actors
-            assert all(a["kept_memory"] for a in served), served
-        first = local.weights_version()
-        assert [a["version"] for a in served] == [first, first]
-        with torch.no_grad():
-            next(net.parameters()).add_(0.5)  # a training step
-        assert local.weights_version() != first
-        counts = eng.search(roots(4))
-        np.testing.assert_array_equal(counts.sum(1), 60)
-        assert [a["version"] for a in eng._client.where()] == [local.weights_version()] * 2
-        # The actors' answers are those of the new weights.
-        planes = np.stack([s.planes() for s in roots(2)]).astype(np.float32)
-        import ray
+    torch.manual_seed(seed)
+    return NetworkEvaluator(
+        PolicyValueNet(board_size=9, in_planes=GAME.n_planes, blocks=1, channels=8).eval(), "cpu"
+    )
 
-        want_logits, want_values = local(planes)
-        for actor in eng._client.actors:
-            logits, values, _ = ray.get(actor.infer.remote(planes), timeout=60)
-            np.testing.assert_allclose(logits, want_logits, rtol=1e-5, atol=1e-5)
-            np.testing.assert_allclose(values, want_values, rtol=1e-5, atol=1e-5)
-        # Through the client, planes travel compacted when that loses nothing, as they are otherwise.
-        for sent in (planes, planes * 0.37):
-            want_logits, want_values = local(sent)
-            for _ in eng._client.actors:
-                logits, values, _ = ray.get(eng._client.infer_async(sent), timeout=60)
-                np.testing.assert_allclose(logits, want_logits, rtol=1e-5, atol=1e-5)
-                np.testing.assert_allclose(values, want_values, rtol=1e-5, atol=1e-5)
-    finally:
-        eng.close()
+
+def _answers(inference: RayInference, planes: np.ndarray, min_version: int) -> list[Any]:
+    import ray
+
+    return [ray.get(a.infer.remote(BEST, planes, min_version), timeout=60) for a in inference.client.actors]
+
+
+def test_weights_carry_a_version_and_every_actor_answers_with_the_current_ones() -> None:
+    first, second = _net_evaluator(0), _net_evaluator(1)
+    eng = engine(lambda: first, num_simulations=60, batch_size=4, inference_actors=2, max_inflight_batches=2)
+    inference = service(eng)
+    eng.search(roots(4))
+    assert eng.version == 1  # the first weights, published when the service started
+    served = inference.client.where()
+    assert len({a["pid"] for a in served}) == 2
+    assert all(a["batches"] >= 2 for a in served), served  # each actor took a share of the batches
+    if sys.platform.startswith("linux"):  # glibc keeps the forwards' freed memory in CPU actors
+        assert all(a["kept_memory"] for a in served), served
+    assert inference.publish(BEST, second.weights()) == 2
+    counts = eng.search(roots(4))
+    np.testing.assert_array_equal(counts.sum(1), 60)
+    assert eng.version == 2
+    assert [a["versions"][BEST] for a in inference.client.where()] == [2, 2]
+    planes = np.stack([s.planes() for s in roots(2)]).astype(np.float32)
+    want_logits, want_values = second(planes)
+    for answer in _answers(inference, planes, 2):
+        assert answer.version == 2
+        np.testing.assert_allclose(answer.logits, want_logits, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(answer.values, want_values, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(first(planes)[0], want_logits, atol=1e-3)  # the two networks differ
+    # Through the client, planes travel compacted when that loses nothing, as they are otherwise.
+    import ray
+
+    for sent in (planes, planes * 0.37):
+        want_logits, _ = second(sent)
+        for _ in inference.client.actors:
+            ref, _actor = inference.client.infer_async(BEST, sent, 2)
+            np.testing.assert_allclose(ray.get(ref, timeout=60).logits, want_logits, rtol=1e-5, atol=1e-5)
+
+
+def test_a_restarted_inference_actor_answers_its_first_batch_with_the_current_weights() -> None:
+    import ray
+
+    first, trained = _net_evaluator(0), _net_evaluator(1)
+    eng = engine(lambda: first, num_simulations=30, batch_size=4, max_restarts=2)
+    inference = service(eng)
+    for _ in range(3):  # versions 2..4: the last one is the trained network's
+        inference.publish(BEST, trained.weights())
+    planes = np.stack([s.planes() for s in roots(3)]).astype(np.float32)
+    before = inference.client.where(0)
+    os.kill(before["pid"], signal.SIGKILL)
+    inference.check_actors()  # waits until Ray has it up again; the death counted
+    assert inference.actors.deaths == [1]
+    after = inference.client.where(0)
+    assert after["pid"] != before["pid"] and after["incarnation"] == 2
+    # Nothing was pushed to the new actor: it took the current weights from the keeper as it started,
+    # and its very first answer, even to a batch that asks for no version, is theirs.
+    assert after["versions"] == {BEST: 4} and after["batches"] == 0
+    (answer,) = _answers(inference, planes, 0)
+    assert answer.version == 4
+    np.testing.assert_allclose(answer.logits, trained(planes)[0], rtol=1e-5, atol=1e-5)
+    # The search goes on with it, every answer of the current version.
+    counts = eng.search(roots(3))
+    np.testing.assert_array_equal(counts.sum(1), 30)
+    assert eng.version == 4
+    ray.get(inference.client.actors[0].where.remote(), timeout=30)
 
 
 def test_planes_of_zeros_and_ones_travel_as_uint8_and_others_as_they_are() -> None:
@@ -316,7 +366,7 @@ def test_planes_of_zeros_and_ones_travel_as_uint8_and_others_as_they_are() -> No
 )
 def test_bad_values_are_refused_by_name(key: str, value: Any, said: str) -> None:
     with pytest.raises(ConfigError, match=said.replace(".", r"\.")):
-        engine(**{key: value})
+        RayAsyncSearch(RayAsyncConfig(**{key: value}))
 
 
 def _runner(eng: Any, seed: int, *, n_games: int) -> Any:
@@ -326,41 +376,45 @@ def _runner(eng: Any, seed: int, *, n_games: int) -> Any:
     return VectorizeRunner(GAME, eng, MoveChoice(1.0, 4), rng, n_games=n_games, noise=True)
 
 
-def test_self_play_workers_play_on_when_one_is_killed(capfd: pytest.CaptureFixture[str]) -> None:
-    eng = engine(num_simulations=30, batch_size=8, workers=2, max_restarts=2, worker_num_cpus=1)
-    source = eng.self_play(functools.partial(_runner, n_games=4), seed=3)
+def test_self_play_workers_play_on_when_one_is_killed_and_the_death_is_counted_once(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    cfg = RayAsyncConfig(num_simulations=30, batch_size=8, workers=2, max_restarts=2, worker_num_cpus=1)
+    eng = engine(**{k: getattr(cfg, k) for k in ("num_simulations", "batch_size", "workers", "max_restarts")})
+    source = RayAsyncSearch(cfg).self_play(
+        service(eng), functools.partial(_runner, n_games=4), game=GAME, seed=3, should_stop=lambda: False
+    )
     assert source is not None
     try:
+        source.configure({"temperature": 1.0, "dirichlet_epsilon": 0.25, "num_simulations": 30})
         moves, games = 0, []
         while moves < 40:
             m, finished = source.step()
             moves, games = moves + m, games + finished
-        victim = source.placement[0]["pid"]  # type: ignore[attr-defined]
+        victim = source.placement[0]["pid"]
         os.kill(victim, signal.SIGKILL)
         deadline = time.monotonic() + 120
         after = 0
-        while after < 200 or not any(source.deaths):  # type: ignore[attr-defined]
+        while after < 200 or not any(source.deaths):
             assert time.monotonic() < deadline, "self-play stalled after a worker was killed"
             m, finished = source.step()
             after += m
             games += finished
-        assert source.deaths[0] == 1  # type: ignore[attr-defined]
-        while True:  # the restarted worker answers once Ray has it up again
-            assert time.monotonic() < deadline, "the killed worker was not restarted"
-            try:
-                restarted = source._where()[0]["pid"]  # type: ignore[attr-defined]
-                break
-            except actor_errors():
-                time.sleep(0.2)
-        assert restarted != victim
+        for _ in range(6):  # the calls queued on the killed worker all failed: still one death
+            m, finished = source.step()
+            games += finished
+        assert source.deaths == [1, 0]
+        assert source._wait_alive(0)["pid"] != victim
         # The workers find the inference actors by name: Ray has no handles among a restartable
         # worker's arguments to warn about.
         assert "constructor arguments in the object store" not in capfd.readouterr().err
         assert games, "no game finished"
         assert all(len(g) >= 9 for g in games)  # whole games: 5 in a row needs 9 moves
-        metrics = source.perf_metrics()  # type: ignore[attr-defined]
+        # Every position was searched with the service's one version (an evaluator without weights: 0).
+        assert {v for g in games for v in g.versions} == {service(eng).version(BEST)} == {0}
+        metrics = source.perf_metrics()
         assert metrics["perf/selfplay_workers"] == 2 and metrics["perf/batch_fill"] > 0
-        assert eng.simulations > 0
+        assert metrics["perf/worker_restarts"] == 1
+        assert source.simulations > 0
     finally:
         source.close()
-        eng.close()

@@ -1,5 +1,6 @@
-"""SequentialEngine: visit budgets, noise at the start node only, subtree reuse per game slot, tactics,
-value signs, terminal leaves without the network, and the refusals of bad roots, evaluators and configs."""
+"""search=sequential (a PuctSearch evaluating in the run's process): visit budgets, noise at the
+start node only, subtree reuse per game slot, tactics, value signs, terminal leaves without the
+network, and the refusals of bad roots, evaluators and configs."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 from framework.errors import ConfigError
 from framework_plugins.gomoku.rules import BLACK, WHITE, GameState, Gomoku, winning_move, wins
 from framework_plugins.mcts.config import SequentialConfig
-from framework_plugins.mcts.sequential import SequentialEngine, uniform_evaluator
-from framework_plugins.mcts.tree import ACTION, EXPANDED, PARENT, STATE, VISITS
+from framework_plugins.mcts.engines import local_search, uniform_evaluator
+from framework_plugins.mcts.puct import PuctSearch
+from framework_plugins.mcts.tree import EXPANDED
 
 GAME = Gomoku(9, 5)
 Evaluator = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -32,9 +34,9 @@ def make_engine(
     evaluator_factory: Callable[[], Evaluator] | None = None,
     seed: int = 0,
     **cfg: object,
-) -> SequentialEngine:
+) -> PuctSearch:
     factory = evaluator_factory or uniform_evaluator(game)
-    return SequentialEngine(SequentialConfig(**cfg), game=game, evaluator_factory=factory, seed=seed)  # type: ignore[arg-type]
+    return local_search(SequentialConfig(**cfg), game=game, evaluator_factory=factory, seed=seed)  # type: ignore[arg-type]
 
 
 def index_logits(game: Gomoku) -> np.ndarray:
@@ -82,14 +84,14 @@ def softmax_over_empty(logits: np.ndarray, board: np.ndarray) -> np.ndarray:
     return p / p.sum()
 
 
-def board_at(engine: SequentialEngine, b: int, node: int) -> np.ndarray:
+def board_at(engine: PuctSearch, b: int, node: int) -> np.ndarray:
     """The position at a node of tree b: the root's board and the actions down to the node."""
-    forest = engine._forest
+    forest = engine.tree
     assert forest is not None
     actions = []
     while node != 0:
-        actions.append(int(forest.node_i[b, node, ACTION]))
-        node = int(forest.node_i[b, node, PARENT])
+        actions.append(int(forest.action[b, node]))
+        node = int(forest.parent[b, node])
     board, player = forest.root_board[b].copy(), int(forest.root_player[b])
     for a in reversed(actions):
         assert board[a] == 0
@@ -98,21 +100,21 @@ def board_at(engine: SequentialEngine, b: int, node: int) -> np.ndarray:
     return board
 
 
-def child(engine: SequentialEngine, b: int, node: int, action: int) -> int:
-    assert engine._forest is not None
-    return int(engine._forest.children[b, node, action])
+def child(engine: PuctSearch, b: int, node: int, action: int) -> int:
+    assert engine.tree is not None
+    return int(engine.tree.children[b, node, action])
 
 
-def child_visits(engine: SequentialEngine, b: int, node: int) -> np.ndarray:
-    forest = engine._forest
+def child_visits(engine: PuctSearch, b: int, node: int) -> np.ndarray:
+    forest = engine.tree
     assert forest is not None
     kids = forest.children[b, node]
-    return np.where(kids >= 0, forest.node_i[b, np.maximum(kids, 0), VISITS], 0)
+    return np.where(kids >= 0, forest.visits[b, np.maximum(kids, 0)], 0)
 
 
-def tree_of(engine: SequentialEngine, state: GameState) -> int:
+def tree_of(engine: PuctSearch, state: GameState) -> int:
     """The tree whose root is `state`'s position (the engine picks a tree slot per root)."""
-    forest = engine._forest
+    forest = engine.tree
     assert forest is not None
     same = [
         b
@@ -125,18 +127,18 @@ def tree_of(engine: SequentialEngine, state: GameState) -> int:
     return same[0]
 
 
-def most_visited_line(engine: SequentialEngine, state: GameState) -> tuple[int, int, int]:
+def most_visited_line(engine: PuctSearch, state: GameState) -> tuple[int, int, int]:
     """After a search of `state`: its most visited move, the most visited reply to it, and the visits
     of the grandchild they lead to."""
     b = tree_of(engine, state)
     move = int(child_visits(engine, b, 0).argmax())
     reply = int(child_visits(engine, b, child(engine, b, 0, move)).argmax())
     grandchild = child(engine, b, child(engine, b, 0, move), reply)
-    assert engine._forest is not None
-    return move, reply, int(engine._forest.node_i[b, grandchild, VISITS])
+    assert engine.tree is not None
+    return move, reply, int(engine.tree.visits[b, grandchild])
 
 
-def spy_on_roots(monkeypatch: pytest.MonkeyPatch, engine: SequentialEngine) -> list[dict[str, np.ndarray]]:
+def spy_on_roots(monkeypatch: pytest.MonkeyPatch, engine: PuctSearch) -> list[dict[str, np.ndarray]]:
     """Record each tree's root (visits, children's visits, priors) once placed and expanded, before
     any noise and any new simulation."""
     seen: list[dict[str, np.ndarray]] = []
@@ -146,7 +148,7 @@ def spy_on_roots(monkeypatch: pytest.MonkeyPatch, engine: SequentialEngine) -> l
         expand_roots(forest, active)
         seen.append(
             {
-                "visits": forest.node_i[:, 0, VISITS].copy(),
+                "visits": forest.visits[:, 0].copy(),
                 "children": np.stack([child_visits(engine, b, 0) for b in range(forest.n_trees)]),
                 "prior": forest.prior[:, 0].copy(),
             }
@@ -216,11 +218,11 @@ def test_occupied_cells_get_no_visits_and_no_prior() -> None:
     roots = [position(black, white), position(*FORCED)]
     engine = make_engine(evaluator_factory=index_evaluator(), num_simulations=200)
     counts = engine.search(roots)
-    assert engine._forest is not None
+    assert engine.tree is not None
     for i, root in enumerate(roots):
         occupied = root.board != 0
         assert counts[i, occupied].sum() == 0 and counts[i].sum() == 200
-        assert (engine._forest.prior[tree_of(engine, root), 0, occupied] == 0).all()
+        assert (engine.tree.prior[tree_of(engine, root), 0, occupied] == 0).all()
     # The preferred empty cell, not an occupied one, gets the most visits.
     assert counts[0].argmax() == GAME.from_xy(2, 8)
 
@@ -240,11 +242,11 @@ def assert_mixed_once(prior: np.ndarray, policy: np.ndarray, eps: float) -> None
     assert noise_part.sum() == pytest.approx(eps, abs=1e-5)
 
 
-def assert_non_root_priors_are_the_policy(engine: SequentialEngine, b: int) -> None:
+def assert_non_root_priors_are_the_policy(engine: PuctSearch, b: int) -> None:
     """Every expanded node below the root of tree b has the index evaluator's softmax as its priors."""
-    forest = engine._forest
+    forest = engine.tree
     assert forest is not None
-    expanded = [n for n in range(1, int(forest.n_nodes[b])) if forest.node_i[b, n, STATE] == EXPANDED]
+    expanded = [n for n in range(1, int(forest.n_nodes[b])) if forest.state[b, n] == EXPANDED]
     assert len(expanded) > 20, "precondition: a tree with many expanded nodes"
     for node in expanded:
         expected = softmax_over_empty(index_logits(GAME), board_at(engine, b, node))
@@ -257,7 +259,7 @@ def test_noise_changes_the_root_priors_and_no_other_node_s() -> None:
     root = position([(4, 4), (5, 5)], [(4, 5), (3, 3)])
     engine = make_engine(evaluator_factory=index_evaluator(), num_simulations=200, dirichlet_epsilon=0.25)
     engine.search([root], add_noise=True)
-    forest = engine._forest
+    forest = engine.tree
     assert forest is not None
     b = tree_of(engine, root)
     policy = softmax_over_empty(index_logits(GAME), root.board)
@@ -272,9 +274,9 @@ def test_without_noise_the_root_priors_are_the_evaluators_softmax() -> None:
     root = position([(4, 4), (5, 5)], [(4, 5), (3, 3)])
     engine = make_engine(evaluator_factory=index_evaluator(), num_simulations=50)
     engine.search([root], add_noise=False)
-    assert engine._forest is not None
+    assert engine.tree is not None
     expected = softmax_over_empty(index_logits(GAME), root.board)
-    np.testing.assert_allclose(engine._forest.prior[tree_of(engine, root), 0], expected, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(engine.tree.prior[tree_of(engine, root), 0], expected, rtol=1e-5, atol=1e-7)
 
 
 def test_noise_goes_into_the_kept_root_after_a_move_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -290,8 +292,8 @@ def test_noise_goes_into_the_kept_root_after_a_move_once(monkeypatch: pytest.Mon
     policy = softmax_over_empty(index_logits(GAME), state.board)
     # The kept root arrives with the network's priors (it was not the start node before)...
     np.testing.assert_allclose(seen[1]["prior"][b], policy, rtol=1e-5, atol=1e-7)
-    assert engine._forest is not None
-    prior = engine._forest.prior[b, 0].copy()
+    assert engine.tree is not None
+    prior = engine.tree.prior[b, 0].copy()
     # ...and leaves noised, once.
     assert np.abs(prior - policy).max() > 0.01
     assert_mixed_once(prior, policy, 0.25)
@@ -299,7 +301,7 @@ def test_noise_goes_into_the_kept_root_after_a_move_once(monkeypatch: pytest.Mon
     assert_non_root_priors_are_the_policy(engine, b)
     # Searching the same position again does not noise it again.
     engine.search([state], add_noise=True)
-    np.testing.assert_array_equal(engine._forest.prior[tree_of(engine, state), 0], prior)
+    np.testing.assert_array_equal(engine.tree.prior[tree_of(engine, state), 0], prior)
 
 
 # -- reuse of the tree -----------------------------------------------------------------------------
@@ -318,10 +320,10 @@ def test_reuse_keeps_the_grandchild_s_statistics_and_counts_its_visits(
     reply = int(child_visits(engine, b, child(engine, b, 0, move)).argmax())
     assert (move, reply) == FORCED_MOVES
     grandchild = child(engine, b, child(engine, b, 0, move), reply)
-    assert engine._forest is not None
-    kept_visits = int(engine._forest.node_i[b, grandchild, VISITS])
+    assert engine.tree is not None
+    kept_visits = int(engine.tree.visits[b, grandchild])
     kept_children = child_visits(engine, b, grandchild)
-    kept_prior = engine._forest.prior[b, grandchild].copy()
+    kept_prior = engine.tree.prior[b, grandchild].copy()
     assert kept_visits > 100, "precondition: the forced line gets most visits"
 
     state.play(move)
@@ -401,11 +403,11 @@ def test_games_with_the_same_history_each_keep_their_own_subtree(monkeypatch: py
     seen = spy_on_roots(monkeypatch, engine)
     games = [position(*FORCED) for _ in range(3)]
     engine.search(games)
-    assert engine._forest is not None
+    assert engine.tree is not None
     kept = []
     for b in range(3):
         grandchild = child(engine, b, child(engine, b, 0, FORCED_MOVES[0]), FORCED_MOVES[1])
-        kept.append(int(engine._forest.node_i[b, grandchild, VISITS]))
+        kept.append(int(engine.tree.visits[b, grandchild]))
     assert min(kept) > 100, "precondition: the forced line gets most visits in every tree"
     for game in games:
         for move in FORCED_MOVES:
@@ -621,7 +623,7 @@ def test_searching_a_finished_game_raises() -> None:
         make_engine(evaluator_factory=recorder.factory).search([GAME.new_state(), won])
     with pytest.raises(ValueError, match="finished"):
         make_engine(Gomoku(3, 3), recorder.factory).search([draw])
-    assert recorder.made == 0
+    assert recorder.batches == []  # refused before anything was evaluated
 
 
 def wrong_sizes(n_policies: int, n_values: int, after: int = 0) -> Callable[[], Evaluator]:
@@ -654,19 +656,21 @@ def test_an_evaluator_returning_the_wrong_batch_size_raises(
         engine.search([GAME.new_state(), GameState.from_moves(GAME, [40])])
 
 
-def test_close_drops_the_trees_and_the_evaluator(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_close_drops_the_trees_and_the_service_keeps_its_one_evaluator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     recorder = Recorder()
     engine = make_engine(evaluator_factory=recorder.factory, num_simulations=100)
     seen = spy_on_roots(monkeypatch, engine)
     state = position(*FORCED)
     engine.search([state])
-    assert engine._forest is not None and engine._evaluator is not None and recorder.made == 1
+    assert engine.tree is not None and recorder.made == 1
     engine.close()
-    assert engine._forest is None and engine._evaluator is None
+    assert engine.tree is None
     for move in FORCED_MOVES:
         state.play(move)
     counts = engine.search([state])
-    assert recorder.made == 2  # a fresh evaluator
+    assert recorder.made == 1  # the evaluator is the inference service's, made once
     assert seen[1]["visits"][tree_of(engine, state)] == 1  # and a fresh tree
     assert counts.sum() == 100
 
@@ -724,10 +728,10 @@ def test_the_same_seed_gives_the_same_noised_search() -> None:
 
 def test_the_games_kernels_are_called_by_address_and_anything_else_is_refused() -> None:
     from framework_plugins.gomoku.rules import apply_move_c, encode_c, winning_move_c
-    from framework_plugins.mcts.tree import kernel_addresses
+    from framework_plugins.mcts.game_calls import game_kernels
 
-    addresses = kernel_addresses(Gomoku(9, 5))
-    assert list(addresses) == [apply_move_c.address, winning_move_c.address, encode_c.address]
+    kernels = game_kernels(Gomoku(9, 5))
+    assert kernels[:3] == (apply_move_c.address, winning_move_c.address, encode_c.address)
 
     class PythonRules:
         apply_move = staticmethod(lambda *args: 0)
@@ -735,4 +739,4 @@ def test_the_games_kernels_are_called_by_address_and_anything_else_is_refused() 
         encode = encode_c
 
     with pytest.raises(TypeError, match="is not a C function"):
-        kernel_addresses(PythonRules())
+        game_kernels(PythonRules())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from framework_plugins.dqn.schedules import build_schedule
+from framework.schedules import build_schedule
 
 
 def test_a_number_is_a_constant_schedule() -> None:

@@ -1,4 +1,5 @@
-"""Schedules of a value over env steps (exploration ε, learning rate): constant, linear, piecewise.
+"""Schedules of a value over a run's steps (DQN's exploration ε, AlphaZero's self-play temperature,
+noise and simulations): constant, linear, piecewise.
 
 In config a schedule is a number (constant) or a small mapping:
 
@@ -157,3 +158,8 @@ def _check_keys(
     missing = [k for k in required if k not in spec]
     if missing:
         raise ValueError(f"{name}: a {spec['kind']} schedule needs {', '.join(missing)}")
+
+
+def final_value(spec: Any, *, name: str) -> float:
+    """The value a schedule settles at (a number is its own): what a trained agent plays with."""
+    return build_schedule(spec, name=name, total_steps=1)(2**62)

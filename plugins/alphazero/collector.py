@@ -1,0 +1,73 @@
+"""Self-play collection: games from a runner in the run's process or from Ray workers, played with
+the settings the schedules give at each step (temperature, Dirichlet ε, simulations)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from framework.context import RunContext
+from framework.contracts import DistributedSearch, Measured, SelfPlaySource
+from framework.errors import ConfigError
+from framework.schedules import Schedule, build_schedule
+
+from .config import AlphaZeroConfig
+from .selfplay import GameRecord, MoveChoice, SelfPlayRunner, VectorizeRunner, vectorize_runner
+
+
+def schedules(agent: AlphaZeroConfig, search: Any, total_steps: int) -> dict[str, Schedule]:
+    """The self-play schedules: agent.temperature, search.dirichlet_epsilon, search.num_simulations."""
+    specs = {
+        "temperature": ("agent.temperature", agent.temperature),
+        "dirichlet_epsilon": ("search.dirichlet_epsilon", search.dirichlet_epsilon),
+        "num_simulations": ("search.num_simulations", search.num_simulations),
+    }
+    try:
+        return {
+            key: build_schedule(spec, name=name, total_steps=total_steps)
+            for key, (name, spec) in specs.items()
+        }
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+class SelfPlayCollector:
+    """Where the run's self-play games come from, and the settings they are played with."""
+
+    def __init__(self, cfg: AlphaZeroConfig, ctx: RunContext, game: Any, rng: np.random.Generator) -> None:
+        assert ctx.searches is not None and ctx.search is not None
+        self.schedules = schedules(cfg, ctx.cfg.search, ctx.total_steps)
+        choice = MoveChoice(1.0, cfg.temperature_moves)
+        self.workers: SelfPlaySource | None = None
+        self.runner: SelfPlaySource
+        if cfg.runner == "single":
+            self.runner = SelfPlayRunner(game, ctx.search, choice, rng, noise=cfg.noise)
+            return
+        plugin = ctx.searches.plugin
+        if isinstance(plugin, DistributedSearch):
+            make = functools.partial(
+                vectorize_runner, game=game, choice=choice, n_games=cfg.parallel_games, noise=cfg.noise
+            )
+            self.workers = plugin.self_play(
+                ctx.inference, make, game=game, seed=int(rng.integers(2**31)), should_stop=ctx.stop.is_set
+            )
+        self.runner = self.workers or VectorizeRunner(
+            game, ctx.search, choice, rng, n_games=cfg.parallel_games, noise=cfg.noise
+        )
+
+    def settings(self, step: int) -> dict[str, float]:
+        return {key: float(schedule(step)) for key, schedule in self.schedules.items()}
+
+    def collect(self, step: int) -> tuple[int, list[GameRecord]]:
+        """Moves played and games finished by one step of the runner, with the settings of `step`."""
+        self.runner.configure(self.settings(step))
+        return self.runner.step()
+
+    def perf_metrics(self) -> dict[str, float]:
+        return self.workers.perf_metrics() if isinstance(self.workers, Measured) else {}
+
+    def close(self) -> None:
+        if self.workers is not None:
+            self.workers.close()

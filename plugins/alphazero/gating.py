@@ -1,0 +1,58 @@
+"""Gating and evaluation: the trained network against the best in an arena, and the best against
+the env's fixed opponents. Both search over the run's inference service (no network of their own)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from framework.context import RunContext
+from framework.contracts import GameEnvPlugin
+from framework.searches import BEST
+
+from .arena import FixedPlayer, MatchResult, SearchPlayer, play_match
+from .config import AlphaZeroConfig
+
+#: The model a gate's trained network is published as.
+CANDIDATE = "candidate"
+#: Seed offsets of the searches and opponents a gate or an evaluation makes, apart from self-play's.
+ARENA_SEED, EVAL_SEED = 1_000, 2_000
+
+
+def gate(
+    cfg: AlphaZeroConfig, ctx: RunContext, game: Any, candidate_weights: dict[str, np.ndarray], index: int
+) -> MatchResult:
+    """The candidate's weights (published as CANDIDATE) against BEST in `cfg.gate_games` games."""
+    seed = ctx.seed + ARENA_SEED + index
+    ctx.inference.publish(CANDIDATE, candidate_weights)
+    candidate = ctx.make_search(CANDIDATE, seed=seed)
+    incumbent = ctx.make_search(BEST, seed=seed + 1)
+    rng = np.random.default_rng(seed)
+    try:
+        return play_match(
+            game,
+            SearchPlayer("candidate", candidate, rng, temperature_moves=cfg.arena_temperature_moves),
+            SearchPlayer("best", incumbent, rng, temperature_moves=cfg.arena_temperature_moves),
+            cfg.gate_games,
+        )
+    finally:
+        ctx.close_search(candidate)
+        ctx.close_search(incumbent)
+
+
+def evaluate(cfg: AlphaZeroConfig, ctx: RunContext, *, episodes: int) -> dict[str, float]:
+    """Matches of `episodes` games of BEST against each of the env's evaluation opponents."""
+    env = ctx.env_plugin
+    assert isinstance(env, GameEnvPlugin)
+    search = ctx.make_search(BEST, seed=ctx.seed + EVAL_SEED)
+    rng = np.random.default_rng(ctx.seed + EVAL_SEED)
+    metrics: dict[str, float] = {}
+    try:
+        for name in env.eval_variants:
+            me = SearchPlayer("alphazero", search, rng, temperature_moves=cfg.arena_temperature_moves)
+            them = FixedPlayer(env.opponent(name, seed=ctx.seed + EVAL_SEED))
+            metrics.update(play_match(env.game, me, them, episodes).metrics(f"eval/{name}"))
+    finally:
+        ctx.close_search(search)
+    return metrics

@@ -1,0 +1,157 @@
+"""The search plugins: `search=sequential` and `search=ray_async`.
+
+Each is a config, an inference service it starts for the run (once), and PUCT searches over that
+service (`make`): the same `PuctSearch`, given the service's way of evaluating leaves. Neither
+derives from the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from framework.errors import ConfigError, check_at_least
+from framework.schedules import build_schedule
+
+from .config import RayAsyncConfig, SequentialConfig
+from .puct import PuctSearch
+from .service import BEST, LocalInference, RayInference
+
+if TYPE_CHECKING:
+    from framework.contracts import (
+        BoardGame,
+        DistributedSearch,
+        Evaluator,
+        SearchPlugin,
+        SelfPlaySource,
+    )
+
+    from .distributed import RayAsyncRunner
+
+
+class SequentialSearch:
+    """PUCT over array trees; the leaves of all the roots evaluated together in the run's process."""
+
+    Config: ClassVar[type] = SequentialConfig
+
+    def __init__(self, cfg: SequentialConfig) -> None:
+        validate_search(cfg)
+        self.cfg = cfg
+
+    def start_inference(
+        self, source: Callable[[], Evaluator], *, device: str, should_stop: Callable[[], bool]
+    ) -> LocalInference:
+        return LocalInference(source, device=device)
+
+    def make(self, *, game: BoardGame, inference: Any, model: str = BEST, seed: int) -> PuctSearch:
+        return PuctSearch(self.cfg, game=game, evaluation=inference.evaluation(model), seed=seed)
+
+
+class RayAsyncSearch:
+    """PUCT with virtual loss; leaves batched to Ray inference actors, pipelined; self-play in Ray workers."""
+
+    Config: ClassVar[type] = RayAsyncConfig
+
+    def __init__(self, cfg: RayAsyncConfig) -> None:
+        validate_search(cfg)
+        validate_ray_async(cfg)
+        self.cfg = cfg
+
+    def start_inference(
+        self, source: Callable[[], Evaluator], *, device: str, should_stop: Callable[[], bool]
+    ) -> RayInference:
+        from framework import ray_runtime
+
+        cfg = self.cfg
+        ray_runtime.ensure(
+            min_cpus=cfg.workers * cfg.worker_num_cpus + cfg.inference_actors * cfg.inference_num_cpus
+        )
+        return RayInference.start(cfg, source, should_stop=should_stop)
+
+    def make(self, *, game: BoardGame, inference: Any, model: str = BEST, seed: int) -> PuctSearch:
+        return PuctSearch(self.cfg, game=game, evaluation=inference.evaluation(model), seed=seed)
+
+    def self_play(
+        self,
+        inference: Any,
+        make_runner: Callable[[Any, int], SelfPlaySource],
+        *,
+        game: BoardGame,
+        seed: int,
+        should_stop: Callable[[], bool],
+    ) -> RayAsyncRunner | None:
+        """Self-play in `search.workers` Ray actors over the run's inference service (None with
+        workers=0: the run's process plays)."""
+        if self.cfg.workers < 1:
+            return None
+        from .distributed import RayAsyncRunner
+
+        return RayAsyncRunner(self.cfg, inference, make_runner, game=game, seed=seed, should_stop=should_stop)
+
+
+def validate_search(cfg: SequentialConfig) -> None:
+    for key, low, high in (("num_simulations", 1, None), ("dirichlet_epsilon", 0.0, 1.0)):
+        try:
+            schedule = build_schedule(getattr(cfg, key), name=f"search.{key}", total_steps=1)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        for value in (schedule(0), schedule(2**62)):
+            if value < low or (high is not None and value > high):
+                where = f"[{low}, {high}]" if high is not None else f">= {low}"
+                raise ConfigError(f"search.{key}={getattr(cfg, key)} must be {where} (it reaches {value:g})")
+    if cfg.c_puct <= 0:
+        raise ConfigError(f"search.c_puct={cfg.c_puct} must be > 0")
+    if cfg.fpu_value is not None and not -1.0 <= cfg.fpu_value <= 1.0:
+        raise ConfigError(
+            f"search.fpu_value={cfg.fpu_value} must be in [-1, 1], or null (its parent's value)"
+        )
+    if cfg.dirichlet_alpha <= 0:
+        raise ConfigError(f"search.dirichlet_alpha={cfg.dirichlet_alpha} must be > 0")
+
+
+def validate_ray_async(cfg: RayAsyncConfig) -> None:
+    check_at_least("search", cfg, 1, "batch_size", "max_inflight_batches", "inference_actors")
+    if cfg.async_inflight_limit is not None and cfg.async_inflight_limit < 1:
+        raise ConfigError(
+            f"search.async_inflight_limit={cfg.async_inflight_limit} must be >= 1, "
+            "or null (one batch per root)"
+        )
+    check_at_least("search", cfg, 0, "max_wait_ms", "virtual_loss", "workers", "max_restarts")
+    if cfg.inference_num_cpus <= 0 or cfg.worker_num_cpus <= 0:
+        raise ConfigError("search.inference_num_cpus and search.worker_num_cpus must be > 0")
+    if cfg.inference_num_gpus is not None and cfg.inference_num_gpus < 0:
+        raise ConfigError(f"search.inference_num_gpus={cfg.inference_num_gpus} must be >= 0, or null (auto)")
+    if cfg.inference_timeout_s <= 0:
+        raise ConfigError(f"search.inference_timeout_s={cfg.inference_timeout_s} must be > 0")
+
+
+if TYPE_CHECKING:
+    _sequential_contract: type[SearchPlugin] = SequentialSearch
+    _ray_async_contract: type[SearchPlugin] = RayAsyncSearch
+    _distributed: type[DistributedSearch] = RayAsyncSearch
+
+
+def local_search(
+    cfg: SequentialConfig, *, game: BoardGame, evaluator_factory: Callable[[], Evaluator], seed: int
+) -> PuctSearch:
+    """A search=sequential search over an in-process service of its own (an opponent, a benchmark,
+    a test): the evaluator the factory makes, as it is."""
+    validate_search(cfg)
+    return PuctSearch(
+        cfg, game=game, evaluation=LocalInference(evaluator_factory).evaluation(BEST), seed=seed
+    )
+
+
+def uniform_evaluator(game: BoardGame) -> Callable[[], Evaluator]:
+    """A factory of the evaluator with a uniform prior and a value of 0 (tree and rules alone)."""
+
+    def make() -> Evaluator:
+        def evaluate(planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            n = len(planes)
+            return np.zeros((n, game.n_actions), dtype=np.float32), np.zeros(n, dtype=np.float32)
+
+        return evaluate
+
+    return make

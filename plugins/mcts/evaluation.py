@@ -1,0 +1,165 @@
+"""How a search's leaves get evaluated: a part the search is given, not a kind of search.
+
+`InProcess`: the leaves of all the trees go to the evaluator in this process as one batch per
+simulation (one leaf per tree at a time, so nothing waits: no virtual loss). `Pipelined`: leaves
+go through a `BatchInferenceManager` to the Ray inference actors, several batches in flight, many
+leaves per tree waiting at once under virtual loss. Both answer with the weights' version used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from .batching import BatchInferenceManager, Evaluated, InferenceStats
+
+if TYPE_CHECKING:
+    from framework.contracts import Evaluator
+
+
+class LeafEvaluation(Protocol):
+    """What a PUCT search needs of whatever evaluates its leaves."""
+
+    virtual_loss: float
+    """What a waiting leaf counts as on its path (0 where no leaf of a tree ever waits beside another)."""
+    leaves_per_tree: int
+    """Leaves one tree may have waiting at once."""
+
+    def max_pending(self, n_trees: int) -> int:
+        """Leaves that may wait for their evaluation at once, over all trees."""
+        ...
+
+    def begin(self) -> int:
+        """A search begins: the weights' version its answers will be at least; returned."""
+        ...
+
+    def evaluate(self, planes: np.ndarray) -> Evaluated:
+        """Evaluate now (the roots)."""
+        ...
+
+    def submit(self, slots: np.ndarray, planes: np.ndarray) -> None: ...
+
+    def ready(self, timeout_s: float) -> list[Evaluated]:
+        """Evaluated leaves (what is due is sent first), waiting at most `timeout_s` for any."""
+        ...
+
+    def pending(self) -> int: ...
+
+    def abandon(self) -> list[np.ndarray]:
+        """The slots of every leaf still waiting, whose evaluation is given up (cancelled)."""
+        ...
+
+    def take_stats(self) -> InferenceStats | None: ...
+
+
+class InProcess:
+    """Every queued leaf evaluated in one call, in this process; its weights' version from `version`."""
+
+    virtual_loss = 0.0
+    leaves_per_tree = 1
+
+    def __init__(self, evaluator: Evaluator, version: Callable[[], int] = lambda: 0) -> None:
+        self.evaluator, self.version = evaluator, version
+        self._queue: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def max_pending(self, n_trees: int) -> int:
+        return n_trees
+
+    def begin(self) -> int:
+        return self.version()
+
+    def evaluate(self, planes: np.ndarray) -> Evaluated:
+        logits, values = self.evaluator(planes)
+        return Evaluated(np.arange(len(planes)), *_checked(logits, values, len(planes)), self.version())
+
+    def submit(self, slots: np.ndarray, planes: np.ndarray) -> None:
+        self._queue.append((slots.copy(), planes))
+
+    def ready(self, timeout_s: float) -> list[Evaluated]:
+        if not self._queue:
+            return []
+        slots = np.concatenate([s for s, _ in self._queue])
+        planes = self._queue[0][1] if len(self._queue) == 1 else np.concatenate([p for _, p in self._queue])
+        self._queue = []
+        answer = self.evaluate(planes)
+        return [answer._replace(mapping=slots)]
+
+    def pending(self) -> int:
+        return sum(len(s) for s, _ in self._queue)
+
+    def abandon(self) -> list[np.ndarray]:
+        slots, self._queue = [s for s, _ in self._queue], []
+        return slots
+
+    def take_stats(self) -> InferenceStats | None:
+        return None
+
+
+class Pipelined:
+    """Leaves batched to the Ray inference actors through a BatchInferenceManager."""
+
+    def __init__(
+        self,
+        manager: BatchInferenceManager,
+        *,
+        virtual_loss: float,
+        async_inflight_limit: int | None,
+        version: Callable[[], int],
+    ) -> None:
+        self.manager, self.virtual_loss = manager, virtual_loss
+        self.leaves_per_tree = 1 << 30
+        self.async_inflight_limit, self.version = async_inflight_limit, version
+
+    def max_pending(self, n_trees: int) -> int:
+        return (self.async_inflight_limit or n_trees) * self.manager.batch_size
+
+    def begin(self) -> int:
+        self.manager.min_version = self.version()
+        return self.manager.min_version
+
+    def evaluate(self, planes: np.ndarray) -> Evaluated:
+        manager, n = self.manager, len(planes)
+        manager.enqueue(np.arange(n, dtype=np.int64), planes.copy())
+        got: list[Evaluated] = []
+        try:
+            while sum(len(e.mapping) for e in got) < n:
+                manager.dispatch_ready(force=True)
+                got += manager.drain_ready(0.05)
+        except BaseException:
+            manager.cleanup()
+            raise
+        order = np.concatenate([e.mapping for e in got])
+        logits = np.empty((n, *got[0].logits.shape[1:]), dtype=np.float32)
+        values = np.empty(n, dtype=np.float32)
+        for e in got:
+            logits[e.mapping], values[e.mapping] = _checked(e.logits, e.values, len(e.mapping))
+        assert len(order) == n
+        return Evaluated(np.arange(n), logits, values, min(e.version for e in got))
+
+    def submit(self, slots: np.ndarray, planes: np.ndarray) -> None:
+        self.manager.enqueue(slots.copy(), planes.copy())
+
+    def ready(self, timeout_s: float) -> list[Evaluated]:
+        self.manager.dispatch_ready()
+        return self.manager.drain_ready(timeout_s)
+
+    def pending(self) -> int:
+        return self.manager.pending_count()
+
+    def abandon(self) -> list[np.ndarray]:
+        waiting = self.manager.pending_mappings()
+        self.manager.cleanup()
+        return waiting
+
+    def take_stats(self) -> InferenceStats | None:
+        return self.manager.take_stats()
+
+
+def _checked(logits: Any, values: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    if len(logits) != n or len(values) != n:
+        raise RuntimeError(
+            f"the evaluator returned {len(logits)} policies and {len(values)} values for {n} positions"
+        )
+    return np.asarray(logits, dtype=np.float32), np.asarray(values, dtype=np.float32)

@@ -1,0 +1,290 @@
+"""One PUCT search over array trees, for a batch of roots; how leaves get evaluated is a part it is given.
+
+Each call searches a batch of roots (one per game). Each root is searched in a tree slot: the slot
+whose last root it follows from by the moves played since (up to MAX_MOVES_SINCE), whose subtree
+under those moves is kept (`reuse_tree`), else a free slot. The caller need not keep games in
+order: a match passes whichever games are its player's turn.
+
+The loop: select leaves (`tree.select_leaves`: PUCT, pending visits under virtual loss where the
+evaluation lets leaves of one tree wait together) → hand them to the evaluation part → expand and
+back up what it answers. With `evaluation.InProcess`, one leaf per tree per round, all trees in one
+batch; with `evaluation.Pipelined`, batches in flight to Ray actors while the next are selected.
+With a pipeline of batch 1 and one leaf in flight, the two agree visit for visit.
+
+Invariants (tests/mcts): a root's visits plus its pending visits never pass the target; pending
+visits never go below zero and are all taken back when a search ends, also by an exception (what is
+still in flight is cancelled); noise only at start nodes; an answer of another size fails the search.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from framework.schedules import final_value
+
+from . import tree as kernels
+from .batching import Evaluated, inference_metrics
+from .game_calls import encode_position, entry_point, game_kernels
+from .tree import EXPANDED, Leaves, SearchParams, Tree
+
+if TYPE_CHECKING:
+    from framework.contracts import BoardGame, BoardState
+
+    from .config import SequentialConfig
+    from .evaluation import LeafEvaluation
+
+#: How many moves a root may be past its slot's last root for the slot's subtree to be found.
+MAX_MOVES_SINCE = 8
+#: How long a search waits for an answer when it can select nothing more (it wakes at the first).
+IDLE_WAIT_S = 0.05
+
+
+class PuctSearch:
+    """PUCT with Dirichlet noise at the start node, subtree reuse, and leaves evaluated by a part."""
+
+    def __init__(
+        self, cfg: SequentialConfig, *, game: BoardGame, evaluation: LeafEvaluation, seed: int
+    ) -> None:
+        self.cfg, self.game, self.evaluation = cfg, game, evaluation
+        self.rng = np.random.default_rng(seed)
+        self.num_simulations = round(final_value(cfg.num_simulations, name="search.num_simulations"))
+        """Simulations per move (a self-play runner sets it by its schedule)."""
+        self.dirichlet_epsilon = final_value(cfg.dirichlet_epsilon, name="search.dirichlet_epsilon")
+        """Weight of the start node's noise (a self-play runner sets it by its schedule)."""
+        # Numbers of fixed types: the compiled kernels are typed once.
+        self.params = SearchParams(
+            c_puct=float(cfg.c_puct),
+            fpu_value=0.0 if cfg.fpu_value is None else float(cfg.fpu_value),
+            fpu_from_parent=cfg.fpu_value is None,
+            fpu_reduction=float(cfg.fpu_reduction),
+            virtual_loss=float(evaluation.virtual_loss),
+            detect_wins=bool(cfg.detect_wins),
+            leaves_per_tree=int(evaluation.leaves_per_tree),
+        )
+        self.kernels = game_kernels(game)
+        self.tree: Tree | None = None
+        self._slots: list[tuple[int, ...] | None] = []
+        """The moves of each tree slot's root (None: a free slot)."""
+        self._leaves: Leaves | None = None
+        self._compiled: dict[str, Callable[..., Any]] = {}
+        self._last_values = np.zeros(0, dtype=np.float32)
+        self.version = 0
+        """The weights' version the last search began with: every answer it used was of it or newer."""
+        self.simulations = 0
+        """Simulations run since the search was built (for sims/s)."""
+        self.search_seconds = 0.0
+        self._sims_mark = 0
+        self.clamped = 0
+        """Pending visits that were already 0 when taken back (a bookkeeping error; stays 0)."""
+        self.debug_hook: Callable[[PuctSearch, Tree], None] | None = None
+        """Called at every turn of the loop (tests check the invariants with it)."""
+
+    @property
+    def root_values(self) -> np.ndarray:
+        """The last searched roots' values, from the view of their player to move, [B]."""
+        return self._last_values
+
+    def search(self, roots: Sequence[BoardState], *, add_noise: bool = False) -> np.ndarray:
+        """Visit counts [len(roots), n_actions] of each root's moves after the search."""
+        started = time.perf_counter()
+        try:
+            return self._search(roots, add_noise)
+        finally:
+            self.search_seconds += time.perf_counter() - started
+
+    def perf_metrics(self) -> dict[str, float]:
+        """The tuning figures (perf/search_sims_per_s, batch_fill, …) since the last call."""
+        sims, self._sims_mark = self.simulations - self._sims_mark, self.simulations
+        seconds, self.search_seconds = self.search_seconds, 0.0
+        return inference_metrics(self.evaluation.take_stats(), sims, seconds)
+
+    def close(self) -> None:
+        """Drop the trees (the evaluation part's work in flight with them)."""
+        if self.evaluation.pending():
+            self.evaluation.abandon()
+        self.tree, self._leaves, self._slots = None, None, []
+
+    # -- the steps of a search ---------------------------------------------------------------------
+
+    def _search(self, roots: Sequence[BoardState], add_noise: bool) -> np.ndarray:
+        if not roots:
+            self._last_values = np.zeros(0, dtype=np.float32)
+            return np.zeros((0, self.game.n_actions), dtype=np.float32)
+        histories = [tuple(int(m) for m in root.moves) for root in roots]
+        for i, (root, moves) in enumerate(zip(roots, histories, strict=True)):
+            if len(moves) >= self.game.n_actions or getattr(root, "done", False):
+                raise ValueError(f"search: root {i} is a finished game ({len(moves)} moves)")
+        self.version = self.evaluation.begin()
+        tree = self._tree_for(len(roots))
+        slots = self._assign_slots(histories)
+        for root, moves, slot in zip(roots, histories, slots, strict=True):
+            self._place_root(tree, int(slot), root, moves)
+        active = np.zeros(tree.n_trees, dtype=np.bool_)
+        active[slots] = True
+        self._expand_roots(tree, active)
+        if add_noise:
+            self._add_noise(tree, active)
+        self._simulate(tree, active)
+        self._last_values = (-tree.value_sum[:, 0] / np.maximum(tree.visits[:, 0], 1))[slots].astype(
+            np.float32
+        )
+        return kernels.root_child_visits(tree)[slots]
+
+    def _tree_for(self, n: int) -> Tree:
+        capacity = self.num_simulations + 2
+        tree = self.tree
+        if tree is None:
+            tree = kernels.new_tree(n, capacity, self.game.n_actions)
+        elif tree.n_trees < n or tree.capacity < capacity:
+            tree = kernels.grown(tree, capacity, n)
+        self._slots += [None] * (tree.n_trees - len(self._slots))
+        self.tree = tree
+        return tree
+
+    def _assign_slots(self, histories: list[tuple[int, ...]]) -> np.ndarray:
+        """A distinct tree slot per root: the one its moves follow from, else a free or stale one."""
+        slots = np.full(len(histories), -1, dtype=np.int64)
+        taken = np.zeros(len(self._slots), dtype=bool)
+        if self.cfg.reuse_tree:
+            # Games with the same history (the empty board, a shared opening) each keep their own tree.
+            by_history: dict[tuple[int, ...], list[int]] = {}
+            for s, h in enumerate(self._slots):
+                if h is not None:
+                    by_history.setdefault(h, []).append(s)
+            for i, moves in enumerate(histories):
+                for since in range(min(len(moves), MAX_MOVES_SINCE) + 1):
+                    mine = [s for s in by_history.get(moves[: len(moves) - since], ()) if not taken[s]]
+                    if mine:
+                        slots[i], taken[mine[0]] = mine[0], True
+                        break
+        # Free slots first, then those this call did not match (their games may have ended).
+        spare = sorted(np.flatnonzero(~taken), key=lambda s: self._slots[s] is not None)
+        for j in np.flatnonzero(slots < 0):
+            free = int(spare.pop(0))
+            slots[j] = free
+            self._slots[free] = None
+        return slots
+
+    def _place_root(self, tree: Tree, b: int, root: BoardState, moves: tuple[int, ...]) -> None:
+        """Tree b's root becomes `root`: the kept subtree when it follows from the last one."""
+        last = self._slots[b]
+        node = -1
+        if self.cfg.reuse_tree and last is not None and moves[: len(last)] == last:
+            node = kernels.descend(tree, b, np.array(moves[len(last) :], dtype=np.int64))
+            if node == 0:
+                return
+            if node > 0:
+                kernels.reroot(tree, b, node)
+        if node <= 0:
+            kernels.reset_tree(tree, b)
+        tree.root_board[b] = np.asarray(root.board)
+        tree.root_player[b] = int(root.to_play)
+        tree.root_moves[b] = len(moves)
+        tree.root_last[b] = moves[-1] if moves else -1
+        tree.noised[b] = False
+        self._slots[b] = moves
+
+    def _expand_roots(self, tree: Tree, active: np.ndarray) -> None:
+        todo = [int(b) for b in np.flatnonzero(active) if tree.state[b, 0] != EXPANDED]
+        if not todo:
+            return
+        game = self.game
+        planes = np.empty((len(todo), game.n_planes, *game.board_shape), dtype=np.float32)
+        for j, b in enumerate(todo):
+            encode_position(
+                self.kernels, tree.root_board[b], int(tree.root_player[b]), int(tree.root_last[b]), planes[j]
+            )
+        answer = self._checked(self.evaluation.evaluate(planes))
+        for j, b in enumerate(todo):
+            kernels.expand_root(tree, b, answer.logits[j], float(answer.values[j]))
+
+    def _add_noise(self, tree: Tree, active: np.ndarray) -> None:
+        """Dirichlet noise into each start node's priors, once per start node."""
+        for b in map(int, np.flatnonzero(active)):
+            if tree.noised[b]:
+                continue
+            n_legal = int(np.count_nonzero(tree.root_board[b] == 0))
+            noise = self.rng.dirichlet(np.full(n_legal, self.cfg.dirichlet_alpha))
+            kernels.add_noise(tree, b, noise, self.dirichlet_epsilon)
+            tree.noised[b] = True
+
+    def _simulate(self, tree: Tree, active: np.ndarray) -> None:
+        evaluation = self.evaluation
+        max_pending = evaluation.max_pending(int(active.sum()))
+        leaves = self._leaves_for(max_pending, tree.n_trees)
+        kernels.free_all(leaves)
+        params = self.params
+        select = self._compile(
+            "select", kernels.select_leaves, tree, params, self.kernels, leaves, active, 1, 1
+        )
+        try:
+            while True:
+                budget = max_pending - evaluation.pending()
+                k, backed, unfinished = select(
+                    tree, params, self.kernels, leaves, active, self.num_simulations, budget
+                )
+                self.simulations += backed
+                if k:
+                    evaluation.submit(leaves.taken[:k], leaves.planes[:k])
+                if not unfinished:
+                    break
+                if self.debug_hook is not None:
+                    self.debug_hook(self, tree)
+                answers = evaluation.ready(IDLE_WAIT_S)
+                for j, answer in enumerate(answers):
+                    try:
+                        answer = self._checked(answer)
+                    except RuntimeError:  # this answer's leaves and the rest's are still pending
+                        given_up = np.concatenate([a.mapping for a in answers[j:]]).astype(np.int64)
+                        self.clamped += kernels.release_leaves(tree, leaves, given_up)
+                        raise
+                    self._finish(tree, leaves, answer)
+            if evaluation.pending():
+                raise RuntimeError(f"search ended with {evaluation.pending()} leaves still pending")
+        except BaseException:
+            waiting = evaluation.abandon()
+            if waiting:
+                self.clamped += kernels.release_leaves(tree, leaves, np.concatenate(waiting).astype(np.int64))
+            raise
+
+    def _finish(self, tree: Tree, leaves: Leaves, answer: Evaluated) -> None:
+        args = (tree, leaves, answer.mapping.astype(np.int64), answer.logits, answer.values)
+        self.clamped += self._compile("finish", kernels.finish_leaves, *args)(*args)
+        kernels.give_back(leaves, answer.mapping)
+        self.simulations += len(answer.mapping)
+
+    def _checked(self, answer: Evaluated) -> Evaluated:
+        n, logits, values = len(answer.mapping), answer.logits, answer.values
+        if len(logits) != n or len(values) != n:
+            raise RuntimeError(
+                f"the evaluator returned {len(logits)} policies and {len(values)} values for {n} positions"
+            )
+        if logits.ndim != 2 or logits.shape[1] != self.game.n_actions:
+            raise RuntimeError(
+                f"the evaluator returned policies of shape {tuple(logits.shape)}; this game's are "
+                f"[batch, {self.game.n_actions}] (flat action indices)"
+            )
+        return answer._replace(
+            logits=np.ascontiguousarray(logits, dtype=np.float32),
+            values=np.ascontiguousarray(values, dtype=np.float32),
+        )
+
+    def _leaves_for(self, n: int, n_trees: int) -> Leaves:
+        leaves = self._leaves
+        if leaves is None or leaves.capacity < n or leaves.blocked.size < n_trees:
+            game = self.game
+            leaves = kernels.new_leaves(
+                max(n, 1), max(n_trees, 1), game.n_actions, (game.n_planes, *game.board_shape)
+            )
+            self._leaves = leaves
+        return leaves
+
+    def _compile(self, name: str, dispatcher: Any, *args: Any) -> Callable[..., Any]:
+        compiled = self._compiled.get(name)
+        if compiled is None:
+            compiled = self._compiled[name] = entry_point(dispatcher, *args)
+        return compiled

@@ -1,0 +1,221 @@
+"""The run's inference service: one per run, started by the run, shared by every search of it.
+
+Self-play, gating, evaluation, `play` and `gomocup` all search over it. It holds the network under
+model names ("best": the one self-play and evaluation use; "candidate": one under gating), each
+with a version that `publish` raises. `LocalInference` runs the network in the run's own process
+(search=sequential); `RayInference` on Ray inference actors (search=ray_async), which every
+process of the cluster reaches by name (`RayInference.join`, in a self-play worker).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from framework.contracts import PortableEvaluator
+
+from .batching import BatchInferenceManager
+from .evaluation import InProcess, Pipelined
+from .inference import RayInferenceClient, start_inference_actors
+from .restarts import Incarnations
+
+if TYPE_CHECKING:
+    from framework.contracts import Evaluator
+
+    from .config import RayAsyncConfig
+
+log = logging.getLogger("framework")
+
+#: The model self-play, evaluation and play search with.
+BEST = "best"
+
+
+class LocalInference:
+    """The network in this process: an evaluator per model, built from the source's portable form
+    (a copy, whose weights only `publish` changes), or the source itself where it is not portable."""
+
+    def __init__(self, source: Callable[[], Evaluator], *, device: str = "cpu") -> None:
+        first = source()
+        self._source, self.device = source, device
+        self._portable = first if isinstance(first, PortableEvaluator) else None
+        self._evaluators: dict[str, Evaluator] = {}
+        if self._portable is None:  # an evaluator made by the source is used as it is, made once
+            self._evaluators[BEST] = first
+        self._versions: dict[str, int] = {}
+
+    def publish(self, model: str, weights: Mapping[str, np.ndarray]) -> int:
+        """New weights for `model`; its new version."""
+        evaluator = self._evaluator(model)
+        if not isinstance(evaluator, PortableEvaluator):
+            raise TypeError(f"model {model!r}: its evaluator takes no weights (it is not portable)")
+        evaluator.load_weights(weights)
+        self._versions[model] = self._versions.get(model, 0) + 1
+        return self._versions[model]
+
+    def version(self, model: str) -> int:
+        return self._versions.get(model, 0)
+
+    def evaluation(self, model: str) -> InProcess:
+        return InProcess(self._evaluator(model), lambda: self.version(model))
+
+    def close(self) -> None:
+        self._evaluators.clear()
+
+    def _evaluator(self, model: str) -> Evaluator:
+        evaluator = self._evaluators.get(model)
+        if evaluator is None:
+            if self._portable is None:
+                evaluator = self._source()
+            else:  # a copy, starting from the source's weights of now
+                evaluator = self._portable.portable()(self.device)
+                evaluator.load_weights(self._portable.weights())
+            self._evaluators[model] = evaluator
+        return evaluator
+
+
+@dataclass(frozen=True)
+class RayServiceAddress:
+    """What a process of the cluster needs to join a RayInference: the actors' and keeper's names."""
+
+    actors: tuple[str, ...]
+    keeper: str
+
+
+class RayInference:
+    """The network on Ray inference actors: started once (`start`), joined anywhere (`join`)."""
+
+    def __init__(
+        self,
+        cfg: RayAsyncConfig,
+        address: RayServiceAddress,
+        *,
+        owner: bool,
+        handles: dict[str, Any] | None = None,
+    ) -> None:
+        self.cfg, self.address, self.owner = cfg, address, owner
+        self.client = RayInferenceClient(
+            list(address.actors), address.keeper, timeout_s=cfg.inference_timeout_s, handles=handles
+        )
+        self.actors = Incarnations(
+            "inference actor",
+            list(address.actors),
+            max_restarts=cfg.max_restarts,
+            timeout_s=cfg.inference_timeout_s,
+        )
+        self._versions: dict[str, int] = {}
+
+    @classmethod
+    def start(
+        cls,
+        cfg: RayAsyncConfig,
+        source: Callable[[], Evaluator],
+        *,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> RayInference:
+        """Start the actors; a portable source's weights become the first version of BEST."""
+        first = source()
+        builder: Callable[..., Any]
+        if isinstance(first, PortableEvaluator):
+            builder, portable = first.portable(), True
+        else:  # not portable: the factory itself goes to the actor (its weights never change)
+            builder, portable = source, False
+        names, keeper, handles = start_inference_actors(
+            builder,
+            portable=portable,
+            count=cfg.inference_actors,
+            num_cpus=cfg.inference_num_cpus,
+            num_gpus=cfg.inference_num_gpus,
+            max_restarts=cfg.max_restarts,
+        )
+        service = cls(cfg, RayServiceAddress(tuple(names), keeper), owner=True, handles=handles)
+        service.actors.should_stop = should_stop
+        try:
+            service.wait_started()
+            if isinstance(first, PortableEvaluator):
+                service.publish(BEST, first.weights())
+        except BaseException:
+            service.close()
+            raise
+        return service
+
+    @classmethod
+    def join(cls, cfg: RayAsyncConfig, address: RayServiceAddress) -> RayInference:
+        """The service another process started (a self-play worker's view of it)."""
+        return cls(cfg, address, owner=False)
+
+    def publish(self, model: str, weights: Mapping[str, np.ndarray]) -> int:
+        """New weights for `model`: in the object store, with the keeper, then pushed to every actor."""
+        import ray
+
+        if not self.owner:
+            raise RuntimeError("only the process that started the inference service publishes weights")
+        version = self._versions.get(model, 0) + 1
+        ref = ray.put({k: np.asarray(v) for k, v in weights.items()})
+        ray.get(self.client.keeper.set.remote(model, version, [ref]), timeout=self.cfg.inference_timeout_s)
+        self._versions[model] = version
+        pushed = [a.load_weights.remote(model, version, ref) for a in self.client.actors]
+        # An actor restarting now fetches the version from the keeper itself before it answers.
+        ray.wait(pushed, num_returns=len(pushed), timeout=self.cfg.inference_timeout_s)
+        return version
+
+    def version(self, model: str) -> int:
+        """The model's current version: this process's own count where it publishes, else the keeper's."""
+        if self.owner:
+            return self._versions.get(model, 0)
+        return self.client.current_versions().get(model, 0)
+
+    def evaluation(self, model: str) -> Pipelined:
+        cfg = self.cfg
+        manager = BatchInferenceManager(
+            self.client,
+            model=model,
+            batch_size=cfg.batch_size,
+            max_wait_ms=cfg.max_wait_ms,
+            max_inflight_batches=cfg.max_inflight_batches,
+            timeout_s=cfg.inference_timeout_s,
+            # Every batch in flight fails with its actor: a restart may cost that many resends.
+            max_resends=(cfg.max_restarts + 1) * cfg.max_inflight_batches * max(cfg.inference_actors, 1),
+            on_actor_failure=self._actor_failed,
+        )
+        return Pipelined(
+            manager,
+            virtual_loss=cfg.virtual_loss,
+            async_inflight_limit=cfg.async_inflight_limit,
+            version=lambda: self.version(model),
+        )
+
+    def wait_started(self) -> None:
+        """Return once every actor answers (Ray places and builds them: seconds)."""
+        self.check_actors()
+
+    def check_actors(self) -> int:
+        """Ask every actor where it runs, counting restarts not seen yet; the total restarts."""
+        for i in range(len(self.client.actors)):
+            self.actors.wait_alive(i, functools.partial(self.client.where, i))
+        return self.actors.total_deaths
+
+    def close(self) -> None:
+        """Stop the actors and the keeper (the process that started them only)."""
+        import ray
+
+        if not self.owner:
+            return
+        for actor in [*self.client.actors, self.client.keeper]:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception as e:  # Ray already shut down: its actors went with it
+                log.debug("inference actors: %s", e)
+        self.client.actors = []
+
+    def _actor_failed(self, i: int, error: BaseException) -> None:
+        log.warning(
+            "inference actor %s failed a batch (%s); it is sent again once Ray has restarted the actor",
+            self.address.actors[i],
+            f"{type(error).__name__}: {str(error).splitlines()[0][:160]}",
+        )
+        self.actors.wait_alive(i, functools.partial(self.client.where, i), error)

@@ -1,25 +1,23 @@
-"""`python -m framework [plugins | gomocup RUN | play RUN | Hydra overrides...]`."""
+"""`python -m framework [COMMAND ARGS... | Hydra overrides...]`: a registered sub-command (the
+`framework.commands` group), or else a run composed by Hydra."""
 
-import os
 import sys
+
+from framework.errors import ConfigError
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "plugins":
-        from framework.plugins_cli import main as plugins_main
+    argv = sys.argv[1:]
+    if argv:
+        from framework import commands
 
         try:
-            code = plugins_main(sys.argv[2:])
-            sys.stdout.flush()
-        except BrokenPipeError:  # `... plugins | head`: the reader has what it wanted
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            code = 0
-        sys.exit(code)
-    if len(sys.argv) > 1 and sys.argv[1] in ("gomocup", "play"):
-        from framework.play_cli import gomocup_main, play_main
-
-        command = gomocup_main if sys.argv[1] == "gomocup" else play_main
-        sys.exit(command(sys.argv[2:]))
+            command = commands.find(argv[0])
+        except ConfigError as e:  # registered twice: which distributions, and what to do
+            print(f"Error: {e}", file=sys.stderr)
+            sys.exit(1)
+        if command is not None:
+            sys.exit(commands.run(command, argv[1:]))
     from framework.app import main as app_main
 
     app_main()

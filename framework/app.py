@@ -17,7 +17,7 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from framework import STARTED_AT, config, registry
+from framework import STARTED_AT, commands, config, registry
 from framework.errors import ConfigError, ExplainedError, RunFailed, hydra_message
 from framework.sweep import JOB_INTERRUPTED, PARENT_RUN_ENV, child_run_name, swept_keys_of_this_sweep
 
@@ -93,6 +93,7 @@ def _module(value: str) -> str:
 def _setup() -> None:
     """The root schema, and every conf package's plugin schemas, in Hydra's ConfigStore."""
     register_schemas()
+    commands.register_help_resolver()
     Plugins.instance().register(EntryPointSearchPath)
 
 

@@ -90,10 +90,14 @@ def hydra_message(error: BaseException) -> str | None:
             return f"Invalid value for {cause.full_key}: {reason}"
         return f"{_first_line(error)}: {reason}"
     if isinstance(error, OverrideParseException) and "=" not in error.override:
-        hint = did_you_mean(error.override, ["plugins"], prefix="python -m framework ")
+        from framework import registry  # registry imports this module
+
+        commands = registry.names("command")
+        hint = did_you_mean(error.override, commands, prefix="python -m framework ")
         return (
             f"{error.override!r} is neither a command nor an override (key=value, group=option).{hint} "
-            "(python -m framework --help lists the config groups.)"
+            f"Commands: {', '.join(commands) or '(none installed)'}. "
+            "(python -m framework --help lists the commands and the config groups.)"
         )
     return " ".join(str(error).split())
 

@@ -44,6 +44,7 @@ class ConfigFile:
 
 
 def main(argv: list[str]) -> int:
+    """List the installed plugins, by kind, and the configs that select them (--config NAME: its keys)."""
     parser = argparse.ArgumentParser(
         prog="python -m framework plugins",
         description="List the installed framework plugins and the configs that select them.",

@@ -20,6 +20,7 @@ GROUPS: dict[str, str] = {
     "search": "framework.search",
     "tracker": "framework.trackers",
     "conf": "framework.conf",
+    "command": "framework.commands",
 }
 
 

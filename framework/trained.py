@@ -1,5 +1,5 @@
 """A trained run, loaded to play: its saved config and last checkpoint rebuilt into the env's game,
-the agent and search engines, outside a training run (`python -m framework gomocup RUN`, `play RUN`).
+the agent and search engines, outside a training run (for plugins' sub-commands: gomoku's `play RUN`).
 
 RUN is a run directory (or one of its checkpoints) or a tracked run id, as for `resume=`. The
 command line may change how the agent searches (`search.num_simulations=800`, `search=NAME`), the

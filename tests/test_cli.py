@@ -38,6 +38,17 @@ def test_listing_help_and_composition_import_neither_torch_nor_ray(
     assert not modules & set(HEAVY), modules & set(HEAVY)
 
 
+def test_a_run_that_uses_no_ray_imports_none_of_it(tmp_path: Path) -> None:
+    """Ray is a resource of the runs that search with it; the default DQN on CartPole never loads it."""
+    modules, p = imported_modules(
+        "total_steps=256", "eval.episodes=1", "tracking=none", "progress=log", cwd=tmp_path
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "Run FINISHED at step 256" in p.stdout
+    assert "torch" in modules  # the whole run was watched: its agent's imports are there
+    assert "ray" not in modules
+
+
 def test_plugins_lists_each_plugin_with_the_configs_that_select_it(cli) -> None:
     r = cli("plugins")
     assert r.returncode == 0, r.output

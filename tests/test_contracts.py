@@ -14,7 +14,8 @@ from framework import config, contracts, registry
 from framework.app import compose
 from framework.plugins_cli import field_docs
 
-KINDS = [kind for kind in registry.GROUPS if kind != "conf"]
+# A conf entry point is a package of config files and a command a function: neither has a Protocol.
+KINDS = [kind for kind in registry.GROUPS if kind in contracts.CONTRACTS]
 ENTRY_POINTS = [(kind, name) for kind in KINDS for name in registry.names(kind)]
 CONF = Path(importlib.import_module("framework_conf").__file__ or "").parent
 

@@ -41,6 +41,7 @@ def test_example_plugins_are_listed(installed: dict[str, str], tmp_path: Path) -
     assert ["conf", "framework_example", "-", "framework-example-plugin", "0.1.0"] in [
         row[:5] for row in rows
     ]
+    assert ["command", "corridor", "-", "framework-example-plugin", "0.1.0"] in [row[:5] for row in rows]
     described = run_cli("plugins", "--config", "corridor", cwd=tmp_path, env=installed)
     assert described.returncode == 0, described.output
     assert "env.length" in described.stdout and "Cells in the corridor" in described.stdout
@@ -49,6 +50,17 @@ def test_example_plugins_are_listed(installed: dict[str, str], tmp_path: Path) -
 def test_example_config_group_shows_in_help(installed: dict[str, str], tmp_path: Path) -> None:
     r = run_cli("--help", cwd=tmp_path, env=installed)
     assert "env: atari, cartpole, corridor, fighter, gomoku, gym, lunarlander" in r.stdout
+
+
+def test_example_command_runs_by_name_and_shows_in_help(installed: dict[str, str], tmp_path: Path) -> None:
+    r = run_cli("corridor", "--length", "3", cwd=tmp_path, env=installed)
+    assert r.returncode == 0, r.output
+    assert r.stdout.splitlines() == ["A.G", ".AG", "..A", "goal reached in 2 steps"]
+    listed = run_cli("--help", cwd=tmp_path, env=installed)
+    assert "  corridor  Walk the corridor to its goal, printing each step as text." in listed.stdout
+    refused = run_cli("corridor", "--length", "1", cwd=tmp_path, env=installed)
+    assert refused.returncode == 2
+    assert "--length 1: a corridor has at least 2 cells" in refused.stderr
 
 
 def test_example_env_trains_through_the_cli(installed: dict[str, str], tmp_path: Path) -> None:

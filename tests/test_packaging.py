@@ -37,6 +37,7 @@ def wheel_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_installed_distribution_holds_plugins_and_configs(wheel_install: Path) -> None:
     assert (wheel_install / "framework" / "run.py").is_file()
+    assert (wheel_install / "framework" / "contracts" / "check.py").is_file()
     assert (wheel_install / "framework_plugins" / "sb3" / "agent.py").is_file()
     assert (wheel_install / "framework_conf" / "config.yaml").is_file()
     assert (wheel_install / "framework_conf" / "tuned" / "ppo_cartpole.yaml").is_file()

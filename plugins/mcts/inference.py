@@ -269,7 +269,9 @@ def start_inference_actors(
     prefix = f"framework-inference-{uuid.uuid4().hex[:12]}"
     keeper = f"{prefix}-weights"
     # The keeper does no work (no CPU reserved); restarted, it would be empty: the next publish fills it.
-    handles = {keeper: ray.remote(WeightsKeeper).options(name=keeper, num_cpus=0, max_restarts=-1).remote()}
+    handles: dict[str, Any] = {
+        keeper: ray.remote(WeightsKeeper).options(name=keeper, num_cpus=0, max_restarts=-1).remote()
+    }
     remote = ray.remote(InferenceActor)
     names = []
     for i in range(count):

@@ -1,6 +1,7 @@
 """Tests of the example Corridor env and its plugin class."""
 
 import pytest
+from framework_example.commands import corridor
 from framework_example.corridor import RIGHT, Corridor, CorridorConfig, CorridorEnv
 from gymnasium.utils.env_checker import check_env
 
@@ -43,3 +44,8 @@ def test_episode_truncates_after_max_steps():
 def test_config_rejects_too_short_corridor():
     with pytest.raises(ValueError, match=r"length=1\b"):
         Corridor(CorridorConfig(length=1))
+
+
+def test_the_corridor_command_walks_to_the_goal(capsys):
+    assert corridor(["--length", "4"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["A..G", ".A.G", "..AG", "...A", "goal reached in 3 steps"]

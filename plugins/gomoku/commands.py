@@ -1,5 +1,6 @@
-"""`python -m framework gomocup RUN [OVERRIDES]` and `python -m framework play RUN [OVERRIDES]`:
-a trained board-game agent plays, over the Gomocup protocol or in a browser page.
+"""The gomoku plugin's sub-commands (the `framework.commands` group), `python -m framework gomocup RUN
+[OVERRIDES]` and `python -m framework play RUN [OVERRIDES]`: a trained Gomoku agent plays, over the
+Gomocup protocol or in a browser page.
 
 RUN is a run directory (or one of its checkpoints) or a tracked run id; OVERRIDES change how it
 searches (`search.num_simulations=800`), its device, threads or seed.
@@ -22,7 +23,8 @@ OVERRIDES_HELP = (
 )
 
 
-def gomocup_main(argv: list[str]) -> int:
+def gomocup(argv: list[str]) -> int:
+    """Play a trained Gomoku agent as a Gomocup (piskvork) brain on stdin/stdout."""
     parser = argparse.ArgumentParser(
         prog="python -m framework gomocup",
         description="A trained Gomoku agent as a Gomocup (piskvork) brain: the protocol on stdin/stdout.",
@@ -63,7 +65,8 @@ def gomocup_main(argv: list[str]) -> int:
         player.close()
 
 
-def play_main(argv: list[str]) -> int:
+def play(argv: list[str]) -> int:
+    """Play a trained Gomoku agent in the browser: a page on 127.0.0.1 with a per-run token."""
     parser = argparse.ArgumentParser(
         prog="python -m framework play",
         description="Play a trained Gomoku agent in the browser: a page on 127.0.0.1 with a per-run token.",

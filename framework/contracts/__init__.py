@@ -1,0 +1,71 @@
+"""The contracts every plugin kind satisfies (structural: no base class to inherit).
+
+Each kind is a Protocol that mypy checks plugins against; an optional capability is a Protocol of
+its own that extends its kind's (`VectorEnvPlugin`, `FrameBuffer`), so that what a plugin can do
+is declared and typed, never guessed. `check` holds a loaded plugin to its kind's contract.
+One module per kind; every public name is re-exported here (`from framework.contracts import Agent`).
+"""
+
+from framework.contracts.agent import Agent, CheckedAgent, EvaluatingAgent, SearchAgent
+from framework.contracts.buffer import Buffer, FrameBuffer
+from framework.contracts.check import (
+    CAPABILITIES,
+    CONTRACTS,
+    ENV_CAPABILITIES,
+    capabilities,
+    check,
+    check_env,
+    check_instance,
+)
+from framework.contracts.env import BestEpisodeReplay, EnvPlugin, VariantEnvPlugin, VectorEnvPlugin
+from framework.contracts.game import (
+    BoardGame,
+    BoardState,
+    Evaluator,
+    GameEnvPlugin,
+    GameOpponent,
+    PortableEvaluator,
+)
+from framework.contracts.search import (
+    DistributedSearch,
+    InferenceService,
+    Measured,
+    SearchEngine,
+    SearchPlugin,
+    SelfPlaySource,
+)
+from framework.contracts.tracker import SweepSummarySpec, Tracker
+
+__all__ = [
+    "CAPABILITIES",
+    "CONTRACTS",
+    "ENV_CAPABILITIES",
+    "Agent",
+    "BestEpisodeReplay",
+    "BoardGame",
+    "BoardState",
+    "Buffer",
+    "CheckedAgent",
+    "DistributedSearch",
+    "EnvPlugin",
+    "EvaluatingAgent",
+    "Evaluator",
+    "FrameBuffer",
+    "GameEnvPlugin",
+    "GameOpponent",
+    "InferenceService",
+    "Measured",
+    "PortableEvaluator",
+    "SearchAgent",
+    "SearchEngine",
+    "SearchPlugin",
+    "SelfPlaySource",
+    "SweepSummarySpec",
+    "Tracker",
+    "VariantEnvPlugin",
+    "VectorEnvPlugin",
+    "capabilities",
+    "check",
+    "check_env",
+    "check_instance",
+]

@@ -1,0 +1,127 @@
+"""Searches over a batch of board-game roots, the run's inference service they evaluate through,
+the search plugins that start the one and make the others, and where self-play games come from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from framework.contracts.game import BoardGame, BoardState, Evaluator
+
+
+@runtime_checkable
+class SearchEngine(Protocol):
+    """Tree search over a batch of roots: visit counts back, everything released by close().
+
+    Made by the run's search plugin over the run's inference service. Root i of each call is game
+    slot i: a search may keep slot i's tree for the next call when the new root follows from the
+    last by the moves since.
+    """
+
+    num_simulations: int
+    """Simulations per root and call; a runner may change it between calls (a schedule)."""
+    dirichlet_epsilon: float
+    """Weight of the start node's Dirichlet noise; a runner may change it between calls."""
+    version: int
+    """The weights' version the last call began with: every evaluation it used was of it or newer."""
+    simulations: int
+    """Simulations run since it was made."""
+
+    def search(self, roots: Sequence[BoardState], *, add_noise: bool = False) -> np.ndarray:
+        """Visit counts [len(roots), n_actions]; `add_noise` mixes Dirichlet noise into each start
+        node's priors (the root, or a kept root) and nowhere deeper."""
+        ...
+
+    @property
+    def root_values(self) -> np.ndarray:
+        """The last call's root values from the view of each root's player to move, [B]."""
+        ...
+
+    def perf_metrics(self) -> dict[str, float]:
+        """Tuning figures (perf/search_sims_per_s, perf/batch_fill, ...) since the last call."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class InferenceService(Protocol):
+    """The run's network, one service per run: every search of the run evaluates through it.
+
+    It holds the network under model names (the one self-play uses, a candidate under gating),
+    each with a version that `publish` raises; a search answers only with weights at least as new
+    as the version current when it began.
+    """
+
+    def publish(self, model: str, weights: Mapping[str, np.ndarray]) -> int:
+        """New weights for `model`; returns its new version."""
+        ...
+
+    def version(self, model: str) -> int: ...
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class SearchPlugin(Protocol):
+    """A kind of search: starts the run's inference service once, and makes searches over it."""
+
+    Config: ClassVar[type]
+
+    def __init__(self, cfg: Any) -> None: ...
+    def start_inference(
+        self, source: Callable[[], Evaluator], *, device: str, should_stop: Callable[[], bool]
+    ) -> InferenceService:
+        """The run's service for the network `source()` gives (a PortableEvaluator is rebuilt where
+        it runs, and its weights published; another evaluator runs as it is). A wait it makes
+        (a restarting actor) ends when `should_stop()` (Ctrl-C)."""
+        ...
+
+    def make(self, *, game: BoardGame, inference: Any, model: str, seed: int) -> SearchEngine:
+        """A search of `game` evaluating with `model` of the service."""
+        ...
+
+
+@runtime_checkable
+class Measured(Protocol):
+    """Something that reports tuning figures (a search, distributed self-play)."""
+
+    def perf_metrics(self) -> dict[str, float]:
+        """The figures since the last call (empty when nothing was searched), then starts anew."""
+        ...
+
+
+@runtime_checkable
+class SelfPlaySource(Protocol):
+    """Where self-play games come from: a runner in this process, or workers elsewhere."""
+
+    def configure(self, settings: Mapping[str, float]) -> None:
+        """The runner's settings from now on (temperature, dirichlet_epsilon, num_simulations)."""
+        ...
+
+    def step(self) -> tuple[int, list[Any]]:
+        """(moves played since the last call, records of the games that ended)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class DistributedSearch(Protocol):
+    """A search plugin that can run self-play in workers of its own (Ray actors, say)."""
+
+    def self_play(
+        self,
+        inference: Any,
+        make_runner: Callable[[Any, int], SelfPlaySource],
+        *,
+        game: BoardGame,
+        seed: int,
+        should_stop: Callable[[], bool],
+    ) -> SelfPlaySource | None:
+        """A source whose workers each play `make_runner(their search, their seed)` over the run's
+        inference service; None when the config plays in this process. `make_runner` must be
+        picklable (a module-level function or a partial of one)."""
+        ...

@@ -1,0 +1,68 @@
+"""Experiment tracking, and what the parent run of a sweep summarises."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class SweepSummarySpec:
+    """What the parent run of a sweep summarises when the sweep ends."""
+
+    swept_keys: tuple[str, ...]
+    objective: str
+    """The metric each child is judged by."""
+    mode: str
+    """max or min: which end of the objective is best."""
+    also: tuple[str, ...] = ()
+    """More metrics to summarise beside the objective (a table column and a heat map each)."""
+
+
+@runtime_checkable
+class Tracker(Protocol):
+    """Experiment tracking: one run at a time, plus the parent run of a sweep.
+
+    Logging calls may be asynchronous; `run_id` waits until the run exists, and `end_run`
+    returns once everything logged is stored. Times are seconds since the epoch.
+    """
+
+    Config: ClassVar[type]
+
+    def __init__(self, cfg: Any) -> None: ...
+    @property
+    def run_id(self) -> str: ...
+    def start_run(
+        self,
+        *,
+        run_name: str | None,
+        tags: Mapping[str, str],
+        parent_run_id: str | None = None,
+        resume_run_id: str | None = None,
+        start_time: float | None = None,
+    ) -> None: ...
+    def log_params(self, params: Mapping[str, Any]) -> None: ...
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None: ...
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None: ...
+    def set_tags(self, tags: Mapping[str, str]) -> None: ...
+    def end_run(self, status: str, *, end_time: float | None = None) -> None: ...
+    def run_tags(self, run_id: str) -> dict[str, str]: ...
+    def download_artifacts(self, run_id: str, path: str, dst: Path) -> Path: ...
+    def how_to_view(self, run_id: str) -> str: ...
+    def start_parent(
+        self,
+        *,
+        run_name: str,
+        tags: Mapping[str, str],
+        params: Mapping[str, str],
+        start_time: float | None = None,
+    ) -> str: ...
+    def end_parent(
+        self, run_id: str, status: str, *, summary: SweepSummarySpec, end_time: float | None = None
+    ) -> str:
+        """End the parent run, with its summary; returns what to tell the user ('' for nothing)."""
+        ...
+
+    def close(self) -> None: ...

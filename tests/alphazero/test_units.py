@@ -13,13 +13,14 @@ from framework_plugins.alphazero.selfplay import MoveChoice, SelfPlayRunner, Vec
 from framework_plugins.gomoku.opponents import make_opponent
 from framework_plugins.gomoku.rules import Gomoku
 from framework_plugins.mcts.config import SequentialConfig
-from framework_plugins.mcts.sequential import SequentialEngine, uniform_evaluator
+from framework_plugins.mcts.engines import local_search, uniform_evaluator
+from framework_plugins.mcts.puct import PuctSearch
 
 GAME = Gomoku(6, 4)
 
 
-def engine(sims: int = 16, seed: int = 0) -> SequentialEngine:
-    return SequentialEngine(
+def engine(sims: int = 16, seed: int = 0) -> PuctSearch:
+    return local_search(
         SequentialConfig(num_simulations=sims),
         game=GAME,
         evaluator_factory=uniform_evaluator(GAME),

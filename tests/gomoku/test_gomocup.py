@@ -11,7 +11,8 @@ import numpy as np
 from framework_plugins.gomoku.gomocup import GomocupBrain
 from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.mcts.config import SequentialConfig
-from framework_plugins.mcts.sequential import SequentialEngine, uniform_evaluator
+from framework_plugins.mcts.engines import local_search, uniform_evaluator
+from framework_plugins.mcts.puct import PuctSearch
 
 MOVE = re.compile(r"^(\d+),(\d+)$")
 
@@ -21,14 +22,14 @@ class Session:
 
     def __init__(self, game: Gomoku, sims: int = 64) -> None:
         self.out = io.StringIO()
-        self.engines: list[SequentialEngine] = []
+        self.engines: list[PuctSearch] = []
         self.brain = GomocupBrain(
             game, self._engine, num_simulations=sims, about={"name": "test", "version": "1"}, out=self.out
         )
         self.messages: list[str] = []
 
-    def _engine(self, game: Gomoku) -> SequentialEngine:
-        engine = SequentialEngine(
+    def _engine(self, game: Gomoku) -> PuctSearch:
+        engine = local_search(
             SequentialConfig(num_simulations=8), game=game, evaluator_factory=uniform_evaluator(game), seed=0
         )
         self.engines.append(engine)

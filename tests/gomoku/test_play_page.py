@@ -27,7 +27,8 @@ import pytest
 from framework_plugins.gomoku.page import MAX_BODY_BYTES, PlayServer, serve
 from framework_plugins.gomoku.rules import Gomoku
 from framework_plugins.mcts.config import SequentialConfig
-from framework_plugins.mcts.sequential import SequentialEngine
+from framework_plugins.mcts.engines import local_search
+from framework_plugins.mcts.puct import PuctSearch
 from tests.conftest import require_tool
 
 SIMULATIONS = 48
@@ -58,7 +59,7 @@ def near_stones_evaluator(
 class GatedEngine:
     """A real engine whose searches wait for `go`: a test holds the agent 'thinking' as long as it likes."""
 
-    def __init__(self, engine: SequentialEngine, go: threading.Event) -> None:
+    def __init__(self, engine: PuctSearch, go: threading.Event) -> None:
         self.engine, self.go, self.searching = engine, go, threading.Event()
 
     @property
@@ -92,7 +93,7 @@ class SearchOnlyPlayer:
         self.game, self.go = game, go
 
     def engine(self, game: Gomoku | None = None, seed: int | None = None) -> Any:
-        engine = SequentialEngine(
+        engine = local_search(
             SequentialConfig(num_simulations=SIMULATIONS),
             game=game or self.game,
             evaluator_factory=near_stones_evaluator(self.game),

@@ -418,3 +418,21 @@ def test_self_play_workers_play_on_when_one_is_killed_and_the_death_is_counted_o
         assert source.simulations > 0
     finally:
         source.close()
+
+
+@pytest.mark.parametrize("name", ["sequential", "ray_async"])
+def test_a_search_each_plugin_makes_over_its_service_keeps_the_search_contract(name: str) -> None:
+    from framework import contracts, registry
+    from framework_plugins.mcts.engines import uniform_evaluator
+
+    plugin = registry.load("search", name)(registry.load("search", name).Config())
+    inference = plugin.start_inference(uniform_evaluator(GAME), device="cpu", should_stop=lambda: False)
+    try:
+        assert isinstance(inference, contracts.InferenceService)
+        search = plugin.make(game=GAME, inference=inference, model=BEST, seed=0)
+        assert isinstance(search, contracts.SearchEngine)
+        search.num_simulations = 20
+        assert search.search(roots(2)).sum(1).tolist() == [20, 20]
+        search.close()
+    finally:
+        inference.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("torch", "ray", "stable_baselines3", "mlflow")
+HEAVY = ("torch", "ray", "stable_baselines3", "mlflow", "onnxruntime", "onnx")
 
 
 def imported_modules(*args: str, cwd: Path) -> tuple[set[str], subprocess.CompletedProcess[str]]:

@@ -78,7 +78,41 @@ class NetworkEvaluator:
             return logits.float().cpu().numpy(), value.float().cpu().numpy()
 
 
-def build_evaluator(spec: dict[str, int], device: str) -> NetworkEvaluator:
-    """A network of `spec` on `device`, in inference mode, behind an evaluator (its weights to be loaded)."""
-    net = PolicyValueNet(**spec).to(device).eval()
+def torch_evaluator(net: PolicyValueNet, device: str) -> NetworkEvaluator:
     return NetworkEvaluator(net, device)
+
+
+def onnxruntime_evaluator(net: PolicyValueNet, device: str) -> NetworkEvaluator:
+    # Imported here: onnxruntime stays out of the import of every plugin.
+    from .onnx_evaluator import OnnxEvaluator
+
+    return OnnxEvaluator(net, device)
+
+
+BACKENDS: dict[str, Callable[[PolicyValueNet, str], NetworkEvaluator]] = {
+    "torch": torch_evaluator,
+    "onnxruntime": onnxruntime_evaluator,
+}
+"""What evaluates a network, by name: eager torch, or ONNX Runtime (a faster CPU forward at small batches)."""
+
+
+def backend_named(backend: str) -> Callable[[PolicyValueNet, str], NetworkEvaluator]:
+    """The evaluator builder of `backend`, one of BACKENDS."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown inference backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    return BACKENDS[backend]
+
+
+def evaluator_for(net: PolicyValueNet, device: str, backend: str = "torch") -> NetworkEvaluator:
+    """The evaluator of a live network `net` on `device` by `backend` (one of BACKENDS), kept in step
+    with its weights."""
+    return backend_named(backend)(net, device)
+
+
+def build_evaluator(spec: dict[str, int], device: str, backend: str = "torch") -> NetworkEvaluator:
+    """A network of `spec` on `device`, in inference mode, behind an evaluator by `backend` (its weights
+    to be loaded)."""
+    make = backend_named(backend)
+    # ONNX Runtime runs its own copy of the weights on `device`: its network stays on the CPU.
+    net = PolicyValueNet(**spec).to(device if backend == "torch" else "cpu").eval()
+    return make(net, device)

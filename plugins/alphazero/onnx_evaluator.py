@@ -90,7 +90,7 @@ class OnnxEvaluator(NetworkEvaluator):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self._session = ort.InferenceSession(model.getvalue(), options, providers=self.providers)
         self._tensors = [*net.parameters(), *net.buffers()]
-        self._exported_version = self.weights_version()
+        self._exported_version = sum(t._version for t in self._tensors)
         wanted, got = self.providers[0][0], self._session.get_providers()[0]
         if got != wanted:  # onnxruntime falls back by itself when a provider's libraries fail to load
             log.warning("onnxruntime: %s did not start (see its log above): evaluating on %s", wanted, got)

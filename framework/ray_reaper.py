@@ -5,8 +5,11 @@ error); a process killed outright (SIGKILL, the OOM killer) sees none, and Ray's
 it. `watch()` starts this module as a small process in a session of its own, which notes the
 Ray processes under the run (by their command lines: Ray's binaries and `ray::` workers) every
 `INTERVAL_S`; when the run's pipe to it closes, it waits `GRACE_S` for them to end by themselves,
-then ends those still there (each checked by its start time, so that a reused pid is left alone).
-Nothing else under the run is touched: the tracking process ends its own run.
+then ends those still there (each checked by its start time, so that a reused pid is left alone),
+and removes the local Ray's session directory: the one the run names on the pipe
+(`note_session`), and any its Ray processes were started with (`--session-dir=`, which covers a
+run killed while Ray was starting). Nothing else under the run is touched: the tracking process
+ends its own run, and the session directories of other Rays on this machine stay.
 
     python -m framework.ray_reaper OWNER_PID      (started by watch(); reads its stdin until EOF)
 """
@@ -15,10 +18,12 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 INTERVAL_S = 2.0
@@ -48,6 +53,46 @@ def stop(process: subprocess.Popen[bytes] | None) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=5)
+
+
+def note_session(process: subprocess.Popen[bytes] | None, session_dir: str | None) -> None:
+    """Tell the reaper the session directory of the Ray it watches, to remove once that Ray is gone."""
+    if process is None or process.stdin is None or not session_dir:
+        return
+    try:
+        process.stdin.write(f"session {session_dir}\n".encode())
+        process.stdin.flush()
+    except OSError:  # the reaper is gone: shutdown removes the directory itself
+        pass
+
+
+def remove_session(session_dir: str | None) -> None:
+    """Remove a Ray session directory (`<ray temp>/session_*`), and `session_latest` where it
+    points there; anything else is left alone."""
+    if not session_dir:
+        return
+    path = Path(session_dir)
+    if not path.name.startswith("session_") or path.name == "session_latest" or path.is_symlink():
+        return
+    latest = path.parent / "session_latest"
+    if latest.is_symlink() and os.path.realpath(latest) == os.path.realpath(path):
+        latest.unlink(missing_ok=True)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def session_dirs(pids: Iterable[int]) -> set[str]:
+    """The session directories that these Ray processes were started with."""
+    found = set()
+    for pid in pids:
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for arg in args:
+            for flag in (b"--session-dir=", b"--session_dir="):
+                if arg.startswith(flag):
+                    found.add(os.fsdecode(arg[len(flag) :]))
+    return found
 
 
 def _stat(pid: int) -> tuple[int, int, str] | None:
@@ -96,11 +141,20 @@ def _alive(pid: int, started: int) -> bool:
 
 def main(owner: int) -> None:
     seen: dict[int, int] = {}
+    sessions: set[str] = set()
+    said = b""
     while True:
         ready, _, _ = select.select([sys.stdin.buffer], [], [], INTERVAL_S)
-        if ready and not os.read(sys.stdin.fileno(), 4096):
-            break  # the run's end of the pipe closed: it stopped, or died
-        seen.update(ray_descendants(owner))
+        if ready:
+            chunk = os.read(sys.stdin.fileno(), 4096)
+            if not chunk:
+                break  # the run's end of the pipe closed: it stopped, or died
+            said += chunk
+            *lines, said = said.split(b"\n")
+            sessions.update(os.fsdecode(line[8:]) for line in lines if line.startswith(b"session "))
+        found = ray_descendants(owner)
+        seen.update(found)
+        sessions.update(session_dirs(found))
     deadline = time.monotonic() + GRACE_S
     while time.monotonic() < deadline and any(_alive(p, s) for p, s in seen.items()):
         time.sleep(0.2)
@@ -112,8 +166,10 @@ def main(owner: int) -> None:
             except OSError:
                 continue
         if not left:
-            return
+            break
         time.sleep(2.0)
+    for session in sessions:
+        remove_session(session)
 
 
 if __name__ == "__main__":

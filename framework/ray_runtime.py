@@ -1,8 +1,11 @@
 """The run's Ray: the cluster at `ray.address`, else a local Ray on 127.0.0.1 that lives as long as the run.
 
 Nothing here imports Ray until a plugin asks for it (`ensure()`): a run that never uses Ray never
-starts one. A run configures it once (`configure`), and ends it once (`shutdown`): a local Ray this
-process started stops, with every actor in it; a cluster it joined is only left.
+starts one. A run configures it once (`configure`: values and the address checked before the run
+starts), and ends it once (`shutdown`): a local Ray this process started stops, with every actor in
+it, and its session directory goes; a cluster it joined is only left. A plugin holds what it asks
+for to what there is (`check_capacity`) before it starts anything, and waits on Ray through `wait`
+and `get`, which give up when the run is asked to stop.
 """
 
 from __future__ import annotations
@@ -10,10 +13,13 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from framework import machine, ray_address
 from framework.errors import ConfigError
 
 log = logging.getLogger("framework")
@@ -33,56 +39,112 @@ _joined = False
 """This process joined the cluster at ray.address (and leaves it in shutdown)."""
 _reaper: Any = None
 """The watcher that stops the local Ray's processes if this process dies without stopping them."""
+_session_dir: str | None = None
+"""The session directory of the local Ray this process started (its logs, sockets, spilled objects)."""
+_stop_flag: threading.Event | None = None
+"""The run's stop flag (set by the first Ctrl-C), which `wait` and `get` give up on by default."""
 
 
 def configure(settings: Any) -> None:
     """The run's `ray` section (address, num_cpus, num_gpus, init_timeout_s); starts nothing, but
-    an address where nothing listens is refused now, before the run starts."""
+    refuses now, before the run starts, a value that is wrong, or an address where no Ray answers."""
     global _settings
     address = getattr(settings, "address", None)
-    if address:
-        check_address(str(address))
-    _settings = {
-        "address": getattr(settings, "address", None),
-        "num_cpus": getattr(settings, "num_cpus", None),
-        "num_gpus": getattr(settings, "num_gpus", None),
-        "init_timeout_s": float(getattr(settings, "init_timeout_s", 120.0)),
-    }
-
-
-def check_address(address: str, timeout_s: float = 5.0) -> None:
-    """A ConfigError unless something listens at `host:port` (or `ray://host:port`); `auto` passes."""
-    import socket
-
-    target = address.removeprefix("ray://")
-    host, sep, port = target.rpartition(":")
-    if address == "auto":
-        return
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not host:
+    num_cpus = getattr(settings, "num_cpus", None)
+    num_gpus = getattr(settings, "num_gpus", None)
+    timeout = float(getattr(settings, "init_timeout_s", 120.0))
+    if num_cpus is not None and num_cpus < 1:
         raise ConfigError(
-            f"ray.address={address} is not an address: give host:port (or ray://host:port, auto)"
+            f"ray.num_cpus={num_cpus} is not valid: the local Ray's CPUs, at least 1 "
+            f"(null: this machine's {machine.cpus()})"
         )
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            return
-    except OSError as e:
+    if num_gpus is not None and num_gpus < 0:
         raise ConfigError(
-            f"ray.address={address}: no Ray cluster answers there ({e.strerror or type(e).__name__}); "
-            "start one (ray start --head) or leave ray.address unset for a local Ray of the run's own"
-        ) from None
+            f"ray.num_gpus={num_gpus} is not valid: the local Ray's GPUs, 0 or more (null: those it finds)"
+        )
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ConfigError(
+            f"ray.init_timeout_s={timeout:g} is not valid: seconds that starting or joining Ray may take, "
+            "more than 0 (default 120)"
+        )
+    if address:
+        address = ray_address.check_address(str(address))
+    _settings = {"address": address, "num_cpus": num_cpus, "num_gpus": num_gpus, "init_timeout_s": timeout}
+
+
+def check_address(address: str, timeout_s: float = ray_address.PROBE_TIMEOUT_S) -> str:
+    """The host:port `address` names (`auto` resolved); a ConfigError unless a Ray cluster answers."""
+    return ray_address.check_address(address, timeout_s)
+
+
+def local_cpus() -> int:
+    """The CPUs a local Ray of this run offers: `ray.num_cpus`, else this machine's."""
+    return int(_settings.get("num_cpus") or machine.cpus())
+
+
+def memory_available_bytes() -> int:
+    """Memory this machine can give now without swapping (MemAvailable, within a cgroup's limit)."""
+    return machine.memory_available_bytes()
+
+
+def check_capacity(*, cpus: float, gpus: float, memory_bytes: int, what: str, keys: str) -> None:
+    """Refuse, in one line naming asked and available and the keys to change, actors that together
+    ask for more than the run's Ray has: `what` (e.g. "4 self-play workers and 3 inference actors")
+    asks for `cpus`, `gpus` and `memory_bytes`; `keys` are the settings that ask (`search.workers=4`).
+
+    Without ray.address, before any Ray starts: against the local Ray it would start (ray.num_cpus,
+    else this machine's CPUs; ray.num_gpus, else the GPUs found; memory free now). With ray.address,
+    or in a process already connected to a Ray: against that cluster's totals, which connects to it
+    (ensure()) when not yet connected.
+    """
+    ray = sys.modules.get("ray")
+    local = not _settings.get("address") and not (ray is not None and ray.is_initialized())
+    if local:
+        num_gpus = _settings.get("num_gpus")
+        have_cpus, have_memory = float(local_cpus()), float(machine.memory_available_bytes())
+        # Only a run that asks for GPUs looks for them (nvidia-smi takes a moment).
+        have_gpus = float(num_gpus if num_gpus is not None else machine.gpus() if gpus > 0 else 0)
+        cpus_from = _cpus_from()
+        where, memory_kind = "the local Ray has", "free"
+    else:
+        totals = ensure().cluster_resources()
+        have_cpus, have_gpus = float(totals.get("CPU", 0)), float(totals.get("GPU", 0))
+        have_memory, cpus_from = float(totals.get("memory", 0)), ""
+        address = _settings.get("address")
+        where = f"the cluster at ray.address={address} has" if address else "the connected Ray has"
+        if _owned:  # started by this run (an earlier engine's ensure): still the local Ray
+            where, cpus_from = "the local Ray has", _cpus_from()
+        memory_kind = "for tasks"
+    rows = [  # asked, available, each as a number and in words
+        (cpus, have_cpus, f"{cpus:g} CPUs", f"{have_cpus:g} CPUs" + (f" ({cpus_from})" if cpus_from else "")),
+        (gpus, have_gpus, f"{gpus:g} GPUs", f"{have_gpus:g} GPUs"),
+        (memory_bytes, have_memory, f"{machine.gib(memory_bytes)} of memory",
+         f"{machine.gib(have_memory)} of memory {memory_kind}"),
+    ]  # fmt: skip
+    short = [row for row in rows if row[0] > row[1]]
+    if not short:
+        return
+    fix = "ask for less" if local or _owned else "ask for less, or add nodes to the cluster"
+    if (local or _owned) and short == rows[:1]:  # CPUs alone: Ray's CPUs are slots, which a user may share
+        fix += f", or let the local Ray share its CPUs between them: ray.num_cpus={math.ceil(cpus)}"
+    raise ConfigError(
+        f"{keys}: {what} ask for {', '.join(r[2] for r in short)}; {where} {', '.join(r[3] for r in short)}: "
+        f"{fix}"
+    )
 
 
 def ensure(min_cpus: float = 0.0) -> Any:
     """The `ray` module, connected: to the configured cluster, or to a local Ray started now.
 
-    A local Ray offers `ray.num_cpus` logical CPUs, else this machine's count or `min_cpus`
-    (what the caller's actors reserve together), whichever is more: Ray's CPUs are slots for
-    placing actors, and an actor that finds none waits forever.
+    A local Ray offers `ray.num_cpus` logical CPUs, else this machine's (`local_cpus()`). Actors
+    that reserve `min_cpus` together and would not all fit are refused (ConfigError), before any
+    Ray starts: an actor that finds no CPU free waits forever. Only `ray.num_cpus` lets a local
+    Ray offer more CPUs than the machine has (Ray's CPUs are slots, which a user may share).
 
     A process that is already connected (a Ray worker, a test session's Ray, a Hydra Ray
     launcher's job) keeps its connection and does not own it.
     """
-    global _owned, _joined, _reaper
+    global _owned, _joined, _reaper, _session_dir
     address = _settings.get("address")
     if not address or str(address).rsplit(":", 1)[0] in (LOCAL_HOST, "localhost"):
         prefer_loopback()
@@ -103,12 +165,20 @@ def ensure(min_cpus: float = 0.0) -> Any:
                 _init_with_timeout(ray, timeout, **options)
                 _joined = True
             else:
-                num_cpus = _settings.get("num_cpus") or max(os.cpu_count() or 1, math.ceil(min_cpus))
+                num_cpus = local_cpus()
+                if min_cpus > num_cpus:
+                    raise ConfigError(
+                        f"Ray actors that reserve {min_cpus:g} CPUs together cannot all be placed: the "
+                        f"local Ray has {num_cpus} ({_cpus_from()}); ask for fewer, or let it share its "
+                        f"CPUs between them: ray.num_cpus={math.ceil(min_cpus)}"
+                    )
                 from framework import ray_reaper
 
                 _reaper = ray_reaper.watch()
-                start_local(ray, num_cpus=num_cpus, num_gpus=_settings.get("num_gpus"))
+                context = _init_local(ray, num_cpus=num_cpus, num_gpus=_settings.get("num_gpus"))
                 _owned = True
+                _session_dir = context.address_info.get("session_dir")
+                ray_reaper.note_session(_reaper, _session_dir)
         except ConfigError:
             raise
         except Exception as e:
@@ -131,8 +201,6 @@ def ensure(min_cpus: float = 0.0) -> Any:
 def prefer_loopback() -> bool:
     """Before Ray is imported: the Ray this process starts will bind 127.0.0.1 (its workers, which
     inherit the environment, too). False when too late (Ray already imported) or set otherwise."""
-    import sys
-
     if "ray" in sys.modules:
         return os.environ.get(LOOPBACK_ENV) == "0"
     os.environ.setdefault(LOOPBACK_ENV, "0")
@@ -142,7 +210,14 @@ def prefer_loopback() -> bool:
 def start_local(ray: Any, *, num_cpus: int | None = None, num_gpus: int | None = None) -> str:
     """Start a local Ray that advertises 127.0.0.1 and connect to it; returns its address
     (127.0.0.1:port, which another process of this machine joins with ray.address=)."""
-    context = ray.init(
+    context = _init_local(ray, num_cpus=num_cpus, num_gpus=num_gpus)
+    port = str(context.address_info["gcs_address"]).rsplit(":", 1)[1]
+    return f"{LOCAL_HOST}:{port}"
+
+
+def _init_local(ray: Any, *, num_cpus: int | None, num_gpus: int | None) -> Any:
+    """ray.init of a local Ray on 127.0.0.1; its context (address_info: addresses, session_dir)."""
+    return ray.init(
         # "local": a Ray of its own, even where another was started on this machine (`ray start`).
         address="local",
         num_cpus=num_cpus,
@@ -152,8 +227,6 @@ def start_local(ray: Any, *, num_cpus: int | None = None, num_gpus: int | None =
         logging_level=logging.WARNING,
         log_to_driver=True,
     )
-    port = str(context.address_info["gcs_address"]).rsplit(":", 1)[1]
-    return f"{LOCAL_HOST}:{port}"
 
 
 def _init_with_timeout(ray: Any, timeout_s: float, **kwargs: Any) -> None:
@@ -214,24 +287,95 @@ def check_fits(what: str, num_cpus: float, num_gpus: float, keys: str) -> None:
     )
 
 
+class StopRequested(KeyboardInterrupt):
+    """A wait on Ray given up because the run was asked to stop (Ctrl-C, SIGTERM): the run ends
+    KILLED, as after a second Ctrl-C."""
+
+
+#: The longest a wait blocks in Ray before it looks at the stop flag again.
+WAIT_SLICE_S = 0.25
+
+
+def set_stop_flag(flag: threading.Event | None) -> None:
+    """The run's stop flag, which `wait` and `get` give up on unless told otherwise (run() sets it)."""
+    global _stop_flag
+    _stop_flag = flag
+
+
+def wait(
+    refs: Sequence[Any],
+    *,
+    timeout_s: float | None,
+    num_returns: int = 1,
+    should_stop: Callable[[], bool] | None = None,
+) -> tuple[list[Any], list[Any]]:
+    """ray.wait that a stop request interrupts: (ready, not ready) as ray.wait returns them, after
+    `num_returns` are ready or `timeout_s` (None: no limit) has passed; StopRequested within
+    WAIT_SLICE_S of `should_stop()` turning true (default: the run's stop flag, the first Ctrl-C).
+
+    Ray blocks in C++, where Python's signal handlers cannot run; waiting in slices lets the
+    second Ctrl-C (a KeyboardInterrupt from the run's handler) through as soon, too."""
+    import ray
+
+    stop = should_stop or _stop_requested
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    pending = list(refs)
+    while True:
+        if stop():
+            raise StopRequested
+        left = WAIT_SLICE_S if deadline is None else min(WAIT_SLICE_S, deadline - time.monotonic())
+        ready, rest = ray.wait(pending, num_returns=num_returns, timeout=max(0.0, left))
+        if len(ready) >= num_returns or (deadline is not None and time.monotonic() >= deadline):
+            return ready, rest
+
+
+def get(refs: Any, *, timeout_s: float | None, should_stop: Callable[[], bool] | None = None) -> Any:
+    """ray.get (of one ref or a list) that a stop request interrupts as `wait` does; GetTimeoutError
+    after `timeout_s`, as ray.get raises it."""
+    import ray
+
+    many = isinstance(refs, list | tuple)
+    pending = list(refs) if many else [refs]
+    if not pending:
+        return []
+    _, rest = wait(pending, timeout_s=timeout_s, num_returns=len(pending), should_stop=should_stop)
+    if rest:
+        raise ray.exceptions.GetTimeoutError(
+            f"{len(rest)} of {len(pending)} object(s) not ready after {timeout_s:g} s"
+        )
+    return ray.get(list(refs) if many else refs)
+
+
+def _stop_requested() -> bool:
+    return _stop_flag is not None and _stop_flag.is_set()
+
+
 def owned() -> bool:
     """Whether this process started the Ray it is connected to."""
     return _owned
 
 
 def shutdown() -> None:
-    """Stop the local Ray this process started (its actors with it); leave a joined cluster."""
-    global _owned, _joined, _reaper
-    import sys
-
+    """Stop the local Ray this process started (its actors with it) and remove its session
+    directory; leave a joined cluster."""
+    global _owned, _joined, _reaper, _session_dir, _stop_flag
     ray = sys.modules.get("ray")
     with _lock:
         # A joined cluster goes on after ray.shutdown(): only this driver's connection ends.
         if ray is not None and ray.is_initialized() and (_owned or _joined):
             ray.shutdown()
         _owned = _joined = False
+        _stop_flag = None
         if _reaper is not None:
             from framework import ray_reaper
 
             reaper, _reaper = _reaper, None
             ray_reaper.stop(reaper)  # and what Ray left running after its shutdown ends now
+            # The reaper removed it too; this covers a reaper that died before its time.
+            ray_reaper.remove_session(_session_dir)
+        _session_dir = None
+
+
+def _cpus_from() -> str:
+    num_cpus = _settings.get("num_cpus")
+    return f"ray.num_cpus={num_cpus}" if num_cpus else "this machine's CPUs"

@@ -164,6 +164,7 @@ def _execute(
     run_dir.mkdir(parents=True, exist_ok=True)
     name = run_name or _run_name(cfg, plan.env_name)
     ctx = _context(plan, tracker, run_dir)
+    ray_runtime.set_stop_flag(ctx.stop)  # a wait on Ray gives up at the first Ctrl-C
     try:
         tracker.start_run(
             run_name=name,

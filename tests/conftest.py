@@ -166,11 +166,13 @@ def ray_session() -> Iterator[RaySession]:
     Its 8 logical CPUs let a test place an inference actor and several self-play workers on this
     2-core machine; the engines under test join it (ray_runtime.ensure keeps a live connection).
     """
-    from framework import ray_runtime
+    from framework import ray_reaper, ray_runtime
 
     ray_runtime.prefer_loopback()
     import ray
 
     address = ray_runtime.start_local(ray, num_cpus=8, num_gpus=0)
+    session = ray._private.worker._global_node.get_session_dir_path()
     yield RaySession(address=address)
     ray.shutdown()
+    ray_reaper.remove_session(session)  # its logs and sockets in /tmp/ray, as a run's own Ray does

@@ -147,6 +147,12 @@ def test_a_sqlite_store_in_a_missing_folder_is_refused(cli, tmp_path: Path) -> N
         ),
         (("ray.address=headnode",), ("ray.address=headnode is not an address: give host:port",)),
         (
+            ("experiment=gomoku_6x6", "search=ray_async", "ray.num_cpus=-2"),
+            ("ray.num_cpus=-2 is not valid: the local Ray's CPUs, at least 1 (null: this machine's",),
+        ),
+        (("ray.num_gpus=-1",), ("ray.num_gpus=-1 is not valid: the local Ray's GPUs, 0 or more",)),
+        (("ray.init_timeout_s=0",), ("ray.init_timeout_s=0 is not valid", "more than 0 (default 120)")),
+        (
             ("experiment=gomoku_6x6", "search=ray_async", "search.batch_size=0"),
             ("search.batch_size=0 must be >= 1",),
         ),
@@ -164,6 +170,17 @@ def test_other_mistakes_are_one_message(
     cli, tmp_path: Path, args: tuple[str, ...], fragments: tuple[str, ...]
 ) -> None:
     assert_refused(cli(*args), *fragments)
+    assert_no_run(tmp_path)
+
+
+def test_a_ray_address_where_something_else_listens_is_refused_at_once(cli, tmp_path: Path) -> None:
+    from tests.test_ray_runtime import http_server
+
+    with http_server() as address:
+        started = time.monotonic()
+        r = cli("experiment=gomoku_6x6", "search=ray_async", f"ray.address={address}")
+    assert_refused(r, f"ray.address={address}: no Ray cluster answers there (something else answers there")
+    assert time.monotonic() - started < 30  # the start of Python and Hydra; the check itself < 3 s
     assert_no_run(tmp_path)
 
 
@@ -198,7 +215,13 @@ def test_an_inference_actor_no_node_can_hold_is_refused_at_once_and_fails_the_ru
     # Known only once the local Ray has started (what it found on this machine): one line, FAILED,
     # and no wait for a GPU that will never come (search.inference_timeout_s is 120 s).
     started = time.monotonic()
-    r = cli("experiment=gomoku_6x6", "search=ray_async", "search.inference_num_gpus=64", "total_steps=300")
+    r = cli(
+        "experiment=gomoku_6x6",
+        "search=ray_async",
+        "search.inference_num_gpus=64",
+        "total_steps=300",
+        "ray.num_cpus=4",  # its actors reserve 4 CPUs, shared on a 2-CPU machine
+    )
     assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
     assert "Error: search.inference_num_cpus=1 search.inference_num_gpus=64: an inference actor" in r.stderr
     assert "cannot be placed: the local Ray has" in r.stderr and "search.inference_num_gpus=null" in r.stderr

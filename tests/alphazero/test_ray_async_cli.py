@@ -1,13 +1,16 @@
 """search=ray_async end to end through `python -m framework`: self-play in Ray workers with the tuning
-figures in MLflow, a 2-node cluster that gets a worker on each node, and Ctrl-C leaving no Ray
-process of the run's own behind."""
+figures in MLflow, a 2-node cluster that gets a worker on each node, and a run's local Ray leaving
+neither a process nor a session directory behind, whether the run ends, is stopped or is killed."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.alphazero.test_cli import SHORT
-from tests.conftest import start_cli
+from tests.conftest import CliResult, start_cli
 
 pytestmark = pytest.mark.slow
 
@@ -60,6 +63,48 @@ def test_self_play_in_ray_workers_trains_gates_evaluates_and_logs_the_tuning_fig
     assert {"gate/score", "eval/mcts50/score", "train/policy_loss"} <= set(metrics)
 
 
+#: A run that starts a local Ray, plays a few moves in the run's process and ends.
+BRIEF = [
+    "experiment=gomoku_6x6",
+    "total_steps=32",
+    "agent.parallel_games=8",
+    "agent.min_replay=100000",
+    "search.num_simulations=8",
+    "env.eval_opponents=[random]",
+    "objective.metric=eval/random/score",
+    "eval.every_steps=0",
+    "eval.at_start=false",
+    "eval.episodes=1",
+    "checkpoint.every_steps=0",
+    "search=ray_async",
+    "search.inference_num_cpus=0.5",
+    "search.workers=0",
+    "hydra.run.dir=outputs/run",
+]
+
+
+@pytest.fixture
+def ray_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Ray's temp directory for the runs this test starts, so that only their sessions are in it;
+    short, as Ray's socket paths in it must fit in 107 bytes."""
+    base = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    monkeypatch.setenv("RAY_TMPDIR", str(base))
+    yield base / "ray"
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def sessions_left(ray_dir: Path) -> list[str]:
+    assert ray_dir.is_dir(), "the run started no local Ray"
+    return sorted(p.name for p in ray_dir.iterdir() if p.name.startswith("session"))
+
+
+def test_a_run_leaves_no_session_directory_of_its_local_ray(cli: Any, ray_tmp: Path) -> None:
+    r: CliResult = cli(*BRIEF)
+    assert r.returncode == 0, r.output[-3000:]
+    assert "Run FINISHED at step" in r.stdout
+    assert sessions_left(ray_tmp) == []
+
+
 def _descendants(pid: int) -> set[int]:
     """The processes under `pid` (from /proc), children first."""
     parents: dict[int, list[int]] = {}
@@ -90,7 +135,8 @@ def _alive(pid: int) -> bool:
 
 
 def _start_until_self_play(tmp_path: Path) -> tuple[subprocess.Popen[str], list[str]]:
-    args = [*RAY_ASYNC, "total_steps=1000000", "hydra.run.dir=outputs/run"]
+    # 1 worker and 3 inference actors of 0.5 CPU: 2.5 CPUs, shared on a 2-CPU machine.
+    args = [*RAY_ASYNC, "total_steps=1000000", "ray.num_cpus=4", "hydra.run.dir=outputs/run"]
     p = start_cli(*args, cwd=tmp_path)
     assert p.stdout is not None
     lines = []
@@ -112,8 +158,9 @@ def _wait_gone(processes: set[int], seconds: float) -> list[bytes]:
     return [Path(f"/proc/{pid}/cmdline").read_bytes()[:120] for pid in processes if _alive(pid)]
 
 
-def test_ctrl_c_ends_the_run_killed_and_stops_the_local_ray_it_started(tmp_path: Path) -> None:
+def test_ctrl_c_ends_the_run_killed_and_stops_the_local_ray_it_started(tmp_path: Path, ray_tmp: Path) -> None:
     p, lines = _start_until_self_play(tmp_path)
+    assert len(sessions_left(ray_tmp)) == 2  # the session, and session_latest
     ray_processes = _descendants(p.pid)
     assert len(ray_processes) >= 3, ray_processes  # Ray's servers, the inference actor, the worker
     p.send_signal(signal.SIGINT)
@@ -122,21 +169,29 @@ def test_ctrl_c_ends_the_run_killed_and_stops_the_local_ray_it_started(tmp_path:
     assert p.returncode == 130, out[-3000:]
     assert "KILLED at step" in out
     assert not _wait_gone(ray_processes, 30)
+    assert sessions_left(ray_tmp) == []
     _, run = only_run(tmp_path)
     assert run.info.status == "KILLED"
 
 
-def test_a_run_killed_outright_leaves_no_ray_process_behind(tmp_path: Path) -> None:
+def test_a_run_killed_outright_leaves_no_ray_process_or_session_directory_behind(
+    tmp_path: Path, ray_tmp: Path
+) -> None:
     """SIGKILL: the run cannot stop its Ray; its reaper (framework/ray_reaper.py) does."""
     from framework.ray_reaper import ray_descendants
 
     p, _ = _start_until_self_play(tmp_path)
     ray_processes = set(ray_descendants(p.pid))
     assert len(ray_processes) >= 4, ray_processes  # gcs, raylet, the actor and the worker at least
+    assert len(sessions_left(ray_tmp)) == 2
     p.kill()
     p.communicate(timeout=60)
     left = _wait_gone(ray_processes, 40)
     assert not left, left
+    deadline = time.monotonic() + 20  # the reaper removes the directory once the processes are gone
+    while sessions_left(ray_tmp) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert sessions_left(ray_tmp) == []
 
 
 def test_a_two_node_cluster_gets_a_self_play_worker_on_each_node(cli: Any, tmp_path: Path) -> None:

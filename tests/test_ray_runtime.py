@@ -1,0 +1,201 @@
+"""The run's Ray (framework/ray_runtime.py): an address is checked to be Ray before the run starts,
+what the search asks for is held to what the Ray has, waits on Ray give up at a stop request, and a
+local Ray leaves no session directory behind."""
+
+from __future__ import annotations
+
+import http.server
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from framework import machine, ray_reaper, ray_runtime
+from framework.errors import ConfigError
+from tests.conftest import REPO
+
+
+@contextmanager
+def http_server() -> Iterator[str]:
+    """host:port of a plain HTTP server on 127.0.0.1: something that listens, and is not Ray."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def http_address() -> Iterator[str]:
+    with http_server() as address:
+        yield address
+
+
+@pytest.fixture
+def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process as a run is before it starts Ray (a test session's Ray may be connected)."""
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
+
+
+def configure(**settings: Any) -> None:
+    ray_runtime.configure(SimpleNamespace(**settings))
+
+
+def test_an_address_where_something_else_listens_is_refused_naming_what_answered(http_address: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as refused:
+        configure(address=http_address)
+    assert time.monotonic() - started < 5
+    message = str(refused.value)
+    assert message.startswith(f"ray.address={http_address}: no Ray cluster answers there")
+    assert "something else answers there: '<!DOCTYPE HTML>'" in message and "\n" not in message
+
+
+def test_auto_is_the_address_in_ray_address_and_is_checked_there(
+    http_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAY_ADDRESS", http_address)
+    with pytest.raises(ConfigError, match=rf"ray.address=auto \({http_address}, from RAY_ADDRESS\): no Ray"):
+        configure(address="auto")
+
+
+def test_auto_with_no_cluster_recorded_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    with pytest.raises(
+        ConfigError, match="ray.address=auto: no Ray cluster to join here .RAY_ADDRESS is unset,"
+    ):
+        configure(address="auto")
+
+
+def test_a_ray_head_passes_the_address_check_as_itself_and_as_a_client_address(ray_session: Any) -> None:
+    assert ray_runtime.check_address(ray_session.address) == ray_session.address
+    assert ray_runtime.check_address(f"ray://{ray_session.address}") == f"ray://{ray_session.address}"
+
+
+def test_more_cpus_than_the_machine_has_are_refused_naming_ray_num_cpus(no_ray: None) -> None:
+    configure()
+    asked = machine.cpus() + 1
+    with pytest.raises(ConfigError) as refused:
+        ray_runtime.check_capacity(
+            cpus=asked, gpus=0, memory_bytes=2**20, what="3 self-play workers", keys="search.workers=3"
+        )
+    assert str(refused.value) == (
+        f"search.workers=3: 3 self-play workers ask for {asked} CPUs; the local Ray has {machine.cpus()} "
+        "CPUs (this machine's CPUs): ask for less, or let the local Ray share its CPUs between them: "
+        f"ray.num_cpus={asked}"
+    )
+
+
+def test_ray_num_cpus_lets_a_local_ray_offer_more_cpus_than_the_machine(no_ray: None) -> None:
+    configure(num_cpus=machine.cpus() + 8)
+    ray_runtime.check_capacity(cpus=machine.cpus() + 8, gpus=0, memory_bytes=0, what="workers", keys="k")
+    with pytest.raises(ConfigError, match=rf"has {machine.cpus() + 8} CPUs \(ray.num_cpus="):
+        ray_runtime.check_capacity(cpus=machine.cpus() + 9, gpus=0, memory_bytes=0, what="workers", keys="k")
+
+
+def test_more_memory_than_is_free_is_refused_in_gib(no_ray: None) -> None:
+    configure()
+    free = ray_runtime.memory_available_bytes()
+    assert 0 < free < 2**50
+    with pytest.raises(ConfigError) as refused:
+        ray_runtime.check_capacity(
+            cpus=1, gpus=0, memory_bytes=free * 2, what="1000 self-play workers", keys="search.workers=1000"
+        )
+    message = str(refused.value)
+    assert f"ask for {machine.gib(free * 2)} of memory; the local Ray has" in message
+    assert "of memory free: ask for less" in message and "ray.num_cpus" not in message
+
+
+def test_gpus_where_none_are_visible_are_refused(no_ray: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    configure()
+    with pytest.raises(ConfigError, match="ask for 1 GPUs; the local Ray has 0 GPUs: ask for less"):
+        ray_runtime.check_capacity(cpus=1, gpus=1, memory_bytes=0, what="an inference actor", keys="k")
+
+
+def test_a_connected_ray_is_held_to_its_own_resources(ray_session: Any) -> None:
+    configure()
+    ray_runtime.check_capacity(cpus=8, gpus=0, memory_bytes=0, what="workers", keys="k")
+    with pytest.raises(ConfigError, match="9 CPUs; the connected Ray has 8 CPUs: ask for less, or add"):
+        ray_runtime.check_capacity(cpus=9, gpus=0, memory_bytes=0, what="workers", keys="k")
+
+
+def test_a_local_ray_is_not_sized_past_the_machine_by_what_actors_reserve() -> None:
+    # In a process of its own: this test session's Ray would otherwise be the one ensure() returns.
+    code = (
+        "import time; from types import SimpleNamespace as N; from framework import ray_runtime as r\n"
+        "r.configure(N())\n"
+        f"try:\n    r.ensure(min_cpus={machine.cpus() + 0.5})\n"
+        "except r.ConfigError as e:\n    print(e, r.owned(), r.sys.modules['ray'].is_initialized())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.stdout.strip() == (
+        f"Ray actors that reserve {machine.cpus() + 0.5:g} CPUs together cannot all be placed: the local "
+        f"Ray has {machine.cpus()} (this machine's CPUs); ask for fewer, or let it share its CPUs between "
+        f"them: ray.num_cpus={machine.cpus() + 1} False False"
+    ), done.stderr[-3000:]
+
+
+def _sleep(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def test_a_wait_on_ray_gives_up_within_a_second_of_the_stop_flag(ray_session: Any) -> None:
+    import ray
+
+    sleeper = ray.remote(_sleep).remote(60)
+    flag = threading.Event()
+    threading.Timer(0.5, flag.set).start()
+    try:
+        with pytest.raises(ray_runtime.StopRequested):
+            ray_runtime.wait([sleeper], timeout_s=60, should_stop=flag.is_set)
+        flagged = time.monotonic()
+        ray_runtime.set_stop_flag(flag)  # the run's flag: the default of get()
+        with pytest.raises(KeyboardInterrupt):
+            ray_runtime.get(sleeper, timeout_s=None)
+        assert time.monotonic() - flagged < 1
+    finally:
+        ray_runtime.set_stop_flag(None)
+        ray.cancel(sleeper, force=True)
+
+
+def test_wait_and_get_answer_as_ray_does_when_no_stop_is_asked(ray_session: Any) -> None:
+    import ray
+
+    quick, slow = ray.remote(_sleep).remote(0), ray.remote(_sleep).remote(60)
+    try:
+        ready, rest = ray_runtime.wait([slow, quick], timeout_s=30)
+        assert ready == [quick] and rest == [slow]
+        assert ray_runtime.get([quick], timeout_s=30) == [0]
+        started = time.monotonic()
+        with pytest.raises(ray.exceptions.GetTimeoutError):
+            ray_runtime.get([quick, slow], timeout_s=0.6)
+        assert 0.6 <= time.monotonic() - started < 1.5
+    finally:
+        ray.cancel(slow, force=True)
+
+
+def test_removing_a_session_directory_leaves_other_sessions_and_their_latest_link(tmp_path: Path) -> None:
+    ours, theirs = tmp_path / "session_2026_1", tmp_path / "session_2026_2"
+    for session in (ours, theirs):
+        (session / "logs").mkdir(parents=True)
+    (tmp_path / "session_latest").symlink_to(theirs)
+    ray_reaper.remove_session(str(ours))
+    ray_reaper.remove_session(str(tmp_path / "session_latest"))  # never through the link
+    ray_reaper.remove_session(str(tmp_path))  # nor anything not a session
+    assert not ours.exists() and (theirs / "logs").is_dir()
+    assert (tmp_path / "session_latest").resolve() == theirs
+    ray_reaper.remove_session(str(theirs))
+    assert not (tmp_path / "session_latest").is_symlink() and list(tmp_path.iterdir()) == []

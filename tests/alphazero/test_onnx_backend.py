@@ -86,9 +86,7 @@ def test_load_weights_makes_the_evaluator_another_networks_function() -> None:
     evaluate = build_evaluator(spec, "cpu", "onnxruntime")
     evaluate.load_weights(NetworkEvaluator(first, "cpu").weights())
     assert largest_difference(evaluate(planes), torch_outputs(first, planes)) <= TOLERANCE
-    version = evaluate.weights_version()
     evaluate.load_weights(NetworkEvaluator(second, "cpu").weights())
-    assert evaluate.weights_version() != version
     assert largest_difference(evaluate(planes), torch_outputs(second, planes)) <= TOLERANCE
     assert largest_difference(evaluate(planes), torch_outputs(first, planes)) > 1000 * TOLERANCE
 

@@ -10,8 +10,9 @@ spell of a shared machine falls on all sides of a round alike. The ratios are me
 rounds of each round's own ratio (to that round's ceiling and vectorize row); the rates are
 medians too. Rows:
 
-- forward B: NetworkEvaluator's positions/s on B realistic positions, called over and over in this
-  process: the in-process ceiling is the best of these over the grid's batch sizes;
+- forward B: the network's positions/s on B realistic positions, called over and over in this
+  process, by each backend of `--backends` (eager torch, ONNX Runtime: search.inference.backend):
+  the in-process ceiling is torch's best of these over the grid's batch sizes;
 - sequential: one game at a time (SelfPlayRunner over search=sequential): one leaf per network call;
 - vectorize: `--games` games at once in this process (VectorizeRunner over search=sequential): one
   leaf per game per network call, as agent=alphazero plays by default;
@@ -26,9 +27,10 @@ The inference actors keep freed memory (glibc's mallopt: without it, every CPU f
 128 page-faults its activations in again); so does this process, so that the in-process rows have
 the same advantage.
 
-Simulations/s counts every simulation (a leaf evaluated or one whose value was known). Targets:
-the best ray_async cell >= 0.8x the in-process ceiling on a CPU; on a GPU, self-play with N workers
->= 5x the single-process vectorize row.
+Every in-process row and grid cell is measured with each backend, side by side; the ratios are to
+torch's rows of the same round. Simulations/s counts every simulation (a leaf evaluated or one
+whose value was known). Targets: the best ray_async cell >= 0.8x the in-process ceiling on a CPU;
+on a GPU, self-play with N workers >= 5x the single-process vectorize row.
 
     python benchmarks/mcts_batching.py [--batches 8,32,128] [--waits 1,5,20] [--games 32] [--sims 100]
         [--steps 3] [--repeats 3] [--inflight 2] [--actors 1] [--workers 0] [--device auto|cpu|cuda]
@@ -121,6 +123,12 @@ def main() -> None:
     parser.add_argument("--channels", type=int, default=32)
     parser.add_argument("--device", default="auto")
     parser.add_argument(
+        "--backends",
+        default="torch,onnxruntime",
+        help="inference backends measured side by side (search.inference.backend); the first of "
+        "torch or the first given is the reference of the ratios",
+    )
+    parser.add_argument(
         "--num-cpus",
         type=int,
         default=None,
@@ -132,7 +140,7 @@ def main() -> None:
     import torch
 
     from framework import ray_runtime
-    from framework_plugins.alphazero.network import NetworkEvaluator, PolicyValueNet
+    from framework_plugins.alphazero.network import PolicyValueNet, evaluator_for
     from framework_plugins.alphazero.selfplay import (
         MoveChoice,
         SelfPlayRunner,
@@ -140,21 +148,22 @@ def main() -> None:
         vectorize_runner,
     )
     from framework_plugins.gomoku.rules import Gomoku
-    from framework_plugins.mcts.config import RayAsyncConfig, SequentialConfig
-    from framework_plugins.mcts.ray_async import RayAsyncEngine
-    from framework_plugins.mcts.sequential import SequentialEngine
+    from framework_plugins.mcts.config import InferenceConfig, RayAsyncConfig, SequentialConfig
+    from framework_plugins.mcts.engines import RayAsyncSearch, local_search
+    from framework_plugins.mcts.service import BEST, RayInference
 
     torch.set_num_threads(1)
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     batches = [int(b) for b in args.batches.split(",")]
     waits = [float(w) for w in args.waits.split(",")]
+    backends = args.backends.split(",")
     game = Gomoku(args.board, 5)
     torch.manual_seed(0)
     net = PolicyValueNet(
         board_size=args.board, in_planes=game.n_planes, blocks=args.blocks, channels=args.channels
     )
     net.to(device).eval()
-    evaluator = NetworkEvaluator(net, device)
+    evaluators = {b: evaluator_for(net, device, b) for b in backends}
     choice = MoveChoice(1.0, 8)
     print(
         f"machine: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), Python "
@@ -163,12 +172,12 @@ def main() -> None:
     print(
         f"network: {args.blocks} blocks x {args.channels} channels on {args.board}x{args.board}; "
         f"{args.games} games x {args.sims} simulations a move; {args.steps} moves per measurement, "
-        f"median of {args.repeats}"
+        f"median of {args.repeats}; backends {', '.join(backends)}"
     )
     from framework_plugins.mcts.inference import keep_freed_memory
 
     print(f"malloc: freed memory kept, here as in the inference actors: {keep_freed_memory()}")
-    cells_n = len(batches) * len(waits)
+    cells_n = len(batches) * len(waits) * len(backends)
     started = time.perf_counter()
     # A logical CPU per actor: the grid's actors stay up (idle but one) for the whole run.
     ray_runtime.start_local(
@@ -176,15 +185,12 @@ def main() -> None:
     )
     print(f"local Ray started in {time.perf_counter() - started:.1f} s")
 
-    def seq_engine(seed: int) -> SequentialEngine:
-        return SequentialEngine(
-            SequentialConfig(num_simulations=args.sims),
-            game=game,
-            evaluator_factory=lambda: evaluator,
-            seed=seed,
-        )
+    def seq_search(backend: str, seed: int) -> Any:
+        evaluator = evaluators[backend]
+        cfg = SequentialConfig(num_simulations=args.sims)
+        return local_search(cfg, game=game, evaluator_factory=lambda: evaluator, seed=seed)
 
-    def async_config(batch_size: int, max_wait_ms: float, **more: Any) -> RayAsyncConfig:
+    def async_config(batch_size: int, max_wait_ms: float, backend: str, **more: Any) -> RayAsyncConfig:
         return RayAsyncConfig(
             num_simulations=args.sims,
             batch_size=batch_size,
@@ -194,101 +200,124 @@ def main() -> None:
             inference_actors=args.actors,
             # Only one side's actors run at a time: on a GPU, they share it.
             inference_num_gpus=1.0 / (cells_n * args.actors) if device == "cuda" else 0.0,
+            inference=InferenceConfig(backend=backend),
             **more,
         )
 
+    def async_search(cfg: RayAsyncConfig, seed: int) -> tuple[Any, RayInference]:
+        # The service publishes the network's weights; each actor computes it by cfg's backend.
+        inference = RayInference.start(cfg, lambda: evaluator_for(net, device))
+        services.append(inference)
+        return RayAsyncSearch(cfg).make(game=game, inference=inference, model=BEST, seed=seed), inference
+
     rng = np.random.default_rng(0)
     planes = {b: realistic_planes(game, b, rng, max_moves=game.n_actions // 3 - 1) for b in batches}
-    forward = {b: Row(f"forward B={b} (pos/s)") for b in batches}
-    single = Row("sequential, 1 game")
-    vector = Row(f"vectorize, {args.games} games")
-    cells = {(b, w): Row(f"ray_async bs={b} wait={w:g}ms") for b in batches for w in waits}
-    sides: list[tuple[Row, Any, Any, int]] = []  # (row, runner, engine, steps)
-    engines: list[Any] = []
+    reference = backends[0] if "torch" not in backends else "torch"
+    forward = {(k, b): Row(f"forward B={b} {k} (pos/s)") for k in backends for b in batches}
+    single = {k: Row(f"sequential, 1 game, {k}") for k in backends}
+    vector = {k: Row(f"vectorize, {args.games} games, {k}") for k in backends}
+    cells = {
+        (k, b, w): Row(f"ray_async bs={b} wait={w:g}ms {k}") for k in backends for b in batches for w in waits
+    }
+    sides: list[tuple[Row, Any, Any, int]] = []  # (row, runner, search, steps)
+    searches: dict[Any, Any] = {}
+    services: list[RayInference] = []
     try:
-        eng = seq_engine(1)
-        sides.append(
-            (single, SelfPlayRunner(game, eng, choice, np.random.default_rng(1), noise=True), eng, 4)
-        )
-        eng = seq_engine(2)
-        runner: Any = VectorizeRunner(
-            game, eng, choice, np.random.default_rng(2), n_games=args.games, noise=True
-        )
-        sides.append((vector, runner, eng, 1))
-        for (b, w), row in cells.items():
-            eng = RayAsyncEngine(async_config(b, w), game=game, evaluator_factory=lambda: evaluator, seed=3)
-            engines.append(eng)
-            runner = VectorizeRunner(
-                game, eng, choice, np.random.default_rng(3), n_games=args.games, noise=True
+        for k in backends:
+            search = seq_search(k, 1)
+            sides.append(
+                (
+                    single[k],
+                    SelfPlayRunner(game, search, choice, np.random.default_rng(1), noise=True),
+                    search,
+                    4,
+                )
             )
-            sides.append((row, runner, eng, 1))
+            search = seq_search(k, 2)
+            runner: Any = VectorizeRunner(
+                game, search, choice, np.random.default_rng(2), n_games=args.games, noise=True
+            )
+            sides.append((vector[k], runner, search, 1))
+        for (k, b, w), row in cells.items():
+            search, _ = async_search(async_config(b, w, k), 3)
+            searches[(k, b, w)] = search
+            runner = VectorizeRunner(
+                game, search, choice, np.random.default_rng(3), n_games=args.games, noise=True
+            )
+            sides.append((row, runner, search, 1))
         print(f"warming up {len(sides)} sides ...", flush=True)
-        for _, runner, eng, _ in sides:
+        for _, runner, search, _ in sides:
             runner.step()
-            if isinstance(eng, RayAsyncEngine):
-                eng.perf_metrics()
+            search.perf_metrics()
         for r in range(args.repeats):
-            for b, row in forward.items():
-                row.rates.append(forward_rate(evaluator, planes[b], seconds=2.0))
-            for row, runner, eng, steps in sides:
-                row.rates.append(runner_rate(runner, eng, args.steps * steps))
-            ceiling_r = max(row.rates[-1] for row in forward.values())
+            for (k, b), row in forward.items():
+                row.rates.append(forward_rate(evaluators[k], planes[b], seconds=2.0))
+            for row, runner, search, steps in sides:
+                row.rates.append(runner_rate(runner, search, args.steps * steps))
+            ceiling_r = max(row.rates[-1] for (k, _), row in forward.items() if k == reference)
             for row in [*forward.values(), *(side[0] for side in sides)]:
-                row.ratios(ceiling_r, vector.rates[-1])
+                row.ratios(ceiling_r, vector[reference].rates[-1])
             best_r = max(cells.values(), key=lambda row: row.rates[-1])
             print(
-                f"  round {r + 1}/{args.repeats}: ceiling {ceiling_r:,.0f} pos/s, vectorize "
-                f"{vector.rates[-1]:,.0f}, best ray_async {best_r.name} {best_r.rates[-1]:,.0f} sims/s",
+                f"  round {r + 1}/{args.repeats}: {reference} ceiling {ceiling_r:,.0f} pos/s, "
+                + ", ".join(f"vectorize {k} {vector[k].rates[-1]:,.0f}" for k in backends)
+                + f", best ray_async {best_r.name} {best_r.rates[-1]:,.0f} sims/s",
                 flush=True,
             )
-        for (b, w), row in cells.items():
-            metrics = engines[list(cells).index((b, w))].perf_metrics()
+        for key, row in cells.items():
+            metrics = searches[key].perf_metrics()
             row.extra = {
                 "fill": metrics.get("perf/batch_fill", float("nan")),
                 "inflight": metrics.get("perf/inflight_mean", float("nan")),
                 "actor ms": metrics.get("perf/inference_ms", float("nan")),
             }
     finally:
-        for eng in engines:
-            eng.close()
-    rows = [*forward.values(), single, vector, *cells.values()]
-    top_b = max(forward, key=lambda b: forward[b].median)
+        for service in services:
+            service.close()
+        services.clear()
+    rows = [*forward.values(), *single.values(), *vector.values(), *cells.values()]
+    top_b = max(batches, key=lambda b: forward[(reference, b)].median)
 
     workers_row = None
     if args.workers:
-        best_b, best_w = max(cells, key=lambda k: _median(cells[k].x_ceiling))
-        eng_async = RayAsyncEngine(
-            async_config(best_b, best_w, workers=args.workers),
-            game=game,
-            evaluator_factory=lambda: evaluator,
-            seed=4,
-        )
+        best_k, best_b, best_w = max(cells, key=lambda key: _median(cells[key].x_ceiling))
+        cfg = async_config(best_b, best_w, best_k, workers=args.workers)
+        _, inference = async_search(cfg, 4)
         make = functools.partial(vectorize_runner, game=game, choice=choice, n_games=args.games, noise=True)
-        source = eng_async.self_play(make, seed=4)
+        source = RayAsyncSearch(cfg).self_play(inference, make, game=game, seed=4, should_stop=lambda: False)
         assert source is not None
-        vector_runner = sides[1][1]
+        vector_side = next(side for side in sides if side[0] is vector[reference])
         try:
             for _ in range(args.workers * 2):
                 source.step()
             workers_row = Row(
-                f"ray_async, {args.workers} workers x {args.games} games (bs={best_b} wait={best_w:g}ms)"
+                f"ray_async, {args.workers} workers x {args.games} games "
+                f"(bs={best_b} wait={best_w:g}ms {best_k})"
             )
             for _ in range(args.repeats):
                 # The in-process rows again, beside it (the workers wait while their results are unread).
-                ceiling_r = forward_rate(evaluator, planes[top_b], seconds=2.0)
-                vector_r = runner_rate(vector_runner, sides[1][2], args.steps)
-                sims, t0 = eng_async.simulations, time.perf_counter()
+                ceiling_r = forward_rate(evaluators[reference], planes[top_b], seconds=2.0)
+                vector_r = runner_rate(vector_side[1], vector_side[2], args.steps)
+                sims, t0 = source.simulations, time.perf_counter()
                 while time.perf_counter() - t0 < args.seconds / args.repeats:
                     source.step()
-                workers_row.rates.append((eng_async.simulations - sims) / (time.perf_counter() - t0))
+                workers_row.rates.append((source.simulations - sims) / (time.perf_counter() - t0))
                 workers_row.ratios(ceiling_r, vector_r)
             rows.append(workers_row)
         finally:
             source.close()
-            eng_async.close()
+            inference.close()
 
     print()
-    header = ["side", "sims/s (pos/s)", "x ceiling", "x vectorize", "fill", "in flight", "actor ms"]
+    header = [
+        "side",
+        "sims/s (pos/s)",
+        f"x {reference} ceiling",
+        f"x {reference} vectorize",
+        "fill",
+        "in flight",
+        "actor ms",
+    ]
     lines = []
     for row in rows:
         lines.append(
@@ -310,19 +339,21 @@ def main() -> None:
         ]
         print("| " + " | ".join(cells_txt) + " |")
 
-    print("\nsims/s of ray_async over the grid (rows: batch_size, columns: max_wait_ms):")
-    print("bs \\ wait " + "".join(f"{w:>10g}" for w in waits))
-    for b in batches:
-        print(f"{b:>9} " + "".join(f"{cells[(b, w)].median:>10,.0f}" for w in waits))
-    best = max(cells, key=lambda k: _median(cells[k].x_ceiling))
+    for k in backends:
+        print(f"\nsims/s of ray_async, {k}, over the grid (rows: batch_size, columns: max_wait_ms):")
+        print("bs \\ wait " + "".join(f"{w:>10g}" for w in waits))
+        for b in batches:
+            print(f"{b:>9} " + "".join(f"{cells[(k, b, w)].median:>10,.0f}" for w in waits))
+    best = max(cells, key=lambda key: _median(cells[key].x_ceiling))
     ratio = _median(cells[best].x_ceiling)
-    own = _median([c / f for c, f in zip(cells[best].rates, forward[best[0]].rates, strict=False)])
     print(
-        f"\nbest cell bs={best[0]} wait={best[1]:g}ms: {cells[best].median:,.0f} sims/s = {ratio:.2f}x the "
-        f"in-process ceiling (the best forward of each round; median forward B={top_b} "
-        f"{forward[top_b].median:,.0f} pos/s), {own:.2f}x forward at its own B={best[0]}, "
-        f"{_median(cells[best].x_vector):.2f}x vectorize (medians of the rounds' ratios)"
+        f"\nbest cell {cells[best].name}: {cells[best].median:,.0f} sims/s = {ratio:.2f}x the {reference} "
+        f"in-process ceiling (the best {reference} forward of each round; median forward B={top_b} "
+        f"{forward[(reference, top_b)].median:,.0f} pos/s), "
+        f"{_median(cells[best].x_vector):.2f}x {reference} vectorize (medians of the rounds' ratios)"
     )
+    for k in backends:
+        print(f"vectorize {k}: {_median(vector[k].x_vector):.2f}x {reference} vectorize (same run)")
     if device == "cpu":
         print(f"target (CPU): >= {CPU_TARGET}x the ceiling: {'met' if ratio >= CPU_TARGET else 'NOT met'}")
     if workers_row is not None:

@@ -10,7 +10,7 @@ and a value of 0, so no network is involved. Two sides search the same positions
   node with a dict of children {action: node} and N, W, P; every simulation deep-copies the board
   (an object holding a dict {cell: player} and a list of empty cells), walks down by PUCT, expands
   all legal moves, evaluates the leaf and backs up along the path;
-- ours: framework_plugins.mcts.sequential.SequentialEngine (reuse_tree=False) with
+- ours: framework_plugins.mcts.puct.PuctSearch, made by search=sequential (reuse_tree=False), with
   uniform_evaluator, asked for one root at a time (B=1) and for all the roots in one call (B=8,
   one leaf per root per simulation, as self-play does).
 
@@ -39,7 +39,7 @@ a head's 1x1) with one block, evaluated through NetworkEvaluator in inference mo
 - forward: NetworkEvaluator's positions/s on B realistic positions (planes [B, 4, n, n] float32 of
   games of 0 to 60 random moves), called over and over for about as long as a runner measurement;
 - runner: self-play as agent=alphazero plays it: a VectorizeRunner of B games (temperature and noise
-  as the agent's defaults) over a SequentialEngine (`--net-sims` simulations a move, 200, subtree
+  as the agent's defaults) over a search=sequential (`--net-sims` simulations a move, 200, subtree
   reuse) whose evaluator is a NetworkEvaluator of the same network; simulations/s = the engine's
   simulations over the time of `--net-steps` runner.step() calls (1 move in every game each).
   The first step (compiling, the empty board's first search) is left out.
@@ -256,11 +256,11 @@ class ReferenceMCTS:
 def make_engine(size: int, sims: int) -> Any:
     from framework_plugins.gomoku.rules import Gomoku
     from framework_plugins.mcts.config import SequentialConfig
-    from framework_plugins.mcts.sequential import SequentialEngine, uniform_evaluator
+    from framework_plugins.mcts.engines import local_search, uniform_evaluator
 
     game = Gomoku(size, N_IN_ROW)
     cfg = SequentialConfig(num_simulations=sims, reuse_tree=False)
-    return SequentialEngine(cfg, game=game, evaluator_factory=uniform_evaluator(game), seed=0)
+    return local_search(cfg, game=game, evaluator_factory=uniform_evaluator(game), seed=0)
 
 
 # -- positions -------------------------------------------------------------------------------------------
@@ -520,7 +520,7 @@ def measure_batch(
     from framework_plugins.alphazero.network import evaluator_for
     from framework_plugins.alphazero.selfplay import MoveChoice, VectorizeRunner
     from framework_plugins.mcts.config import SequentialConfig
-    from framework_plugins.mcts.sequential import SequentialEngine
+    from framework_plugins.mcts.engines import local_search
 
     result = NetResult(batch)
     agent = AlphaZeroConfig()
@@ -528,7 +528,7 @@ def measure_batch(
     planes = realistic_planes(game, batch, np.random.default_rng(batch))
     clock = CLOCKS[args.net_clock]
     timed = TimedEvaluator(evaluator_for(net, device, backend), clock)
-    engine = SequentialEngine(
+    engine = local_search(
         SequentialConfig(num_simulations=args.net_sims), game=game, evaluator_factory=lambda: timed, seed=0
     )
     runner = VectorizeRunner(
@@ -617,7 +617,7 @@ def network_section(args: argparse.Namespace) -> None:
         f" ({2 + 2 * args.blocks} convolutions deep, {n_params:,} parameters); float32, inference mode,"
         f" device {device}{gpu}, torch {torch.__version__}, {torch.get_num_threads()} torch thread;"
         f" {malloc}\n"
-        f"runner: VectorizeRunner of B games over SequentialEngine, {args.net_sims} simulations a move"
+        f"runner: VectorizeRunner of B games over search=sequential, {args.net_sims} simulations a move"
         f" (subtree reuse), {args.net_steps} step(s) a repeat; {args.repeats} repeats, {args.net_clock} time",
         flush=True,
     )
@@ -748,7 +748,7 @@ def backends_section(args: argparse.Namespace) -> None:
     print(f"\nforward: positions/s, medians of {args.repeats} repeats\n")
     print_table(header, forward_lines)
     print(
-        f"\nself-play: runner simulations/s (VectorizeRunner of B games over SequentialEngine,"
+        f"\nself-play: runner simulations/s (VectorizeRunner of B games over search=sequential,"
         f" {args.net_sims} simulations a move), medians of {args.repeats} repeats\n"
     )
     print_table([h.replace("pos/s", "sims/s") for h in header], runner_lines)

@@ -40,9 +40,10 @@ class PortableEvaluator(Protocol):
     """
 
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
-    def portable(self) -> Callable[[str], PortableEvaluator]:
-        """A picklable builder: `builder(device)` is the same function on `device`, its weights
-        to be set by load_weights."""
+    def portable(self, backend: str | None = None) -> Callable[[str], PortableEvaluator]:
+        """A picklable builder: `builder(device)` is the same function on `device` computed by
+        `backend` (this evaluator's own by default; an unknown name is a ValueError naming the
+        valid ones), its weights to be set by load_weights."""
         ...
 
     def weights(self) -> dict[str, np.ndarray]: ...

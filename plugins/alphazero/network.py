@@ -59,8 +59,12 @@ class NetworkEvaluator:
 
     # -- portable (framework.contracts.PortableEvaluator): rebuilt in a Ray actor, kept in step ----
 
-    def portable(self) -> Callable[[str], NetworkEvaluator]:
-        return functools.partial(build_evaluator, dict(self.net.spec))
+    backend = "torch"
+
+    def portable(self, backend: str | None = None) -> Callable[[str], NetworkEvaluator]:
+        """`builder(device)`: this network's function by `backend` (this evaluator's own by default)."""
+        backend_named(backend or self.backend)  # an unknown name is refused here, not in an actor
+        return functools.partial(build_evaluator, dict(self.net.spec), backend=backend or self.backend)
 
     def weights(self) -> dict[str, np.ndarray]:
         return {key: t.detach().cpu().numpy() for key, t in self.net.state_dict().items()}
@@ -89,6 +93,14 @@ def onnxruntime_evaluator(net: PolicyValueNet, device: str) -> NetworkEvaluator:
     return OnnxEvaluator(net, device)
 
 
+def resolved(backend: str, device: str) -> str:
+    """`auto` is ONNX Runtime on a CPU (1.5–3.5× eager torch there: benchmarks/mcts_speed.py) and
+    torch on a GPU; any other name is itself."""
+    if backend == "auto":
+        return "torch" if str(device).startswith("cuda") else "onnxruntime"
+    return backend
+
+
 BACKENDS: dict[str, Callable[[PolicyValueNet, str], NetworkEvaluator]] = {
     "torch": torch_evaluator,
     "onnxruntime": onnxruntime_evaluator,
@@ -98,20 +110,21 @@ BACKENDS: dict[str, Callable[[PolicyValueNet, str], NetworkEvaluator]] = {
 
 def backend_named(backend: str) -> Callable[[PolicyValueNet, str], NetworkEvaluator]:
     """The evaluator builder of `backend`, one of BACKENDS."""
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown inference backend {backend!r}: choose one of {', '.join(BACKENDS)}")
-    return BACKENDS[backend]
+    if backend not in BACKENDS and backend != "auto":
+        raise ValueError(f"unknown inference backend {backend!r}: choose one of auto, {', '.join(BACKENDS)}")
+    return BACKENDS.get(backend, torch_evaluator)
 
 
 def evaluator_for(net: PolicyValueNet, device: str, backend: str = "torch") -> NetworkEvaluator:
     """The evaluator of a live network `net` on `device` by `backend` (one of BACKENDS), kept in step
     with its weights."""
-    return backend_named(backend)(net, device)
+    return backend_named(resolved(backend, device))(net, device)
 
 
 def build_evaluator(spec: dict[str, int], device: str, backend: str = "torch") -> NetworkEvaluator:
     """A network of `spec` on `device`, in inference mode, behind an evaluator by `backend` (its weights
     to be loaded)."""
+    backend = resolved(backend, device)
     make = backend_named(backend)
     # ONNX Runtime runs its own copy of the weights on `device`: its network stays on the CPU.
     net = PolicyValueNet(**spec).to(device if backend == "torch" else "cpu").eval()

@@ -8,17 +8,16 @@ load_weights) the next call exports it again (~0.1 s for the 15x15 default netwo
 
 from __future__ import annotations
 
-import functools
 import io
 import logging
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from .network import NetworkEvaluator, PolicyValueNet, build_evaluator
+from .network import NetworkEvaluator, PolicyValueNet
 
 log = logging.getLogger("framework")
 
@@ -36,15 +35,13 @@ class OnnxEvaluator(NetworkEvaluator):
         self, net: PolicyValueNet, device: torch.device | str, *, threads: int | None = None
     ) -> None:
         super().__init__(net, device)
+        self.backend = "onnxruntime"
         self.threads = max(1, threads if threads is not None else torch.get_num_threads())
         self.providers = providers_for(self.device)
         self._session: Any = None
         self._exported_version: int | None = None
         self._tensors: list[torch.Tensor] = []
         self._export()
-
-    def portable(self) -> Callable[[str], NetworkEvaluator]:
-        return functools.partial(build_evaluator, dict(self.net.spec), backend="onnxruntime")
 
     def load_weights(self, weights: Mapping[str, Any]) -> None:
         super().load_weights(weights)

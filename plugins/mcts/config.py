@@ -1,7 +1,17 @@
 """The search engines' config schemas: every key, its default and its description (`search.<key>`)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
+
+#: The names search.inference.backend takes.
+BACKENDS = ("auto", "torch", "onnxruntime")
+
+
+@dataclass
+class InferenceConfig:
+    backend: str = "auto"
+    """What computes the network: torch (eager), onnxruntime, or auto (onnxruntime on a CPU, where
+    it is 1.5–3.5× eager torch for these networks, torch on a GPU)."""
 
 
 @dataclass
@@ -26,6 +36,8 @@ class SequentialConfig:
     """Keep the subtree of the moves played since the last search of a game (its visits count)."""
     detect_wins: bool = True
     """A leaf where the player to move can win at once is scored as won without a network call."""
+    inference: InferenceConfig = field(default_factory=InferenceConfig)
+    """The run's inference service (one per run: every search of the run evaluates through it)."""
 
 
 @dataclass

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from framework.errors import ConfigError, check_at_least
+from framework.errors import ConfigError, check_at_least, check_choice
 from framework.schedules import build_schedule
 
-from .config import RayAsyncConfig, SequentialConfig
+from .config import BACKENDS, RayAsyncConfig, SequentialConfig
 from .puct import PuctSearch
 from .service import BEST, LocalInference, RayInference
 
@@ -43,7 +43,7 @@ class SequentialSearch:
     def start_inference(
         self, source: Callable[[], Evaluator], *, device: str, should_stop: Callable[[], bool]
     ) -> LocalInference:
-        return LocalInference(source, device=device)
+        return LocalInference(source, device=device, backend=self.cfg.inference.backend)
 
     def make(self, *, game: BoardGame, inference: Any, model: str = BEST, seed: int) -> PuctSearch:
         return PuctSearch(self.cfg, game=game, evaluation=inference.evaluation(model), seed=seed)
@@ -58,6 +58,7 @@ class RayAsyncSearch:
         validate_search(cfg)
         validate_ray_async(cfg)
         self.cfg = cfg
+        check_resources(cfg)
 
     def start_inference(
         self, source: Callable[[], Evaluator], *, device: str, should_stop: Callable[[], bool]
@@ -91,7 +92,30 @@ class RayAsyncSearch:
         return RayAsyncRunner(self.cfg, inference, make_runner, game=game, seed=seed, should_stop=should_stop)
 
 
+#: What a self-play worker and an inference actor hold in memory, about (torch, numba, the trees).
+WORKER_MEMORY, ACTOR_MEMORY = 450 << 20, 500 << 20
+
+
+def check_resources(cfg: RayAsyncConfig) -> None:
+    """Refuse, before anything starts, workers and inference actors the run's Ray cannot hold."""
+    from framework import ray_runtime
+
+    gpus_each = cfg.inference_num_gpus or 0.0
+    ray_runtime.check_capacity(
+        cpus=cfg.workers * cfg.worker_num_cpus + cfg.inference_actors * cfg.inference_num_cpus,
+        gpus=cfg.inference_actors * gpus_each,
+        memory_bytes=cfg.workers * WORKER_MEMORY + cfg.inference_actors * ACTOR_MEMORY,
+        what=f"{cfg.workers} self-play worker(s) and {cfg.inference_actors} inference actor(s)",
+        keys=(
+            f"search.workers={cfg.workers} search.worker_num_cpus={cfg.worker_num_cpus:g} "
+            f"search.inference_actors={cfg.inference_actors} "
+            f"search.inference_num_cpus={cfg.inference_num_cpus:g}"
+        ),
+    )
+
+
 def validate_search(cfg: SequentialConfig) -> None:
+    check_choice("search.inference.backend", cfg.inference.backend, BACKENDS)
     for key, low, high in (("num_simulations", 1, None), ("dirichlet_epsilon", 0.0, 1.0)):
         try:
             schedule = build_schedule(getattr(cfg, key), name=f"search.{key}", total_steps=1)

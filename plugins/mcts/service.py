@@ -39,9 +39,11 @@ class LocalInference:
     """The network in this process: an evaluator per model, built from the source's portable form
     (a copy, whose weights only `publish` changes), or the source itself where it is not portable."""
 
-    def __init__(self, source: Callable[[], Evaluator], *, device: str = "cpu") -> None:
+    def __init__(
+        self, source: Callable[[], Evaluator], *, device: str = "cpu", backend: str | None = None
+    ) -> None:
         first = source()
-        self._source, self.device = source, device
+        self._source, self.device, self.backend = source, device, backend
         self._portable = first if isinstance(first, PortableEvaluator) else None
         self._evaluators: dict[str, Evaluator] = {}
         if self._portable is None:  # an evaluator made by the source is used as it is, made once
@@ -72,7 +74,7 @@ class LocalInference:
             if self._portable is None:
                 evaluator = self._source()
             else:  # a copy, starting from the source's weights of now
-                evaluator = self._portable.portable()(self.device)
+                evaluator = self._portable.portable(self.backend)(self.device)
                 evaluator.load_weights(self._portable.weights())
             self._evaluators[model] = evaluator
         return evaluator
@@ -121,7 +123,7 @@ class RayInference:
         first = source()
         builder: Callable[..., Any]
         if isinstance(first, PortableEvaluator):
-            builder, portable = first.portable(), True
+            builder, portable = first.portable(cfg.inference.backend), True
         else:  # not portable: the factory itself goes to the actor (its weights never change)
             builder, portable = source, False
         names, keeper, handles = start_inference_actors(

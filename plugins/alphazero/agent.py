@@ -87,8 +87,9 @@ class AlphaZeroAgent:
             first = True
             while step < ctx.total_steps:
                 moves, finished = collector.collect(step)
+                current = ctx.inference.version(BEST)
                 for record in finished:
-                    learner.add_game(record)
+                    learner.add_game(record, lag=current - min(record.versions, default=current))
                     self.counters["games"] += 1
                 step += moves
                 if first:  # the tuning figures from the first chunk on: a short sweep maps them too
@@ -207,6 +208,7 @@ class AlphaZeroAgent:
         games = self.counters["games"] - clock[2]
         metrics = self.learner.take_stats()
         metrics["selfplay/games"] = float(self.counters["games"])
+        metrics["selfplay/weights_version"] = float(ctx.inference.version(BEST))
         metrics["train/updates"] = float(self.counters["updates"])
         metrics["train/replay_positions"] = float(len(self.learner.replay or ()))
         metrics.update({f"train/{key}": value for key, value in collector.settings(step).items()})

@@ -71,13 +71,15 @@ class Learner:
         """Enough positions for a training phase."""
         return self.replay is not None and len(self.replay) >= max(self.cfg.min_replay, self.cfg.batch_size)
 
-    def add_game(self, record: GameRecord) -> None:
+    def add_game(self, record: GameRecord, *, lag: int = 0) -> None:
+        """A finished game into the replay; `lag`: how many versions behind the weights it began with are."""
         assert self.replay is not None
         self.replay.add(np.stack(record.planes), np.stack(record.policies), record.outcomes())
         for key, value in (
             ("selfplay/game_length", len(record)),
             ("selfplay/black_win_rate", float(record.winner == 1)),
             ("selfplay/draw_rate", float(record.winner == 0)),
+            ("selfplay/weights_lag", float(lag)),
         ):
             self.stats.setdefault(key, []).append(value)
 

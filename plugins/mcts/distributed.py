@@ -45,6 +45,8 @@ class PlayResult:
     seconds: float
     stats: InferenceStats
     incarnation: int
+    clamped: int
+    """Pending visits found already at 0 when taken back, over the worker's life (a bookkeeping error: 0)."""
 
 
 class RaySelfPlayWorker:
@@ -85,6 +87,7 @@ class RaySelfPlayWorker:
             seconds=time.perf_counter() - started,
             stats=self.engine.evaluation.take_stats() or InferenceStats(),
             incarnation=self.incarnation,
+            clamped=self.engine.clamped,
         )
 
     def where(self) -> dict[str, Any]:
@@ -140,6 +143,8 @@ class RayAsyncRunner:
         self.settings: dict[str, float] = {}
         self.stats = InferenceStats()
         self.simulations = 0
+        self.clamped: dict[tuple[int, int], int] = {}
+        """Each worker incarnation's clamped pending visits."""
         self._sims_mark = 0
         self._search_s = 0.0
         self._calls: dict[Any, int] = {}
@@ -184,6 +189,7 @@ class RayAsyncRunner:
             self.simulations += result.simulations
             self._search_s += result.seconds
             self.stats.add(result.stats)
+            self.clamped[(i, result.incarnation)] = result.clamped
             self._submit(i)
         return moves, records
 
@@ -193,7 +199,12 @@ class RayAsyncRunner:
         stats, self.stats = self.stats, InferenceStats()
         metrics = inference_metrics(stats, sims, seconds / max(len(self.workers), 1))
         metrics["perf/selfplay_workers"] = float(len(self.workers))
+        # Every actor asked where it is: a restart no failed call has shown yet is counted too.
+        for i in range(len(self.workers)):
+            self._wait_alive(i)
         metrics["perf/worker_restarts"] = float(self.incarnations.total_deaths)
+        metrics["perf/inference_restarts"] = float(self.inference.check_actors())
+        metrics["perf/pending_clamped"] = float(sum(self.clamped.values()))
         return metrics
 
     def close(self) -> None:

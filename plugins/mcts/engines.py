@@ -110,6 +110,7 @@ def check_resources(cfg: RayAsyncConfig) -> None:
             f"search.workers={cfg.workers} search.worker_num_cpus={cfg.worker_num_cpus:g} "
             f"search.inference_actors={cfg.inference_actors} "
             f"search.inference_num_cpus={cfg.inference_num_cpus:g}"
+            + (f" search.inference_num_gpus={gpus_each:g}" if gpus_each else "")
         ),
     )
 

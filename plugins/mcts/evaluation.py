@@ -39,10 +39,10 @@ class LeafEvaluation(Protocol):
         """Evaluate now (the roots)."""
         ...
 
-    def submit(self, slots: np.ndarray, planes: np.ndarray) -> None: ...
-
-    def ready(self, timeout_s: float) -> list[Evaluated]:
-        """Evaluated leaves (what is due is sent first), waiting at most `timeout_s` for any."""
+    def exchange(self, slots: np.ndarray, planes: np.ndarray, timeout_s: float) -> list[Evaluated]:
+        """Hand over the leaves just selected (`planes[i]` is slot `slots[i]`'s; none is fine) and
+        take back what is evaluated, waiting at most `timeout_s` for any. The arrays are the
+        search's and change at its next turn."""
         ...
 
     def pending(self) -> int: ...
@@ -62,36 +62,32 @@ class InProcess:
 
     def __init__(self, evaluator: Evaluator, version: Callable[[], int] = lambda: 0) -> None:
         self.evaluator, self.version = evaluator, version
-        self._queue: list[tuple[np.ndarray, np.ndarray]] = []
+        self._version = 0
 
     def max_pending(self, n_trees: int) -> int:
         return n_trees
 
     def begin(self) -> int:
-        return self.version()
+        # Weights change between searches only (this process publishes them): read once a search.
+        self._version = self.version()
+        return self._version
 
     def evaluate(self, planes: np.ndarray) -> Evaluated:
         logits, values = self.evaluator(planes)
-        return Evaluated(np.arange(len(planes)), *_checked(logits, values, len(planes)), self.version())
+        return Evaluated(np.arange(len(planes), dtype=np.int64), logits, values, self._version)
 
-    def submit(self, slots: np.ndarray, planes: np.ndarray) -> None:
-        self._queue.append((slots.copy(), planes))
-
-    def ready(self, timeout_s: float) -> list[Evaluated]:
-        if not self._queue:
+    def exchange(self, slots: np.ndarray, planes: np.ndarray, timeout_s: float) -> list[Evaluated]:
+        if not len(slots):
             return []
-        slots = np.concatenate([s for s, _ in self._queue])
-        planes = self._queue[0][1] if len(self._queue) == 1 else np.concatenate([p for _, p in self._queue])
-        self._queue = []
-        answer = self.evaluate(planes)
-        return [answer._replace(mapping=slots)]
+        logits, values = self.evaluator(planes)
+        # The slots are the search's array, read by its next turn before it changes them: no copy.
+        return [Evaluated(slots, logits, values, self._version)]
 
     def pending(self) -> int:
-        return sum(len(s) for s, _ in self._queue)
+        return 0
 
     def abandon(self) -> list[np.ndarray]:
-        slots, self._queue = [s for s, _ in self._queue], []
-        return slots
+        return []  # nothing waits: every exchange answers at once
 
     def take_stats(self) -> InferenceStats | None:
         return None
@@ -138,10 +134,9 @@ class Pipelined:
         assert len(order) == n
         return Evaluated(np.arange(n), logits, values, min(e.version for e in got))
 
-    def submit(self, slots: np.ndarray, planes: np.ndarray) -> None:
-        self.manager.enqueue(slots.copy(), planes.copy())
-
-    def ready(self, timeout_s: float) -> list[Evaluated]:
+    def exchange(self, slots: np.ndarray, planes: np.ndarray, timeout_s: float) -> list[Evaluated]:
+        if len(slots):
+            self.manager.enqueue(slots.copy(), planes.copy())
         self.manager.dispatch_ready()
         return self.manager.drain_ready(timeout_s)
 

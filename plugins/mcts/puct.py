@@ -71,6 +71,12 @@ class PuctSearch:
         """The moves of each tree slot's root (None: a free slot)."""
         self._leaves: Leaves | None = None
         self._compiled: dict[str, Callable[..., Any]] = {}
+        self._none = (
+            np.zeros(0, dtype=np.int64),
+            np.zeros((0, game.n_actions), dtype=np.float32),
+            np.zeros(0, dtype=np.float32),
+        )
+        """No answer: what the first turn of a search finishes."""
         self._last_values = np.zeros(0, dtype=np.float32)
         self.version = 0
         """The weights' version the last search began with: every answer it used was of it or newer."""
@@ -217,32 +223,25 @@ class PuctSearch:
         max_pending = evaluation.max_pending(int(active.sum()))
         leaves = self._leaves_for(max_pending, tree.n_trees)
         kernels.free_all(leaves)
-        params = self.params
-        select = self._compile(
-            "select", kernels.select_leaves, tree, params, self.kernels, leaves, active, 1, 1
+        params, game, target = self.params, self.kernels, self.num_simulations
+        slots, logits, values = self._none
+        step = self._compile(
+            "step", kernels.finish_and_select, tree, params, game, leaves, active, 1, 1, slots, logits, values
         )
         try:
             while True:
                 budget = max_pending - evaluation.pending()
-                k, backed, unfinished = select(
-                    tree, params, self.kernels, leaves, active, self.num_simulations, budget
+                k, simulated, unfinished, clamped = step(
+                    tree, params, game, leaves, active, target, budget, slots, logits, values
                 )
-                self.simulations += backed
-                if k:
-                    evaluation.submit(leaves.taken[:k], leaves.planes[:k])
-                if not unfinished:
+                self.simulations += simulated
+                self.clamped += clamped
+                if not unfinished:  # every tree at its target: nothing was selected, nothing waits
                     break
                 if self.debug_hook is not None:
                     self.debug_hook(self, tree)
-                answers = evaluation.ready(IDLE_WAIT_S)
-                for j, answer in enumerate(answers):
-                    try:
-                        answer = self._checked(answer)
-                    except RuntimeError:  # this answer's leaves and the rest's are still pending
-                        given_up = np.concatenate([a.mapping for a in answers[j:]]).astype(np.int64)
-                        self.clamped += kernels.release_leaves(tree, leaves, given_up)
-                        raise
-                    self._finish(tree, leaves, answer)
+                answers = evaluation.exchange(leaves.taken[:k], leaves.planes[:k], IDLE_WAIT_S)
+                slots, logits, values = self._answered(answers, tree, leaves)
             if evaluation.pending():
                 raise RuntimeError(f"search ended with {evaluation.pending()} leaves still pending")
         except BaseException:
@@ -251,27 +250,56 @@ class PuctSearch:
                 self.clamped += kernels.release_leaves(tree, leaves, np.concatenate(waiting).astype(np.int64))
             raise
 
-    def _finish(self, tree: Tree, leaves: Leaves, answer: Evaluated) -> None:
-        args = (tree, leaves, answer.mapping.astype(np.int64), answer.logits, answer.values)
-        self.clamped += self._compile("finish", kernels.finish_leaves, *args)(*args)
-        kernels.give_back(leaves, answer.mapping)
-        self.simulations += len(answer.mapping)
+    def _answered(
+        self, answers: list[Evaluated], tree: Tree, leaves: Leaves
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The answers as one (slots, logits, values), checked; a bad one fails the search, its
+        leaves and the others' given up."""
+        if not answers:
+            return self._none
+        if len(answers) == 1:  # the common case, kept short: a search calls it once per turn
+            only = answers[0]
+            n, logits, values = len(only.mapping), only.logits, only.values
+            if (
+                logits.shape == (n, self.game.n_actions)
+                and values.shape == (n,)
+                and logits.dtype == values.dtype == np.float32
+                and only.mapping.dtype == np.int64
+            ):
+                return only.mapping, logits, values
+        try:
+            checked = [self._checked(answer) for answer in answers]
+        except RuntimeError:
+            given_up = np.concatenate([a.mapping for a in answers]).astype(np.int64)
+            self.clamped += kernels.release_leaves(tree, leaves, given_up)
+            raise
+        if len(checked) == 1:
+            only = checked[0]
+            return only.mapping, only.logits, only.values
+        return (
+            np.concatenate([a.mapping for a in checked]),
+            np.concatenate([a.logits for a in checked]),
+            np.concatenate([a.values for a in checked]),
+        )
 
     def _checked(self, answer: Evaluated) -> Evaluated:
+        """The answer with int64 slots and float32 arrays; one of another size or shape is an error."""
         n, logits, values = len(answer.mapping), answer.logits, answer.values
-        if len(logits) != n or len(values) != n:
-            raise RuntimeError(
-                f"the evaluator returned {len(logits)} policies and {len(values)} values for {n} positions"
-            )
-        if logits.ndim != 2 or logits.shape[1] != self.game.n_actions:
+        if logits.shape != (n, self.game.n_actions) or values.shape != (n,):
+            if len(logits) != n or len(values) != n:
+                said = f"{len(logits)} policies and {len(values)} values for {n} positions"
+                raise RuntimeError(f"the evaluator returned {said}")
             raise RuntimeError(
                 f"the evaluator returned policies of shape {tuple(logits.shape)}; this game's are "
                 f"[batch, {self.game.n_actions}] (flat action indices)"
             )
-        return answer._replace(
-            logits=np.ascontiguousarray(logits, dtype=np.float32),
-            values=np.ascontiguousarray(values, dtype=np.float32),
-        )
+        if answer.mapping.dtype != np.int64 or logits.dtype != np.float32 or values.dtype != np.float32:
+            answer = answer._replace(
+                mapping=answer.mapping.astype(np.int64),
+                logits=np.ascontiguousarray(logits, dtype=np.float32),
+                values=np.ascontiguousarray(values, dtype=np.float32),
+            )
+        return answer
 
     def _leaves_for(self, n: int, n_trees: int) -> Leaves:
         leaves = self._leaves

@@ -477,3 +477,28 @@ def finish_leaves(
             expand(tree, b, leaf, leaves.board[s], logits[i])
         backup(tree, b, leaves.path[s], depth, -values[i])
     return clamped
+
+
+@nb.njit(cache=True)
+def finish_and_select(
+    tree: Tree,
+    params: SearchParams,
+    game: GameKernels,
+    leaves: Leaves,
+    active: np.ndarray,
+    target: int,
+    budget: int,
+    slots: np.ndarray,
+    logits: np.ndarray,
+    values: np.ndarray,
+) -> tuple[int, int, int, int]:
+    """One turn of a search's loop in one call: the evaluated leaves in `slots` finished and their
+    slots freed, then `select_leaves`. Returns (k, simulations backed up, trees not yet at target,
+    pending visits that were already 0 when taken back)."""
+    clamped = finish_leaves(tree, leaves, slots, logits, values)
+    n = leaves.n_free[0]
+    for i in range(slots.size):
+        leaves.free[n + i] = slots[i]
+    leaves.n_free[0] = n + slots.size
+    k, backed, unfinished = select_leaves(tree, params, game, leaves, active, target, budget)
+    return k, backed + slots.size, unfinished, clamped

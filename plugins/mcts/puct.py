@@ -26,10 +26,12 @@ import numpy as np
 
 from framework.schedules import final_value
 
+from . import leaves as leaf_kernels
 from . import tree as kernels
 from .batching import Evaluated, inference_metrics
 from .game_calls import encode_position, entry_point, game_kernels
-from .tree import EXPANDED, Leaves, SearchParams, Tree
+from .leaves import Leaves
+from .tree import EXPANDED, SearchParams, Tree
 
 if TYPE_CHECKING:
     from framework.contracts import BoardGame, BoardState
@@ -222,11 +224,22 @@ class PuctSearch:
         evaluation = self.evaluation
         max_pending = evaluation.max_pending(int(active.sum()))
         leaves = self._leaves_for(max_pending, tree.n_trees)
-        kernels.free_all(leaves)
+        leaf_kernels.free_all(leaves)
         params, game, target = self.params, self.kernels, self.num_simulations
         slots, logits, values = self._none
         step = self._compile(
-            "step", kernels.finish_and_select, tree, params, game, leaves, active, 1, 1, slots, logits, values
+            "step",
+            leaf_kernels.finish_and_select,
+            tree,
+            params,
+            game,
+            leaves,
+            active,
+            1,
+            1,
+            slots,
+            logits,
+            values,
         )
         try:
             while True:
@@ -247,7 +260,9 @@ class PuctSearch:
         except BaseException:
             waiting = evaluation.abandon()
             if waiting:
-                self.clamped += kernels.release_leaves(tree, leaves, np.concatenate(waiting).astype(np.int64))
+                self.clamped += leaf_kernels.release_leaves(
+                    tree, leaves, np.concatenate(waiting).astype(np.int64)
+                )
             raise
 
     def _answered(
@@ -271,7 +286,7 @@ class PuctSearch:
             checked = [self._checked(answer) for answer in answers]
         except RuntimeError:
             given_up = np.concatenate([a.mapping for a in answers]).astype(np.int64)
-            self.clamped += kernels.release_leaves(tree, leaves, given_up)
+            self.clamped += leaf_kernels.release_leaves(tree, leaves, given_up)
             raise
         if len(checked) == 1:
             only = checked[0]
@@ -305,7 +320,7 @@ class PuctSearch:
         leaves = self._leaves
         if leaves is None or leaves.capacity < n or leaves.blocked.size < n_trees:
             game = self.game
-            leaves = kernels.new_leaves(
+            leaves = leaf_kernels.new_leaves(
                 max(n, 1), max(n_trees, 1), game.n_actions, (game.n_planes, *game.board_shape)
             )
             self._leaves = leaves

@@ -54,6 +54,10 @@ def test_a_gomoku_run_self_plays_trains_gates_and_evaluates_per_opponent(cli, tm
         "perf/sims_per_s",
     } <= metrics
     assert {"selfplay/games", "selfplay/game_length", "eval/elo"} <= metrics
+    # The runner's settings of each step, and the weights' versions self-play searched with.
+    assert {"train/temperature", "train/dirichlet_epsilon", "train/num_simulations"} <= metrics
+    assert run.data.metrics["train/num_simulations"] == 16
+    assert {"selfplay/weights_version", "selfplay/weights_lag"} <= metrics
     # Evaluated at the start, halfway and at the end; the objective is the first metric logged.
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "eval/mcts50/score")]
     assert steps == [16, 320, 640]
@@ -96,6 +100,22 @@ def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -
         (["env=gomoku", "env.eval_opponents=[random,mtcs]"], "Unknown Gomoku opponent 'mtcs'"),
         (["experiment=gomoku_6x6", "search.num_simulations=0"], "search.num_simulations=0 must be >= 1"),
         (["experiment=gomoku_6x6", "agent.runner=parallel"], "agent.runner='parallel' is not valid"),
+        (
+            ["experiment=gomoku_6x6", "agent.runner=single", "search=ray_async", "search.workers=1"],
+            "agent.runner=single plays one game in the run's process, and search.workers=1",
+        ),
+        (
+            ["experiment=gomoku_6x6", "+agent.temperature={kind: linear, start: 1.0}"],
+            "agent.temperature: a linear schedule needs end",
+        ),
+        (
+            ["experiment=gomoku_6x6", "search.num_simulations={kind: linear, start: 50, end: 0, steps: 10}"],
+            "search.num_simulations={'kind': 'linear', 'start': 50, 'end': 0, 'steps': 10} must be >= 1",
+        ),
+        (
+            ["experiment=gomoku_6x6", "search.inference.backend=tensorrt"],
+            "search.inference.backend='tensorrt'",
+        ),
     ],
 )
 def test_mistakes_are_refused_in_one_line_before_anything_starts(

@@ -115,3 +115,36 @@ def test_the_network_gives_a_policy_per_cell_and_a_value_in_range() -> None:
     assert evaluate.positions == 3
     with torch.no_grad():
         assert np.allclose(net(torch.from_numpy(planes))[0].numpy(), logits)
+
+
+def test_the_runner_plays_with_the_schedules_values_of_each_step() -> None:
+    from framework_plugins.alphazero.collector import schedules
+    from framework_plugins.alphazero.config import AlphaZeroConfig
+
+    agent = AlphaZeroConfig(temperature={"kind": "linear", "start": 1.0, "end": 0.25, "fraction": 0.5})
+    search = SequentialConfig(
+        num_simulations={"kind": "piecewise", "endpoints": [[0, 8], [1000, 32]]},
+        dirichlet_epsilon={"kind": "linear", "start": 0.25, "end": 0.0, "steps": 500},
+    )
+    found = schedules(agent, search, total_steps=2000)
+    at = {step: {key: s(step) for key, s in found.items()} for step in (0, 500, 1000, 4000)}
+    assert at[0] == {"temperature": 1.0, "dirichlet_epsilon": 0.25, "num_simulations": 8.0}
+    assert at[500] == {"temperature": 0.625, "dirichlet_epsilon": 0.0, "num_simulations": 20.0}
+    assert at[4000] == {"temperature": 0.25, "dirichlet_epsilon": 0.0, "num_simulations": 32.0}
+    search_engine = engine(sims=8)
+    runner = VectorizeRunner(
+        GAME, search_engine, MoveChoice(1.0, 4), np.random.default_rng(0), n_games=2, noise=True
+    )
+    runner.configure(at[500])
+    assert (runner.choice.temperature, search_engine.dirichlet_epsilon, search_engine.num_simulations) == (
+        0.625,
+        0.0,
+        20,
+    )
+    counts = search_engine.search([GAME.new_state()], add_noise=True)
+    assert counts.sum() == 20  # the search runs the scheduled simulations
+    # A trained agent plays with a schedule's last value.
+    assert (
+        local_search(search, game=GAME, evaluator_factory=uniform_evaluator(GAME), seed=0).num_simulations
+        == 32
+    )

@@ -118,14 +118,23 @@ def describe(name: str) -> int:
     if schema is None:
         print("Its conf package registers no schema: its config file lists its keys.")
         return 0
-    docs = field_docs(schema)
-    rows = [
-        (f"{chosen.section}.{f.name}", _default(f), docs.get(f.name, "")) for f in dataclasses.fields(schema)
-    ]
+    rows = schema_rows(schema, chosen.section)
     widths = [max(len(r[i]) for r in rows) for i in range(2)]
     for key, default, doc in rows:
         print(f"  {key.ljust(widths[0])}  {default.ljust(widths[1])}  {doc}")
     return 0
+
+
+def schema_rows(schema: type, prefix: str) -> list[tuple[str, str, str]]:
+    """(key, default, description) of each field; a nested dataclass's fields under its dotted key."""
+    docs, rows = field_docs(schema), []
+    for f in dataclasses.fields(schema):
+        nested = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+        if isinstance(nested, type) and dataclasses.is_dataclass(nested):
+            rows += schema_rows(nested, f"{prefix}.{f.name}")
+        else:
+            rows.append((f"{prefix}.{f.name}", _default(f), docs.get(f.name, "")))
+    return rows
 
 
 def field_docs(schema: type) -> dict[str, str]:

@@ -93,6 +93,10 @@ def test_plugins_config_shows_each_key_with_its_default_and_description(cli) -> 
     )
     unknown = cli("plugins", "--config", "dqm")
     assert unknown.returncode == 1 and "no plugin or config named 'dqm'" in unknown.stderr
+    nested = cli("plugins", "--config", "sequential")  # a section within a section, by its dotted key
+    assert nested.returncode == 0, nested.output
+    backend = next(x for x in nested.stdout.splitlines() if "search.inference.backend" in x)
+    assert backend.split()[:2] == ["search.inference.backend", "auto"] and "onnxruntime" in backend
 
 
 def test_help_lists_config_groups(cli) -> None:

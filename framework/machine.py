@@ -27,11 +27,13 @@ def cpus() -> int:
 
 def _cgroup_cpu_quota() -> float | None:
     """CPUs a cgroup's quota allows (v2 cpu.max, v1 cfs quota/period), or None without one."""
-    try:
-        quota, period = (CGROUP / "cpu.max").read_text().split()[:2]
-        return None if quota == "max" else int(quota) / int(period)
-    except (OSError, ValueError):
-        pass
+    v2 = CGROUP / "cpu.max"
+    if v2.is_file():
+        try:
+            quota, period = v2.read_text().split()[:2]
+            return None if quota == "max" else int(quota) / int(period)
+        except (OSError, ValueError):
+            return None
     try:
         quota_us = int((CGROUP / "cpu" / "cpu.cfs_quota_us").read_text())
         period_us = int((CGROUP / "cpu" / "cpu.cfs_period_us").read_text())
@@ -45,21 +47,22 @@ def memory_available_bytes() -> int:
     available = _meminfo_available()
     try:  # cgroup v2: what the limit leaves
         limit = (CGROUP / "memory.max").read_text().strip()
-        if limit != "max":
-            used = int((CGROUP / "memory.current").read_text())
-            available = min(available, max(0, int(limit) - used))
-    except (OSError, ValueError):
-        pass
-    return available
+        if limit == "max":
+            return available
+        used = int((CGROUP / "memory.current").read_text())
+    except (OSError, ValueError):  # no cgroup v2 memory limit here
+        return available
+    return min(available, max(0, int(limit) - used))
 
 
 def _meminfo_available() -> int:
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+        lines = Path("/proc/meminfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
     # Not Linux: free physical pages (no page cache counted, so this errs low).
     return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
 

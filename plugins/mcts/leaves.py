@@ -62,12 +62,6 @@ def free_all(leaves: Leaves) -> None:
     leaves.n_free[0] = leaves.capacity
 
 
-def give_back(leaves: Leaves, slots: np.ndarray) -> None:
-    n = int(leaves.n_free[0])
-    leaves.free[n : n + len(slots)] = slots
-    leaves.n_free[0] = n + len(slots)
-
-
 @nb.njit(cache=True)
 def select_leaves(
     tree: Tree,

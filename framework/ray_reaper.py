@@ -63,7 +63,7 @@ def note_session(process: subprocess.Popen[bytes] | None, session_dir: str | Non
         process.stdin.write(f"session {session_dir}\n".encode())
         process.stdin.flush()
     except OSError:  # the reaper is gone: shutdown removes the directory itself
-        pass
+        return
 
 
 def remove_session(session_dir: str | None) -> None:

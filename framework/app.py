@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 
 from framework import STARTED_AT, commands, config, registry
 from framework.errors import ConfigError, ExplainedError, RunFailed, hydra_message
+from framework.interrupts import EXIT_KILLED, forget_caught_interrupt
 from framework.sweep import JOB_INTERRUPTED, PARENT_RUN_ENV, child_run_name, swept_keys_of_this_sweep
 
 #: Hydra's variable for showing whole tracebacks; without it a user's mistake is one message.
@@ -124,6 +125,10 @@ def main() -> None:
     try:
         _setup()
         hydra.main(version_base="1.3", config_path=None, config_name="config")(task)()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM before a run existed (a run ends KILLED itself)
+        forget_caught_interrupt()
+        print("Stopped before the run started: nothing was tracked.", file=sys.stderr)
+        sys.exit(EXIT_KILLED)
     except JobFailed as e:  # in a Ray worker: said there, or to be said here
         if e.message is not None:
             _refuse(e.message)

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 
 from framework import registry
+from framework.interrupts import EXIT_KILLED, forget_caught_interrupt
 
 #: The OmegaConf resolver that the `--help` header (conf/config.yaml) calls for the list of commands.
 HELP_RESOLVER = "framework_commands"
@@ -29,13 +30,16 @@ def find(name: str) -> Callable[[list[str]], int] | None:
 
 def run(command: Callable[[list[str]], int], argv: list[str]) -> int:
     """Run a command; its exit status. A closed pipe (`... | head`) ends it quietly: the reader has
-    what it wanted."""
+    what it wanted; Ctrl-C, with 130."""
     try:
         code = command(argv)
         sys.stdout.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
+    except KeyboardInterrupt:  # Ctrl-C before the command set its own handling up
+        code = EXIT_KILLED
+    forget_caught_interrupt()  # an interrupt the command caught gives the status it chose
     return code
 
 

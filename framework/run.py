@@ -11,13 +11,11 @@ from __future__ import annotations
 import logging
 import os
 import random
-import signal
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +37,7 @@ from framework.contracts import (
     Tracker,
 )
 from framework.errors import ConfigError, ExplainedError, RunFailed
+from framework.interrupts import EXIT_KILLED, forget_caught_interrupt, sigterm_as_interrupt, stop_on_sigint
 from framework.progress import ProgressDisplay
 from framework.provenance import flatten, run_tags
 from framework.resume import ResumePoint, resume_point
@@ -47,8 +46,7 @@ from framework.summary import RunSummary
 
 log = logging.getLogger("framework")
 
-#: Process exit status of a run stopped with Ctrl-C (128 + SIGINT), as a shell reports it.
-EXIT_KILLED = 130
+STOPPING_NOTICE = "\nStopping after the current step (Ctrl-C again to abort now)..."
 
 
 @dataclass
@@ -88,10 +86,11 @@ def run(
     # The tracker starts first: a tracker that works in the background gets going while the
     # plugins below are imported and checked; it writes nothing until start_run.
     tracker: Tracker = build_plugin(tracking, "tracker") if tracking else _null_tracker()
-    with _sigterm_as_interrupt():
+    stop = threading.Event()  # set by the first Ctrl-C, or by SIGTERM
+    with sigterm_as_interrupt(stop):
         try:
             plan = _prepare(cfg, tracker, overrides, run_dir)
-            return _execute(plan, tracker, run_dir, overrides, parent_run_id, run_name, started_at)
+            return _execute(plan, tracker, run_dir, overrides, parent_run_id, run_name, started_at, stop)
         finally:
             try:
                 tracker.close()
@@ -159,11 +158,12 @@ def _execute(
     parent_run_id: str | None,
     run_name: str | None,
     started_at: float,
+    stop: threading.Event,
 ) -> dict[str, float]:
     cfg, resume = plan.cfg, plan.resume
     run_dir.mkdir(parents=True, exist_ok=True)
     name = run_name or _run_name(cfg, plan.env_name)
-    ctx = _context(plan, tracker, run_dir)
+    ctx = _context(plan, tracker, run_dir, stop)
     ray_runtime.set_stop_flag(ctx.stop)  # a wait on Ray gives up at the first Ctrl-C
     try:
         tracker.start_run(
@@ -204,7 +204,7 @@ def _execute(
             run_dir,
             f" (resumed at step {resume.step} from {resume.checkpoint})" if resume else "",
         )
-        with _stop_on_sigint(ctx.stop):
+        with stop_on_sigint(ctx.stop, STOPPING_NOTICE):
             agent.learn(ctx)
         step = ctx.progress.step
         if ctx.stop.is_set():
@@ -220,6 +220,7 @@ def _execute(
         print(summary.text("FINISHED", step, final), flush=True)
         return final
     except KeyboardInterrupt:
+        forget_caught_interrupt()  # the status is EXIT_KILLED, whatever code the interrupt landed in
         saved = _last_checkpoint(ctx, agent)
         _end_safely(tracker, run_dir, saved, "KILLED")
         ctx.close()
@@ -248,10 +249,9 @@ def _execute(
         ctx.close()
 
 
-def _context(plan: Plan, tracker: Tracker, run_dir: Path) -> RunContext:
+def _context(plan: Plan, tracker: Tracker, run_dir: Path, stop: threading.Event) -> RunContext:
     cfg, resume = plan.cfg, plan.resume
     start_step = resume.step if resume else 0
-    stop = threading.Event()
     return RunContext(
         cfg=cfg,
         env_plugin=plan.env,
@@ -430,45 +430,6 @@ def _log_artifacts(tracker: Tracker, run_dir: Path, checkpoint: Path | None) -> 
     videos = run_dir / "videos"
     if videos.is_dir() and any(videos.iterdir()):
         tracker.log_artifact(videos, "videos")
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops the run as a second Ctrl-C does: at once, ending KILLED with a last
-    checkpoint, every env closed on the way out (the game clients, browsers and temporary
-    directories they started with it)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextmanager
-def _stop_on_sigint(stop: threading.Event) -> Iterator[None]:
-    """First Ctrl-C asks the agent to stop at the next step; a second one interrupts at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-        print("\nStopping after the current step (Ctrl-C again to abort now)...", file=sys.stderr)
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 __all__ = ["EXIT_KILLED", "RunFailed", "RunKilled", "__version__", "run"]

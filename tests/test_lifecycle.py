@@ -205,3 +205,47 @@ def test_resuming_an_older_directory_of_a_run_that_went_on_warns(cli, tmp_path: 
         in r.output
     )
     assert "resumed at step 1024" in r.output
+
+
+# `python -m` this module: the default experiment, its agent's training or the run's preparation
+# ended by a KeyboardInterrupt that leaves a string exec (as a signal landing while dataclasses
+# build their methods during an import does).
+INTERRUPTED_IN_STRING_EXEC = """
+import sys
+
+import framework.run
+from framework.__main__ import main
+from framework_plugins.dqn.agent import DQNAgent
+
+
+def interrupted(*args, **kwargs):
+    exec("raise KeyboardInterrupt", {})
+
+
+if sys.argv.pop(1) == "learn":
+    DQNAgent.learn = interrupted
+else:
+    framework.run._seed_everything = interrupted
+main()
+"""
+
+
+@pytest.mark.parametrize("where", ["learn", "prepare"])
+def test_an_interrupt_that_leaves_a_string_exec_still_exits_130(tmp_path: Path, where: str) -> None:
+    """CPython marks such an interrupt unhandled even once caught, and under `python -m` would end the
+    process by SIGINT (-2) instead of 130: a SIGTERM sent while torch imported did that."""
+    (tmp_path / "interrupted_run.py").write_text(INTERRUPTED_IN_STRING_EXEC)
+    r = subprocess.run(
+        [sys.executable, "-m", "interrupted_run", where, *FAST],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 130, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    if where == "learn":
+        assert "Run KILLED at step 0" in r.stdout
+        assert only_run(store(tmp_path)).info.status == "KILLED"
+    else:  # before the run existed: one line, nothing tracked
+        assert r.stderr.strip().splitlines()[-1] == "Stopped before the run started: nothing was tracked."
+        if (tmp_path / "mlflow.db").exists():
+            client = store(tmp_path)
+            assert not client.search_runs([e.experiment_id for e in client.search_experiments()])

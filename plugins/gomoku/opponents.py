@@ -1,4 +1,5 @@
-"""Fixed Gomoku opponents: random, a heuristic that wins, blocks and extends, and pure MCTS.
+"""Fixed Gomoku opponents: random, a heuristic that wins, blocks and extends, pure MCTS, and an
+alpha-beta search over a pattern evaluation (`alphabeta.py`).
 
 Pure MCTS is the yardstick of the Gomoku AlphaZero literature (junxiaosong/AlphaZero_Gomoku):
 UCT with a uniform prior (c_puct 5), every legal move expanded at a leaf, a random rollout to the
@@ -16,9 +17,11 @@ import numpy as np
 
 from .rules import DRAW, ONGOING, WIN, GameState, Gomoku, apply_move, line_lengths, wins
 
-OPPONENT_KINDS = ("random", "heuristic", "mcts")
+OPPONENT_KINDS = ("random", "heuristic", "mcts", "alphabeta")
 #: `mcts` plays with this many rollouts per move unless the name says: mcts1000, mcts5000.
 DEFAULT_ROLLOUTS = 1000
+#: `alphabeta` searches this many plies unless the name says: alphabeta1, alphabeta4.
+DEFAULT_DEPTH = 2
 PURE_MCTS_C_PUCT = 5.0
 
 
@@ -29,7 +32,13 @@ class Opponent(Protocol):
 
 
 def make_opponent(name: str, game: Gomoku, seed: int) -> Opponent:
-    """`random`, `heuristic`, `mcts` (1,000 rollouts a move) or `mcts<N>` (N rollouts)."""
+    """`random`, `heuristic`, `mcts` (1,000 rollouts a move), `mcts<N>` (N rollouts), `alphabeta`
+    (two plies) or `alphabeta<D>` (D plies)."""
+    match = re.fullmatch(r"alphabeta(\d*)", name)
+    if match:
+        from .alphabeta import AlphaBeta
+
+        return AlphaBeta(game, int(match.group(1) or DEFAULT_DEPTH), seed=seed, name=name)
     match = re.fullmatch(r"mcts(\d*)", name)
     if match:
         rollouts = int(match.group(1)) if match.group(1) else DEFAULT_ROLLOUTS
@@ -41,8 +50,8 @@ def make_opponent(name: str, game: Gomoku, seed: int) -> Opponent:
     if name == "heuristic":
         return HeuristicOpponent(game, seed=seed)
     raise ValueError(
-        f"Unknown Gomoku opponent {name!r}; choose random, heuristic, mcts (1,000 rollouts a move) "
-        "or mcts<N> (N rollouts a move, e.g. mcts5000)"
+        f"Unknown Gomoku opponent {name!r}; choose random, heuristic, mcts (1,000 rollouts a move), "
+        "mcts<N> (N rollouts a move, e.g. mcts5000), alphabeta (2 plies) or alphabeta<D> (D plies, 1 to 6)"
     )
 
 

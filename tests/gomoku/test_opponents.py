@@ -133,9 +133,9 @@ def test_mcts_name_sets_the_rollouts() -> None:
     assert make_opponent("mcts250", SMALL, 0).name == "mcts250"
 
 
-@pytest.mark.parametrize("name", ["alphabeta", "MCTS", "mcts-100", "randomly", ""])
+@pytest.mark.parametrize("name", ["alpha-beta", "MCTS", "mcts-100", "randomly", ""])
 def test_an_unknown_opponent_raises_naming_the_valid_choices(name: str) -> None:
-    with pytest.raises(ValueError, match=r"random.*heuristic.*mcts") as error:
+    with pytest.raises(ValueError, match=r"random.*heuristic.*mcts.*alphabeta") as error:
         make_opponent(name, SMALL, 0)
     assert repr(name) in str(error.value)
 

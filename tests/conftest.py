@@ -176,3 +176,16 @@ def ray_session() -> Iterator[RaySession]:
     yield RaySession(address=address)
     ray.shutdown()
     ray_reaper.remove_session(session)  # its logs and sockets in /tmp/ray, as a run's own Ray does
+
+
+#: Session fixtures that start a server: their tests run in one pytest-xdist process (one group each),
+#: so that the suite starts each server once, not once per process.
+SHARED_SERVERS = {"ray_session": "ray", "mlflow_server": "mlflow-server"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture, group in SHARED_SERVERS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break

@@ -17,9 +17,10 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from . import sweep_summary
+from . import store_template, sweep_summary
 
 #: MLflow's per-request limits on a log_batch call.
+SQLITE_PREFIX = "sqlite:///"
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
 MAX_PARAM_VALUE = 6000
@@ -82,6 +83,8 @@ class MlflowSession:
     def client(self) -> MlflowClient:
         """Created on first use, so that a new SQLite store is created only for a run."""
         if self._client is None:
+            if _creates_store(self.uri):  # a new store: a copy of an empty one, not MLflow's migrations
+                store_template.place(Path(self.uri[len(SQLITE_PREFIX) :]))
             self._client = MlflowClient(tracking_uri=self.uri)
         return self._client
 
@@ -351,5 +354,4 @@ def _ms(seconds: float | None) -> int | None:
 
 
 def _creates_store(uri: str) -> bool:
-    prefix = "sqlite:///"
-    return uri.startswith(prefix) and not Path(uri[len(prefix) :]).exists()
+    return uri.startswith(SQLITE_PREFIX) and not Path(uri[len(SQLITE_PREFIX) :]).exists()

@@ -16,6 +16,10 @@ from typing import Any
 
 import pytest
 
+# Ray's token authentication (its default) spelled out before any test imports Ray: a cluster of
+# several nodes (ray.cluster_utils.Cluster) needs it said, and Ray reads it when it is imported.
+os.environ.setdefault("RAY_AUTH_MODE", "token")
+
 REPO = Path(__file__).resolve().parents[1]
 
 #: Small budgets that keep an end-to-end PPO run on CartPole to a few seconds.

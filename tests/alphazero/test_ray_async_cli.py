@@ -195,18 +195,19 @@ def test_a_run_killed_outright_leaves_no_ray_process_or_session_directory_behind
 
 
 def test_a_two_node_cluster_gets_a_self_play_worker_on_each_node(cli: Any, tmp_path: Path) -> None:
-    from ray.cluster_utils import Cluster
+    from ray.cluster_utils import Cluster  # RAY_AUTH_MODE=token: tests/conftest.py
 
-    os.environ.setdefault("RAY_AUTH_MODE", "token")
     cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 2})
     try:
         cluster.add_node(num_cpus=2)
         cluster.wait_for_nodes()
+        brief = [a for a in BRIEF if not a.startswith(("total_steps=", "search.workers="))]
         r = cli(
-            *RAY_ASYNC,
+            *brief,  # a few moves: where the workers land is what this run shows
+            "total_steps=64",
+            "search.batch_size=8",
             f"ray.address={cluster.address}",
             "search.workers=2",
-            "hydra.run.dir=outputs/run",
             env={"RAY_AUTH_MODE": "token"},
         )
         assert r.returncode == 0, r.output[-3000:]

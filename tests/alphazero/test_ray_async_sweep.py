@@ -25,6 +25,7 @@ TINY = [
     "agent.gating=false",
     "search.num_simulations=4",
     "search.inference_num_cpus=0.5",
+    "search.workers=0",  # self-play in each job's process, its leaves batched to the inference actor
     "env.eval_opponents=[random]",
     "objective.metric=eval/random/score",
     "eval.every_steps=0",

@@ -97,8 +97,9 @@ def match(
     """The run's last checkpoint against each opponent: `games` games, colours alternating."""
     import numpy as np
 
+    from framework.matches import FixedPlayer, play_match
     from framework.trained import load_trained
-    from framework_plugins.alphazero.arena import FixedPlayer, SearchPlayer, play_match
+    from framework_plugins.alphazero.arena import SearchPlayer
 
     results: dict[str, Any] = {}
     overrides = [*([f"search={search}"] if search else []), f"search.num_simulations={sims}", f"seed={seed}"]

@@ -30,9 +30,13 @@ class SearchEngine(Protocol):
     simulations: int
     """Simulations run since it was made."""
 
-    def search(self, roots: Sequence[BoardState], *, add_noise: bool = False) -> np.ndarray:
+    def search(
+        self, roots: Sequence[BoardState], *, add_noise: bool = False, deadline: float | None = None
+    ) -> np.ndarray:
         """Visit counts [len(roots), n_actions]; `add_noise` mixes Dirichlet noise into each start
-        node's priors (the root, or a kept root) and nowhere deeper."""
+        node's priors (the root, or a kept root) and nowhere deeper. With a `deadline` (a
+        `time.perf_counter()` value) the search stops there, short of `num_simulations` if it must,
+        once every root has a visited move."""
         ...
 
     @property

@@ -9,9 +9,10 @@ import numpy as np
 
 from framework.context import RunContext
 from framework.contracts import GameEnvPlugin
+from framework.matches import FixedPlayer, MatchResult, play_match
 from framework.searches import BEST
 
-from .arena import FixedPlayer, MatchResult, SearchPlayer, play_match
+from .arena import SearchPlayer
 from .config import AlphaZeroConfig
 
 #: The model a gate's trained network is published as.
@@ -52,7 +53,8 @@ def evaluate(cfg: AlphaZeroConfig, ctx: RunContext, *, episodes: int) -> dict[st
         for name in env.eval_variants:
             me = SearchPlayer("alphazero", search, rng, temperature_moves=cfg.arena_temperature_moves)
             them = FixedPlayer(env.opponent(name, seed=ctx.seed + EVAL_SEED))
-            metrics.update(play_match(env.game, me, them, episodes).metrics(f"eval/{name}"))
+            result = play_match(env.game, me, them, episodes, opening=env.opening, seed=ctx.seed + EVAL_SEED)
+            metrics.update(result.metrics(f"eval/{name}"))
     finally:
         ctx.close_search(search)
     return metrics

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import sys
-from typing import Any, TextIO
+from pathlib import Path
+from typing import Any, BinaryIO
 
 from framework import __version__
 from framework.errors import ConfigError
 
+#: The launcher --write-brain writes (a Gomocup manager takes programs named pbrain-*).
+BRAIN_NAME = "pbrain-framework"
 OVERRIDES_HELP = (
     "overrides after RUN: search.* (search.num_simulations=800), search=NAME, device=cpu, threads=N, seed=N; "
     "tracking.* to find a run id in another store"
@@ -33,10 +37,27 @@ def gomocup(argv: list[str]) -> int:
     )
     parser.add_argument("run", metavar="RUN", help="a run directory or a tracked run id")
     parser.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="key=value")
+    parser.add_argument(
+        "--write-brain",
+        metavar="DIR",
+        type=Path,
+        help=f"write DIR/{BRAIN_NAME}, the program a Gomocup manager runs (no arguments), playing RUN "
+        "with these OVERRIDES; then exit",
+    )
     args = _parse(parser, argv)
+    if args.write_brain is not None:
+        return _write_brain(args.write_brain, args.run, args.overrides)
     _stop_on_signals()  # a manager's kill still cleans up (a downloaded checkpoint)
     # The protocol owns stdout: whatever a library prints while loading goes to stderr.
-    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1, encoding="ascii", newline="\n")
+    # ASCII out, whatever a command echoed: a byte it cannot write is escaped, never an error.
+    protocol = os.fdopen(
+        os.dup(sys.stdout.fileno()),
+        "w",
+        buffering=1,
+        encoding="ascii",
+        errors="backslashreplace",
+        newline="\n",
+    )
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     player = _load(args.run, args.overrides, "gomocup")
@@ -57,7 +78,7 @@ def gomocup(argv: list[str]) -> int:
             out=protocol,
         )
         _warm_up(brain)
-        brain.serve(_lines(sys.stdin))
+        brain.serve(_lines(sys.stdin.buffer))
         return 0
     except KeyboardInterrupt:
         return 130
@@ -112,7 +133,38 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     if not [arg for arg in argv if not arg.startswith("-")] and not {"-h", "--help"} & set(argv):
         # argparse would also call the optional overrides required
         parser.error("RUN is required: a run directory or a tracked run id")
-    return parser.parse_args(argv)
+    # Options and overrides in any order: `play RUN --port 8080 search.num_simulations=800`.
+    return parser.parse_intermixed_args(argv)
+
+
+def _write_brain(folder: Path, run: str, overrides: list[str]) -> int:
+    """DIR/pbrain-framework: a shell script that runs this command's brain from this directory (where
+    a tracked run id is looked up), with this Python. RUN is checked first: a brain that cannot load
+    is not written."""
+    player = _load(run, overrides, "gomocup")
+    if player is None:
+        return 1
+    player.close()
+    target = Path(run).resolve() if Path(run).exists() else run
+    command = " ".join(
+        shlex.quote(str(part)) for part in [sys.executable, "-m", "framework", "gomocup", target, *overrides]
+    )
+    script = (
+        "#!/bin/sh\n"
+        f"# A Gomocup brain (written by `python -m framework gomocup --write-brain`): {player.label}.\n"
+        f"cd {shlex.quote(os.getcwd())} || exit 1\n"
+        f"exec {command}\n"
+    )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / BRAIN_NAME
+        path.write_text(script)
+        path.chmod(0o755)
+    except OSError as e:
+        print(f"Error: --write-brain {folder}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    print(f"Wrote {path}: a Gomocup manager runs it as the brain of {player.label} (step {player.step}).")
+    return 0
 
 
 def _stop_on_signals() -> None:
@@ -170,13 +222,22 @@ def _warm_up(brain: Any) -> None:
         engine.num_simulations = keep
 
 
-def _lines(stream: TextIO) -> Any:
-    """Lines as they come (a manager waits for each answer before its next command)."""
+def _lines(stream: BinaryIO) -> Any:
+    """Lines as they come (a manager waits for each answer before its next command), decoded whatever
+    their bytes (one that is not UTF-8 becomes U+FFFD); a line longer than MAX_LINE bytes is cut there
+    (the brain answers it ERROR, its rest is skipped)."""
+    from framework_plugins.gomoku.gomocup import MAX_LINE
+
     while True:
-        line = stream.readline()
+        line = stream.readline(MAX_LINE + 1)
         if not line:
             return
-        yield line
+        if len(line) > MAX_LINE and not line.endswith(b"\n"):
+            while True:  # the rest of the overlong line
+                rest = stream.readline(MAX_LINE)
+                if not rest or rest.endswith(b"\n"):
+                    break
+        yield line.decode("utf-8", errors="replace")
 
 
 def _has_display() -> bool:

@@ -17,10 +17,14 @@ class GomokuConfig:
     """freestyle (n or more in a row wins) or exact (exactly n; an overline does not win)."""
     opponent: str = "heuristic"
     """The fixed opponent an agent trains against as a gymnasium env (agent=ppo, agent=dqn): random,
-    heuristic (wins, blocks, extends), mcts (pure MCTS, 1,000 random rollouts a move) or mcts<N>."""
+    heuristic (wins, blocks, extends), mcts (pure MCTS, 1,000 random rollouts a move), mcts<N>, or
+    alphabeta<D> (a D-ply alpha-beta search over a pattern evaluation; alphabeta: 2 plies)."""
     eval_opponents: List[str] = field(default_factory=lambda: ["random", "heuristic", "mcts1000"])
     """Opponents every evaluation plays, each logged as eval/<opponent>/win_rate, draw_rate,
-    loss_rate and score (win = 1, draw = 1/2)."""
+    loss_rate, score (win = 1, draw = 1/2) and elo_diff."""
+    eval_opening_stones: int = 2
+    """Stones of the random opening each pair of a search agent's evaluation games starts from
+    (the pair swaps colours; 0: every game from the empty board)."""
     colour: str = "alternate"
     """The agent's colour in the gymnasium env: alternate (black in even episodes), black or white."""
     n_envs: int = 1

@@ -9,16 +9,18 @@ The manager writes commands a line at a time; the brain answers each on one line
     TURN x,y         the opponent's move; the brain's answer, x,y
     BOARD … DONE     a position, one `x,y,field` line per stone (1: the brain's, 2: the opponent's);
                      the brain's move
-    TAKEBACK x,y     OK (the stone is taken back)
+    TAKEBACK x,y     OK (the last stone is taken back; any other is ERROR)
     PLAY x,y         the brain plays x,y (the manager's choice); answers x,y
     INFO key value   no answer; timeout_turn, timeout_match and time_left (milliseconds) bound the
                      search, rule (1: exactly five) chooses the rule
     ABOUT            name="...", version="...", ...
-    END              the brain exits
+    END              the brain exits (inside BOARD too)
+
+Any other line, any bytes, is answered `ERROR ...` or `UNKNOWN ...`: the brain never stops on input.
 
 x is the column and y the row, from 0. A search stops at `search.num_simulations` or when the
-time the manager allows is nearly spent, whichever comes first; a `MESSAGE` line after each move
-gives the searched position's value and the simulations run.
+time the manager allows is nearly spent, whichever comes first, with or without tree reuse; a
+`MESSAGE` line after each move gives the searched position's value and the simulations run.
 """
 
 from __future__ import annotations
@@ -33,13 +35,17 @@ import numpy as np
 
 from .rules import WIN, GameState, Gomoku
 
-#: The part of a move's time allowance kept back for the answer to reach the manager.
+#: The part of a move's time allowance kept back for the answer to reach the manager: a fraction,
+#: and up to SAFETY_MS more (a tenth of the allowance at most, so that short limits are used too).
 SAFETY_FRACTION = 0.15
 SAFETY_MS = 80.0
 #: Moves a match's remaining time is shared over, when the match has a time limit.
 MOVES_TO_PLAN_FOR = 20
-#: Simulations of the first slice of a timed search; later slices are sized by the measured rate.
-FIRST_SLICE = 16
+#: Simulations a timed search may reach before the brain has measured its rate (a search's tree
+#: is sized by its simulations; later timed searches are sized by the rate measured).
+FIRST_TIMED = 2048
+#: The longest command line the brain reads (longer ones are answered ERROR, never read whole).
+MAX_LINE = 4096
 #: INFO rule bits (piskvork): exactly five, continuous game, renju, caro.
 RULE_EXACT, RULE_CONTINUOUS, RULE_RENJU, RULE_CARO = 1, 2, 4, 8
 
@@ -70,6 +76,8 @@ class GomocupBrain:
         self.state: GameState | None = None
         self.info: dict[str, str] = {}
         self._board_lines: list[str] | None = None
+        self._rate: float | None = None
+        """Simulations a second of the searches so far (sizes a timed search's tree)."""
 
     # -- the loop -----------------------------------------------------------------------------------
 
@@ -79,13 +87,17 @@ class GomocupBrain:
             line = raw.strip()
             if not line:
                 continue
-            if self._board_lines is not None:
-                self._board_line(line)
+            if len(line) > MAX_LINE:
+                self._board_lines = None  # a BOARD it was part of is given up
+                self._say(f"ERROR a line of {len(line)} characters (at most {MAX_LINE})")
                 continue
             command, _, rest = line.partition(" ")
             command = command.upper()
-            if command == "END":
+            if command == "END":  # also inside BOARD: the manager ends the brain whatever it was doing
                 return
+            if self._board_lines is not None:
+                self._board_line(line)
+                continue
             try:
                 self._command(command, rest.strip())
             except ProtocolError as e:
@@ -128,8 +140,10 @@ class GomocupBrain:
             action = self._action(rest, "TAKEBACK")
             if action not in state.moves:
                 raise ProtocolError(f"TAKEBACK {rest}: there is no stone there")
-            moves = [m for m in state.moves if m != action]
-            self.state = GameState.from_moves(self.game, moves)
+            if action != state.moves[-1]:
+                x, y = self.game.to_xy(state.moves[-1])
+                raise ProtocolError(f"TAKEBACK {rest}: only the last stone ({x},{y}) can be taken back")
+            self.state = GameState.from_moves(self.game, state.moves[:-1])
             self._say("OK")
         elif command == "BOARD":
             self._require_started()
@@ -255,28 +269,20 @@ class GomocupBrain:
         started = time.perf_counter()
         budget = self._budget_s()
         before = int(getattr(engine, "simulations", 0))
-        if budget is None or not _keeps_trees(engine):
-            engine.num_simulations = self.num_simulations
-            counts = engine.search([state], add_noise=False)[0]
-        else:
-            deadline = started + budget
-            target = min(FIRST_SLICE, self.num_simulations)
-            while True:
-                engine.num_simulations = target
-                counts = engine.search([state], add_noise=False)[0]
-                now = time.perf_counter()
-                done = int(counts.sum())
-                if target >= self.num_simulations or now >= deadline:
-                    break
-                rate = (int(getattr(engine, "simulations", 0)) - before) / max(now - started, 1e-6)
-                if rate <= 0:
-                    break
-                step = max(FIRST_SLICE, int(rate * (deadline - now) / 4))
-                if (deadline - now) * rate < FIRST_SLICE:
-                    break
-                target = min(self.num_simulations, max(done, target) + step)
+        deadline = None if budget is None else started + budget
+        target = self.num_simulations
+        if budget is not None:  # a tree as large as the time allows, not as num_simulations asks
+            expected = FIRST_TIMED if self._rate is None else int(1.5 * self._rate * budget) + FIRST_TIMED
+            target = max(1, min(target, expected))
+        engine.num_simulations = target
+        counts = engine.search([state], add_noise=False, deadline=deadline)[0]
         seconds = time.perf_counter() - started
-        return counts, int(getattr(engine, "simulations", 0)) - before, seconds
+        simulations = int(getattr(engine, "simulations", 0)) - before
+        decided = len(engine.root_values) and abs(float(engine.root_values[0])) > 0.99
+        if seconds > 0.01 and simulations > 0 and not decided:  # a won position's search runs fast
+            rate = simulations / seconds
+            self._rate = rate if self._rate is None else min(rate, 4 * self._rate)
+        return counts, simulations, seconds
 
     def _budget_s(self) -> float | None:
         """Seconds this move may take: from INFO timeout_turn and the match's time left (None: no limit)."""
@@ -290,7 +296,7 @@ class GomocupBrain:
         if not limits:
             return None
         allowed = min(limits)
-        return max(0.0, allowed * (1 - SAFETY_FRACTION) - SAFETY_MS) / 1000.0
+        return max(0.0, allowed * (1 - SAFETY_FRACTION) - min(SAFETY_MS, allowed / 10)) / 1000.0
 
     # -- helpers ------------------------------------------------------------------------------------
 
@@ -315,12 +321,6 @@ class GomocupBrain:
     def _say(self, line: str) -> None:
         self.out.write(line + "\n")
         self.out.flush()
-
-
-def _keeps_trees(engine: Any) -> bool:
-    """Whether searching a root again continues its tree (so a search can go on in slices)."""
-    cfg = getattr(engine, "cfg", None)
-    return bool(getattr(cfg, "reuse_tree", False))
 
 
 def _integer(text: str, command: str) -> int:

@@ -85,6 +85,7 @@ class PlayServer:
         self.human = COLOURS["black"]
         self.analyses: list[Analysis] = []
         self.thinking = False
+        self.closing = False
         self._engine: Any = None
         self.simulations = 0
         self._search_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="play-search")
@@ -101,6 +102,7 @@ class PlayServer:
 
     def start(self) -> str:
         """Listen in a background thread; returns `url`."""
+        redact_in_logs(self.token)
         self._engine = self.player.engine()
         self.simulations = int(self._engine.num_simulations)
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="play-page")
@@ -113,7 +115,12 @@ class PlayServer:
         return self.url
 
     def close(self) -> None:
-        """Stop serving; the engine is closed once any search under way ends."""
+        """Stop serving: a search under way ends at once (its move is not played), then the engine
+        is closed."""
+        self.closing = True
+        engine = self._engine
+        if engine is not None and hasattr(engine, "interrupt"):
+            engine.interrupt()
         if self._loop.is_running():
             with contextlib.suppress(Exception):
                 asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
@@ -139,7 +146,9 @@ class PlayServer:
         app.router.add_post("/api/new", self._new)
         app.router.add_post("/api/move", self._move)
         app.router.add_post("/api/undo", self._undo)
-        self._runner = web.AppRunner(app, access_log=None)  # an access log would hold the token
+        # No access log (it would hold the token); a request still answering when the server stops
+        # gets a second (its search was interrupted).
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
@@ -183,7 +192,7 @@ class PlayServer:
     async def _new(self, request: web.Request) -> web.Response:
         body = await read_body(request, allowed={"colour", "simulations"})
         colour = body.get("colour")
-        if colour not in COLOURS:
+        if not isinstance(colour, str) or colour not in COLOURS:
             raise api_error(web.HTTPBadRequest, f'colour={colour!r}: choose "black" or "white"')
         simulations = self._simulations_from(body)
         async with self._exclusive():
@@ -277,6 +286,8 @@ class PlayServer:
     def _search(self, root: Any) -> tuple[np.ndarray, float, float]:
         """(visit counts, root value from the agent's view, seconds): runs in the worker thread."""
         engine = self._engine
+        if self.closing:
+            raise RuntimeError("the server is stopping")
         engine.num_simulations = self.simulations
         began = time.perf_counter()
         visits = np.asarray(engine.search([root], add_noise=False))[0]
@@ -356,7 +367,7 @@ async def read_body(request: web.Request, *, allowed: set[str]) -> dict[str, Any
         ) from e
     try:
         body = json.loads(raw or b"{}")
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         raise api_error(web.HTTPBadRequest, "the request body must be a JSON object") from None
     if not isinstance(body, dict):
         raise api_error(web.HTTPBadRequest, "the request body must be a JSON object")
@@ -365,6 +376,33 @@ async def read_body(request: web.Request, *, allowed: set[str]) -> dict[str, Any
         valid = ", ".join(sorted(allowed)) or "none"
         raise api_error(web.HTTPBadRequest, f"unknown field(s) {', '.join(unknown)}; valid: {valid}")
     return body
+
+
+#: The loggers of aiohttp's server side: what they say (a bad request's first line, say) may quote a
+#: request's address, and so its token.
+AIOHTTP_LOGGERS = ("aiohttp.access", "aiohttp.internal", "aiohttp.server", "aiohttp.web", "aiohttp.websocket")
+
+
+class _Redact(logging.Filter):
+    """Rewrites a record with the token (and any traceback, which may quote it) replaced."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self.token = token
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if record.exc_info:
+            text += "\n" + logging.Formatter().formatException(record.exc_info)
+            record.exc_info, record.exc_text = None, None
+        record.msg, record.args = text.replace(self.token, "<token>"), ()
+        return True
+
+
+def redact_in_logs(token: str) -> None:
+    """Keep `token` out of every line aiohttp's server logs."""
+    for name in AIOHTTP_LOGGERS:
+        logging.getLogger(name).addFilter(_Redact(token))
 
 
 async def add_security_headers(request: web.Request, response: web.StreamResponse) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, Optional
 
+import numpy as np
+
 from framework.errors import ConfigError, check_choice
 
 from .config import COLOURS, GomokuConfig
@@ -34,6 +36,11 @@ class GomokuEnvPlugin:
                     make_opponent(name, self._game, seed=0)
                 except ValueError as e:
                     raise ConfigError(f"{key}: {e}") from None
+        if not 0 <= cfg.eval_opening_stones <= self._game.n_actions // 4:
+            raise ConfigError(
+                f"env.eval_opening_stones={cfg.eval_opening_stones} must be from 0 to "
+                f"{self._game.n_actions // 4} (a quarter of the {cfg.board_size}x{cfg.board_size} board)"
+            )
         if len(set(cfg.eval_opponents)) != len(cfg.eval_opponents):
             raise ConfigError(f"env.eval_opponents={list(cfg.eval_opponents)} names an opponent twice")
         self.n_envs = cfg.n_envs
@@ -49,8 +56,12 @@ class GomokuEnvPlugin:
         return tuple(self.cfg.eval_opponents)
 
     def opponent(self, name: str, *, seed: int) -> Opponent:
-        """A fixed opponent by name: random, heuristic, mcts, mcts<N>."""
+        """A fixed opponent by name: random, heuristic, mcts, mcts<N>, alphabeta, alphabeta<D>."""
         return make_opponent(name, self._game, seed)
+
+    def opening(self, rng: np.random.Generator) -> list[int]:
+        """A random opening of `eval_opening_stones` stones for an evaluation's pair of games."""
+        return self._game.random_opening(rng, self.cfg.eval_opening_stones)
 
     def make(
         self, *, seed: int, index: int, evaluation: bool = False, render_mode: Optional[str] = None

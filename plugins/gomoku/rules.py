@@ -237,6 +237,24 @@ class Gomoku:
     def to_xy(self, action: int) -> tuple[int, int]:
         return action % self.board_size, action // self.board_size
 
+    def random_opening(self, rng: np.random.Generator, stones: int = 2) -> list[int]:
+        """`stones` random moves (Black first) in the board's central region (its middle half, at
+        least 3x3 cells) that leave neither side a win in one."""
+        size = self.board_size
+        half = max(size // 4, 1)
+        low, high = max(size // 2 - half, 0), min(size // 2 + half, size - 1)
+        centre = [y * size + x for y in range(low, high + 1) for x in range(low, high + 1)]
+        if stones > len(centre):
+            raise ValueError(
+                f"an opening of {stones} stones does not fit the centre of a {size}x{size} board"
+            )
+        while True:
+            moves = [int(m) for m in rng.choice(centre, size=stones, replace=False)]
+            state = GameState.from_moves(self, moves)
+            quiet = all(winning_move(state.board, who, self.params) < 0 for who in (BLACK, WHITE))
+            if not state.done and quiet:
+                return moves
+
     def from_xy(self, x: int, y: int) -> int:
         if not (0 <= x < self.board_size and 0 <= y < self.board_size):
             raise ValueError(f"({x}, {y}) is off the {self.board_size}x{self.board_size} board")

@@ -25,9 +25,10 @@ class SequentialConfig:
     """Exploration weight of PUCT: Q + c_puct · P · sqrt(N_parent) / (1 + N_child)."""
     fpu_value: Optional[float] = 0.0
     """An unvisited move's value (first-play urgency), from the mover's view: a number in [-1, 1]
-    (0, a draw, as in AlphaZero), or null for its parent's value less fpu_reduction."""
+    (0, a draw, as in AlphaZero), or null for KataGo's: its parent's value less fpu_reduction times
+    the square root of the policy mass of the moves already visited."""
     fpu_reduction: float = 0.2
-    """With fpu_value null: how much less than its parent's value an unvisited move is worth."""
+    """With fpu_value null: the reduction at a node whose every move was visited (KataGo: 0.2)."""
     dirichlet_alpha: float = 0.3
     """Concentration of the Dirichlet noise mixed into the start node's priors (self-play only)."""
     dirichlet_epsilon: Any = 0.25

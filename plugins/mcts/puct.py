@@ -88,6 +88,8 @@ class PuctSearch:
         self._sims_mark = 0
         self.clamped = 0
         """Pending visits that were already 0 when taken back (a bookkeeping error; stays 0)."""
+        self._deadline: float | None = None
+        """The search under way ends at this time.perf_counter() (None: at its simulations)."""
         self.debug_hook: Callable[[PuctSearch, Tree], None] | None = None
         """Called at every turn of the loop (tests check the invariants with it)."""
 
@@ -96,13 +98,24 @@ class PuctSearch:
         """The last searched roots' values, from the view of their player to move, [B]."""
         return self._last_values
 
-    def search(self, roots: Sequence[BoardState], *, add_noise: bool = False) -> np.ndarray:
-        """Visit counts [len(roots), n_actions] of each root's moves after the search."""
+    def search(
+        self, roots: Sequence[BoardState], *, add_noise: bool = False, deadline: float | None = None
+    ) -> np.ndarray:
+        """Visit counts [len(roots), n_actions] of each root's moves after the search; with a
+        `deadline` (time.perf_counter()), no leaf is selected after it once every root has a visited
+        move, and the search ends as the leaves in flight are answered."""
         started = time.perf_counter()
+        self._deadline = deadline
         try:
             return self._search(roots, add_noise)
         finally:
+            self._deadline = None
             self.search_seconds += time.perf_counter() - started
+
+    def interrupt(self) -> None:
+        """End the search under way (from another thread) as its deadline would: at once, once every
+        root has a visited move. A search that starts later is not affected."""
+        self._deadline = 0.0
 
     def perf_metrics(self) -> dict[str, float]:
         """The tuning figures (perf/search_sims_per_s, batch_fill, …) since the last call."""
@@ -244,6 +257,11 @@ class PuctSearch:
         try:
             while True:
                 budget = max_pending - evaluation.pending()
+                deadline = self._deadline
+                if deadline is not None and time.perf_counter() >= deadline and _visited(tree, active):
+                    if not evaluation.pending() and not len(slots):
+                        break
+                    budget = 0  # time is up: the answers in hand and in flight are taken in, no more
                 k, simulated, unfinished, clamped = step(
                     tree, params, game, leaves, active, target, budget, slots, logits, values
                 )
@@ -331,3 +349,8 @@ class PuctSearch:
         if compiled is None:
             compiled = self._compiled[name] = entry_point(dispatcher, *args)
         return compiled
+
+
+def _visited(tree: Tree, active: np.ndarray) -> bool:
+    """Whether every searched root has a visited move (a root counts its own first visit)."""
+    return bool((tree.visits[active, 0] > 1).all())

@@ -178,7 +178,16 @@ def select_leaf(
         sqrt_n = np.sqrt(max(tree.visits[b, node] + tree.pending_visits[b, node], 1))
         fpu = params.fpu_value
         if params.fpu_from_parent and tree.visits[b, node] > 0:
-            fpu = -tree.value_sum[b, node] / tree.visits[b, node] - params.fpu_reduction
+            # KataGo's first-play urgency: the parent's value, less a reduction that grows with the
+            # policy mass of the moves already visited (a node that has found its moves looks less
+            # at the others).
+            visited = 0.0
+            for a in range(n_actions):
+                c = tree.children[b, node, a]
+                if c >= 0 and tree.visits[b, c] + tree.pending_visits[b, c] > 0:
+                    visited += tree.prior[b, node, a]
+            parent = -tree.value_sum[b, node] / tree.visits[b, node]
+            fpu = parent - params.fpu_reduction * np.sqrt(visited)
         best, best_score = -1, -np.inf
         for a in range(n_actions):
             if board[a] != 0:

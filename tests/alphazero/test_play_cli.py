@@ -3,11 +3,14 @@ game, by run directory and by tracked run id; `play RUN` serves its page; mistak
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import queue
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -262,9 +265,19 @@ def test_gomocup_mistakes_are_one_line_before_anything_is_read(
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_play_serves_the_page_with_a_token_until_stopped(trained: tuple[Path, str], stop: int) -> None:
+    """Overrides after the options; the token in no line the server writes, not even about a request
+    line too long for aiohttp; stopped in the middle of a long search, it ends within 2 s."""
     cwd, _ = trained
     process = subprocess.Popen(
-        [sys.executable, "-m", "framework", "play", "outputs/run", "--no-browser"],
+        [
+            sys.executable,
+            "-m",
+            "framework",
+            "play",
+            "outputs/run",
+            "--no-browser",
+            "search.num_simulations=20000",
+        ],
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -274,18 +287,81 @@ def test_play_serves_the_page_with_a_token_until_stopped(trained: tuple[Path, st
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
-        found = re.search(r"(http://127\.0\.0\.1:\d+/)\?token=(\S+)", line)
+        found = re.search(r"(http://127\.0\.0\.1:(\d+)/)\?token=(\S+)", line)
         assert found, line + (process.stderr.read() if process.poll() is not None else "")  # type: ignore[union-attr]
-        page, token = found[1], found[2]
+        page, port, token = found[1], int(found[2]), found[3]
         with urllib.request.urlopen(f"{page}?token={token}", timeout=30) as response:
             assert response.status == 200 and "<html" in response.read().decode().lower()
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(page, timeout=30)
         assert refused.value.code == 403
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:  # over aiohttp's 8190
+            raw.sendall(f"GET /api/state?token={token}&pad={'x' * 9000} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            assert re.match(rb"HTTP/1\.[01] 4\d\d ", raw.recv(100))
+        state = json.loads(urllib.request.urlopen(f"{page}api/state?token={token}", timeout=30).read())
+        assert state["simulations"] == 20000
+        opening = urllib.request.Request(
+            f"{page}api/new?token={token}", data=b'{"colour": "white"}', method="POST"
+        )
+        threading.Thread(target=lambda: _quietly(opening), daemon=True).start()
+        deadline = time.monotonic() + 30
+        while not json.loads(urllib.request.urlopen(f"{page}api/state?token={token}", timeout=30).read())[
+            "thinking"
+        ]:
+            assert time.monotonic() < deadline, "the agent never started its move"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        stopped = time.monotonic()
         process.send_signal(stop)
         assert process.wait(timeout=30) == 0
+        assert time.monotonic() - stopped < 2.0
         assert token not in process.stderr.read()  # type: ignore[union-attr]
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def _quietly(request: urllib.request.Request) -> None:
+    """A request whose answer does not matter (the server may stop before it answers)."""
+    with contextlib.suppress(OSError):
+        urllib.request.urlopen(request, timeout=60).read()
+
+
+def test_any_bytes_get_an_answer_and_the_brain_plays_on(
+    trained: tuple[Path, str], brains: list[Brain]
+) -> None:
+    cwd, _ = trained
+    brain = Brain(cwd, "outputs/run", "search.num_simulations=8")
+    brains.append(brain)
+    brain.send("START 9")
+    assert brain.answer() == "OK"
+    assert brain.process.stdin is not None
+    for junk in (b"\xff\xfe\x00 garbage", "\u00c4\u00d6 \u2603".encode(), b"TURN \x80,\x81", b"\x1b[31mRED"):
+        brain.process.stdin.buffer.write(junk + b"\n")  # type: ignore[attr-defined]
+        brain.process.stdin.buffer.flush()  # type: ignore[attr-defined]
+        answer = brain.answer()
+        assert answer.startswith(("ERROR", "UNKNOWN")) and answer.isascii(), answer
+    brain.move("BEGIN")
+    brain.send("END")
+    assert brain.process.wait(timeout=30) == 0
+
+
+def test_write_brain_writes_the_program_a_gomocup_manager_runs(
+    trained: tuple[Path, str], tmp_path: Path
+) -> None:
+    cwd, _ = trained
+    folder = tmp_path / "brains"
+    r = run_cli("gomocup", "outputs/run", "--write-brain", str(folder), "search.num_simulations=8", cwd=cwd)
+    assert r.returncode == 0, r.stderr
+    brain = folder / "pbrain-framework"
+    assert os.access(brain, os.X_OK) and str(brain) in r.stdout
+    played = subprocess.run(
+        [str(brain)], input="START 9\nBEGIN\nEND\n", capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    answers = [line for line in played.stdout.splitlines() if not line.startswith("MESSAGE")]
+    assert played.returncode == 0 and answers[0] == "OK" and MOVE.match(answers[1]), (
+        played.stdout + played.stderr
+    )
+    refused = run_cli("gomocup", "no/such/run", "--write-brain", str(tmp_path / "none"), cwd=cwd)
+    assert refused.returncode == 1 and not (tmp_path / "none").exists()

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from framework_plugins.alphazero.arena import FixedPlayer, MatchResult, SearchPlayer, play_match
+from framework.matches import FixedPlayer, MatchResult, play_match
+from framework_plugins.alphazero.arena import SearchPlayer
 from framework_plugins.alphazero.network import NetworkEvaluator, PolicyValueNet
 from framework_plugins.alphazero.replay import PositionReplay
 from framework_plugins.alphazero.selfplay import MoveChoice, SelfPlayRunner, VectorizeRunner

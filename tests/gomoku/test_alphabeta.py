@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
+from framework.matches import FixedPlayer, play_match
 from framework_plugins.gomoku.alphabeta import evaluate, move_delta, weights
-from framework_plugins.gomoku.matches import match, random_opening
 from framework_plugins.gomoku.opponents import make_opponent
 from framework_plugins.gomoku.rules import BLACK, WHITE, GameState, Gomoku
 from tests.gomoku.test_opponents import play_game, position
@@ -74,7 +74,7 @@ def test_the_evaluation_kept_move_by_move_equals_the_whole_boards() -> None:
 
 def test_two_plies_answer_a_15x15_move_well_under_a_second() -> None:
     player = make_opponent("alphabeta2", FIFTEEN, 0)
-    state = GameState.from_moves(FIFTEEN, random_opening(FIFTEEN, np.random.default_rng(1)))
+    state = GameState.from_moves(FIFTEEN, FIFTEEN.random_opening(np.random.default_rng(1)))
     player.act(state)  # compiled
     times = []
     while not state.done and len(state.moves) < 40:
@@ -105,16 +105,36 @@ def test_the_name_sets_the_depth_and_a_depth_out_of_range_is_refused() -> None:
 
 def test_random_openings_differ_and_leave_no_win_in_one() -> None:
     rng = np.random.default_rng(0)
-    openings = {tuple(random_opening(NINE, rng)) for _ in range(20)}
+    openings = {tuple(NINE.random_opening(rng)) for _ in range(20)}
     assert len(openings) > 15
     for opening in openings:
         state = GameState.from_moves(NINE, list(opening))
         assert len(opening) == 2 and not state.done and state.to_play == BLACK
 
 
+def match(stronger: str, weaker: str, openings: int):  # type: ignore[no-untyped-def]
+    first, second = FixedPlayer(make_opponent(stronger, NINE, 1)), FixedPlayer(make_opponent(weaker, NINE, 2))
+    return play_match(NINE, first, second, 2 * openings, opening=NINE.random_opening, seed=3)
+
+
 def test_a_match_plays_each_opening_with_both_colours() -> None:
-    result = match(NINE, make_opponent("heuristic", NINE, 0), make_opponent("random", NINE, 1), 3, seed=0)
+    seen: list[list[int]] = []
+
+    class Recording:
+        name = "recording"
+
+        def __init__(self) -> None:
+            self.inner = FixedPlayer(make_opponent("random", NINE, 1))
+
+        def moves(self, states: list[GameState]) -> list[int]:
+            seen.extend(list(s.moves[:2]) for s in states if len(s.moves) in (2, 3))
+            return self.inner.moves(states)
+
+    result = play_match(NINE, FixedPlayer(make_opponent("heuristic", NINE, 0)), Recording(), 6, seed=0,
+                        opening=NINE.random_opening)  # fmt: skip
     assert result.games == 6 and result.score == 1.0
+    openings = {tuple(m) for m in seen}
+    assert len(openings) == 3  # three openings, each played twice
 
 
 # The ladder, weakest first (pure MCTS with 1,000 rollouts loses to the one-move heuristic on 9x9);
@@ -124,5 +144,5 @@ LADDER = ["random", "mcts1000", "heuristic", "alphabeta1", "alphabeta2", "alphab
 
 @pytest.mark.parametrize(("stronger", "weaker"), list(zip(LADDER[1:], LADDER[:-1], strict=True)))
 def test_each_rung_of_the_ladder_beats_the_one_below_on_9x9(stronger: str, weaker: str) -> None:
-    result = match(NINE, make_opponent(stronger, NINE, 1), make_opponent(weaker, NINE, 2), 6, seed=3)
+    result = match(stronger, weaker, 6)
     assert result.score > 0.5, f"{stronger} against {weaker}: {result}"

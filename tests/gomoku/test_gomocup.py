@@ -7,6 +7,9 @@ import re
 import time
 
 import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from framework_plugins.gomoku.gomocup import GomocupBrain
 from framework_plugins.gomoku.rules import GameState, Gomoku
@@ -20,7 +23,8 @@ MOVE = re.compile(r"^(\d+),(\d+)$")
 class Session:
     """A brain fed one command at a time; `send` returns its answer lines, MESSAGE lines apart."""
 
-    def __init__(self, game: Gomoku, sims: int = 64) -> None:
+    def __init__(self, game: Gomoku, sims: int = 64, *, reuse_tree: bool = True) -> None:
+        self.reuse_tree = reuse_tree
         self.out = io.StringIO()
         self.engines: list[PuctSearch] = []
         self.brain = GomocupBrain(
@@ -30,7 +34,10 @@ class Session:
 
     def _engine(self, game: Gomoku) -> PuctSearch:
         engine = local_search(
-            SequentialConfig(num_simulations=8), game=game, evaluator_factory=uniform_evaluator(game), seed=0
+            SequentialConfig(num_simulations=8, reuse_tree=self.reuse_tree),
+            game=game,
+            evaluator_factory=uniform_evaluator(game),
+            seed=0,
         )
         self.engines.append(engine)
         return engine
@@ -199,3 +206,74 @@ def test_a_whole_game_against_a_random_player_has_only_legal_answers() -> None:
         x, y = session.move("TURN {},{}".format(*game.to_xy(mine)))
     assert session.brain.state is not None and session.brain.state.moves == state.moves
     assert state.winner == 1  # the searching side beats a random one
+
+
+def test_end_inside_board_ends_the_brain() -> None:
+    session = Session(GAME)
+    session.send("START 9")
+    assert session.send("BOARD", "1,1,1", "END", "ABOUT") == []
+    assert session.brain.state is not None and session.brain.state.moves == []
+
+
+def test_takeback_of_any_stone_but_the_last_is_refused_and_changes_nothing() -> None:
+    session = Session(GAME)
+    session.send("START 9")
+    session.send("PLAY 1,1", "PLAY 2,2", "PLAY 3,3")
+    moves = list(session.brain.state.moves)  # type: ignore[union-attr]
+    (answer,) = session.send("TAKEBACK 1,1")
+    assert answer == "ERROR TAKEBACK 1,1: only the last stone (3,3) can be taken back"
+    assert session.brain.state.moves == moves  # type: ignore[union-attr]
+    assert session.send("TAKEBACK 3,3") == ["OK"]
+    assert session.brain.state.moves == moves[:-1]  # type: ignore[union-attr]
+
+
+def test_a_line_over_the_limit_is_an_error_and_the_brain_goes_on() -> None:
+    session = Session(GAME)
+    (answer,) = session.send("X" * 5000)
+    assert answer.startswith("ERROR a line of 5000 characters")
+    assert session.send("START 9") == ["OK"]
+
+
+@pytest.mark.parametrize("limit_ms", [100, 1000])
+@pytest.mark.parametrize("reuse_tree", [True, False])
+def test_a_turn_limit_holds_to_ten_percent_with_or_without_tree_reuse(
+    limit_ms: int, reuse_tree: bool
+) -> None:
+    session = Session(Gomoku(15, 5), sims=10_000_000, reuse_tree=reuse_tree)
+    session.send(f"INFO timeout_turn {limit_ms}", "START 15")
+    session.move("BEGIN")  # compiled kernels
+    times = []
+    for _ in range(3):
+        state = session.brain.state
+        assert state is not None
+        x, y = state.game.to_xy(int(np.flatnonzero(state.legal)[-1]))  # an empty cell
+        started = time.perf_counter()
+        session.move(f"TURN {x},{y}")
+        times.append(time.perf_counter() - started)
+    for seconds in times:
+        assert 0.5 * limit_ms <= 1000 * seconds <= 1.1 * limit_ms, times
+
+
+COMMANDS = ["START 9", "RESTART", "BEGIN", "TURN 4,4", "BOARD", "DONE", "1,1,1", "2,2,2", "TAKEBACK 4,4",
+            "PLAY 3,3", "INFO timeout_turn 50", "INFO rule 1", "ABOUT", "RECTSTART 9,9"]  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(COMMANDS),
+            st.builds(lambda c, x, y: f"{c} {x},{y}", st.sampled_from(["TURN", "PLAY", "TAKEBACK"]),
+                      st.integers(-3, 12), st.integers(-3, 12)),
+            st.text(max_size=30),
+            st.binary(max_size=30).map(lambda b: b.decode("utf-8", errors="replace")),
+        ),
+        max_size=25,
+    )
+)  # fmt: skip
+def test_no_sequence_of_lines_makes_the_brain_raise(lines: list[str]) -> None:
+    session = Session(GAME, sims=4)
+    session.send(*lines)
+    state = session.brain.state
+    if state is not None:
+        assert len(state.moves) == len(set(state.moves))

@@ -205,6 +205,28 @@ def test_a_huge_body_is_refused_unread(server: PlayServer) -> None:
     assert answer == {"error": f"the request body is larger than the {MAX_BODY_BYTES} bytes allowed"}
 
 
+JSON_OF_EVERY_SHAPE = [
+    b"[" * 1000,  # nested deeper than Python's recursion limit
+    b'{"a":' * 150 + b"1" + b"}" * 150,  # deep, under the size limit
+    b'{"colour": ["black"]}',
+    b'{"colour": {"black": 1}}',
+    b'{"colour": null}',
+    b'{"colour": 1}',
+    b"null",
+    b'"black"',
+    b"1e999",
+    b"\xff\xfe",
+]
+
+
+@pytest.mark.parametrize("path", ["/api/new", "/api/move", "/api/undo"])
+@pytest.mark.parametrize("raw", JSON_OF_EVERY_SHAPE)
+def test_json_of_any_shape_is_a_400_with_what_was_wrong(server: PlayServer, path: str, raw: bytes) -> None:
+    status, answer = request(server, path, raw=raw)
+    assert status == 400 and isinstance(answer, dict) and answer["error"], (status, answer)
+    assert state_of(server)["moves"] == []
+
+
 def test_a_new_game_needs_a_colour(server: PlayServer) -> None:
     status, answer = request(server, "/api/new", {"colour": "red"})
     assert (status, answer) == (400, {"error": 'colour=\'red\': choose "black" or "white"'})

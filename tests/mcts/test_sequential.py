@@ -740,3 +740,27 @@ def test_the_games_kernels_are_called_by_address_and_anything_else_is_refused() 
 
     with pytest.raises(TypeError, match="is not a C function"):
         game_kernels(PythonRules())
+
+
+@pytest.mark.parametrize(("fpu_value", "most_singletons"), [(0.0, None), (None, 10)])
+def test_a_side_that_is_behind_does_not_spread_its_visits_over_every_move(
+    fpu_value: float | None, most_singletons: int | None
+) -> None:
+    """Every position the root's side reaches is worth -0.7 to it, and the policy favours three
+    moves. With unvisited moves worth 0 (a draw), each looks better than any visited one: the search
+    gives one visit to move after move (the play page saw 39 of 100). KataGo's first-play urgency (the
+    parent's value less a reduction) keeps them below the visited ones."""
+    favoured = np.array([10, 20, 30])
+
+    def evaluate(planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logits = np.zeros((len(planes), GAME.n_actions), np.float32)
+        logits[:, favoured] = 2.0
+        return logits, np.full(len(planes), 0.7, np.float32)  # good for the side to move at a leaf
+
+    engine = make_engine(evaluator_factory=lambda: evaluate, num_simulations=100, fpu_value=fpu_value)
+    counts = engine.search([GameState.from_moves(GAME, [40])])[0]
+    singletons = int((counts == 1).sum())
+    if most_singletons is None:
+        assert singletons > 60, counts  # the failure the option exists for
+    else:
+        assert singletons <= most_singletons, counts

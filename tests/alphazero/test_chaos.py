@@ -60,7 +60,19 @@ def test_a_run_whose_workers_and_inference_actors_are_killed_at_random_finishes_
     plan = ["worker", "inference", "worker", "inference"]
     stop = threading.Event()
 
+    log = tmp_path / "outputs/run/framework.log"
+
+    def playing() -> bool:
+        """Whether self-play has made its first moves (the kills fall during the run, not its start)."""
+        try:
+            return "self-play: 2 Ray worker(s)" in log.read_text()
+        except OSError:
+            return False
+
     def chaos() -> None:
+        while not playing():
+            if stop.wait(0.5):
+                return
         deadline = time.monotonic() + 240
         while plan and not stop.is_set() and time.monotonic() < deadline:
             if stop.wait(rng.uniform(2.5, 5.0)):
@@ -84,6 +96,7 @@ def test_a_run_whose_workers_and_inference_actors_are_killed_at_random_finishes_
             "search.inference_num_cpus=0.5",
             "search.max_restarts=4",
             "hydra.run.dir=outputs/run",
+            timeout=540,
         )
     finally:
         stop.set()

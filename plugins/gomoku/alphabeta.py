@@ -62,6 +62,22 @@ def _window_worth(black: int, white: int, w: np.ndarray) -> float:
     return 0.0
 
 
+@nb.njit(cache=True, inline="always")
+def _window_stones(
+    board: np.ndarray, sx: int, sy: int, dx: int, dy: int, size: int, n: int
+) -> tuple[int, int]:
+    """(Black's, White's) stones in the n cells from (sx, sy) along (dx, dy)."""
+    black = 0
+    white = 0
+    for j in range(n):
+        c = board[(sy + j * dy) * size + sx + j * dx]
+        if c == 1:
+            black += 1
+        elif c == -1:
+            white += 1
+    return black, white
+
+
 @nb.njit(cache=True)
 def move_delta(board: np.ndarray, a: int, player: int, params: np.ndarray, w: np.ndarray) -> float:
     """How much `player`'s stone at the empty cell `a` changes the evaluation (Black's view)."""
@@ -75,14 +91,7 @@ def move_delta(board: np.ndarray, a: int, player: int, params: np.ndarray, w: np
             ex, ey = sx + (n - 1) * dx, sy + (n - 1) * dy
             if not (0 <= sx < size and 0 <= sy < size and 0 <= ex < size and 0 <= ey < size):
                 continue
-            black = 0
-            white = 0
-            for j in range(n):
-                c = board[(sy + j * dy) * size + sx + j * dx]
-                if c == 1:
-                    black += 1
-                elif c == -1:
-                    white += 1
+            black, white = _window_stones(board, sx, sy, dx, dy, size, n)
             before = _window_worth(black, white, w)
             if player == 1:
                 black += 1
@@ -104,14 +113,7 @@ def evaluate(board: np.ndarray, params: np.ndarray, w: np.ndarray) -> float:
                 ex, ey = sx + (n - 1) * dx, sy + (n - 1) * dy
                 if not (0 <= ex < size and 0 <= ey < size):
                     continue
-                black = 0
-                white = 0
-                for j in range(n):
-                    c = board[(sy + j * dy) * size + sx + j * dx]
-                    if c == 1:
-                        black += 1
-                    elif c == -1:
-                        white += 1
+                black, white = _window_stones(board, sx, sy, dx, dy, size, n)
                 total += _window_worth(black, white, w)
     return total
 

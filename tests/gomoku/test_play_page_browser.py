@@ -1,0 +1,193 @@
+"""The play page in a real headless Chromium: a person's clicks reach the server, the agent answers,
+and the page draws what the server says."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from framework_plugins.gomoku.page import PlayServer
+from framework_plugins.gomoku.rules import Gomoku
+from tests.conftest import require_tool
+from tests.gomoku.test_play_page import SCREENSHOT, SIMULATIONS, SearchOnlyPlayer, state_of
+
+# --- the page in a real browser -----------------------------------------------------------
+
+
+class DevTools:
+    """A page of a headless Chromium driven over the Chrome DevTools Protocol."""
+
+    def __init__(self, socket: aiohttp.ClientWebSocketResponse) -> None:
+        self.socket, self.last_id = socket, 0
+
+    async def send(self, method: str, **params: Any) -> dict[str, Any]:
+        self.last_id += 1
+        await self.socket.send_json({"id": self.last_id, "method": method, "params": params})
+        while True:  # events (none enabled) and answers to nothing else
+            message = await self.socket.receive_json(timeout=30)
+            if message.get("id") == self.last_id:
+                assert "error" not in message, message
+                return message["result"]
+
+    async def evaluate(self, expression: str) -> Any:
+        result = await self.send(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
+        assert "exceptionDetails" not in result, result
+        return result["result"].get("value")
+
+    async def wait_for(self, expression: str, timeout: float = 15) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = await self.evaluate(expression)
+            if value:
+                return value
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"the page never showed {expression}")
+
+    async def click(self, selector: str) -> None:
+        """A real mouse click (move, press, release) at the middle of the element."""
+        box = await self.evaluate(
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+            " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            await self.send(
+                "Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1
+            )
+
+
+def start_chromium(url: str, profile: Path) -> subprocess.Popen[bytes]:
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--no-first-run",
+    ]
+    return subprocess.Popen(
+        [
+            require_tool("chromium"),
+            *flags,
+            f"--user-data-dir={profile}",
+            "--remote-debugging-port=0",
+            "--window-size=1280,860",
+            url,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+async def open_devtools(session: aiohttp.ClientSession, profile: Path) -> DevTools:
+    port_file = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + 30
+    while not (port_file.exists() and port_file.read_text().strip()):
+        assert time.monotonic() < deadline, "Chromium never opened its DevTools port"
+        await asyncio.sleep(0.1)
+    port = port_file.read_text().split()[0]
+    async with session.get(f"http://127.0.0.1:{port}/json/list") as response:
+        targets = await response.json()
+    page = next(t for t in targets if t["type"] == "page")
+    return DevTools(await session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0))
+
+
+#: The page's board as the server's flat list: 1 black, -1 white, 0 empty.
+PAGE_BOARD = """[...document.querySelectorAll('#board .cell')].map(c => {
+  const s = c.querySelector('.stone');
+  return s.classList.contains('black') ? 1 : s.classList.contains('white') ? -1 : 0;
+})"""
+PAGE_VISITS = "[...document.querySelectorAll('#board .cell')].map(c => Number(c.dataset.visits))"
+
+
+async def play_in_the_browser(server: PlayServer, go: threading.Event, profile: Path) -> None:
+    size = server.game.board_size
+    browser = start_chromium(server.url, profile)
+    try:
+        async with aiohttp.ClientSession() as session:
+            page = await open_devtools(session, profile)
+            await page.wait_for(f"document.querySelectorAll('#board .cell').length === {size * size}")
+            assert await page.evaluate("document.querySelectorAll('#board .label').length") == 4 * (size + 1)
+            assert "Your turn: you play Black" in await page.evaluate(
+                "document.getElementById('status').textContent"
+            )
+
+            # The first move: the agent is held, so the page must show it thinking.
+            await page.click('.cell[data-x="4"][data-y="4"]')
+            await page.wait_for("document.getElementById('status').classList.contains('thinking')")
+            assert "is thinking" in await page.evaluate("document.getElementById('status').textContent")
+            assert (await page.evaluate(PAGE_BOARD))[4 * size + 4] == 1
+            go.set()
+
+            for x, y in [(None, None), (2, 6), (6, 1), (1, 1)]:
+                if x is not None:
+                    before = state_of(server)
+                    if before["result"] is not None or before["board"][y * size + x] != 0:
+                        break
+                    await page.click(f'.cell[data-x="{x}"][data-y="{y}"]')
+                    await page.wait_for(
+                        f"document.querySelectorAll('#move-list li').length === {len(before['moves']) + 2}"
+                    )
+                else:
+                    before = {
+                        "board": [int(i == 4 * size + 4) for i in range(size * size)],
+                        "moves": [[4, 4]],
+                    }
+                    await page.wait_for("document.querySelectorAll('#move-list li').length === 2")
+                await page.wait_for("document.body.dataset.busy === '0'")
+                state = state_of(server)
+                agent_x, agent_y = state["moves"][-1]
+                assert before["board"][agent_y * size + agent_x] == 0, "the agent played on a taken cell"
+                assert await page.evaluate(PAGE_BOARD) == state["board"]
+                assert await page.evaluate(PAGE_VISITS) == state["analysis"]["visits"]
+                assert sum(state["analysis"]["visits"]) == SIMULATIONS
+                assert await page.evaluate("document.querySelectorAll('#board .cell.heated').length") > 0
+                value = state["analysis"]["value"]
+                shown = await page.evaluate("document.getElementById('value').textContent")
+                assert shown.startswith(f"Agent's estimate: {'+' if value >= 0 else '−'}{abs(value):.2f}")
+                assert await page.evaluate("document.querySelectorAll('#top-moves li').length") >= 2
+            shot = await page.send("Page.captureScreenshot", format="png")
+            SCREENSHOT.write_bytes(base64.b64decode(shot["data"]))
+
+            # A refused click: a taken cell says so, and nothing changes.
+            moves = len(state_of(server)["moves"])
+            await page.click('.cell[data-x="4"][data-y="4"]')
+            assert "is taken" in await page.wait_for("document.getElementById('error').textContent")
+            assert len(state_of(server)["moves"]) == moves
+
+            # Undo, then a new game as White: the agent opens.
+            await page.click("#undo")
+            await page.wait_for(f"document.querySelectorAll('#move-list li').length === {moves - 2}")
+            assert len(state_of(server)["moves"]) == moves - 2
+            await page.click("#new-white")
+            await page.wait_for("document.querySelectorAll('#move-list li').length === 1")
+            await page.wait_for("document.body.dataset.busy === '0'")
+            state = state_of(server)
+            assert state["human"] == -1 and await page.evaluate(PAGE_BOARD) == state["board"]
+            assert "Your turn: you play White" in await page.evaluate(
+                "document.getElementById('status').textContent"
+            )
+            await page.socket.close()
+    finally:
+        browser.terminate()
+        browser.wait(10)
+
+
+def test_a_person_plays_the_agent_in_a_real_browser(tmp_path: Path) -> None:
+    go = threading.Event()
+    server = PlayServer(SearchOnlyPlayer(Gomoku(board_size=9, n_in_row=5), go))
+    server.start()
+    try:
+        asyncio.run(play_in_the_browser(server, go, tmp_path / "profile"))
+    finally:
+        go.set()
+        server.close()

@@ -53,16 +53,6 @@ class MatchResult:
         score = (self.wins + 0.5 * self.draws + 0.5) / (self.games + 1)
         return -400.0 * math.log10(1.0 / score - 1.0)
 
-    def interval(self, z: float = 1.96) -> tuple[float, float]:
-        """The score's Wilson interval (95 % by default)."""
-        n = self.games
-        if n == 0:
-            return 0.0, 1.0
-        p = self.score
-        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-        return max(0.0, centre - half), min(1.0, centre + half)
-
     def metrics(self, prefix: str) -> dict[str, float]:
         n = max(self.games, 1)
         return {

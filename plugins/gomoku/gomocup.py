@@ -272,7 +272,7 @@ class GomocupBrain:
         deadline = None if budget is None else started + budget
         target = self.num_simulations
         if budget is not None:  # a tree as large as the time allows, not as num_simulations asks
-            expected = FIRST_TIMED if self._rate is None else int(1.5 * self._rate * budget) + FIRST_TIMED
+            expected = FIRST_TIMED if self._rate is None else int(2 * self._rate * budget) + FIRST_TIMED
             target = max(1, min(target, expected))
         engine.num_simulations = target
         counts = engine.search([state], add_noise=False, deadline=deadline)[0]
@@ -280,8 +280,10 @@ class GomocupBrain:
         simulations = int(getattr(engine, "simulations", 0)) - before
         decided = len(engine.root_values) and abs(float(engine.root_values[0])) > 0.99
         if seconds > 0.01 and simulations > 0 and not decided:  # a won position's search runs fast
+            # The fastest rate seen (each new one at most 4x the last): a search slowed by a busy
+            # machine must not shrink the next tree, or that search ends early at its size.
             rate = simulations / seconds
-            self._rate = rate if self._rate is None else min(rate, 4 * self._rate)
+            self._rate = rate if self._rate is None else max(self._rate, min(rate, 4 * self._rate))
         return counts, simulations, seconds
 
     def _budget_s(self) -> float | None:

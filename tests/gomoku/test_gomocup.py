@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import threading
 import time
 
 import numpy as np
@@ -252,6 +253,39 @@ def test_a_turn_limit_holds_to_ten_percent_with_or_without_tree_reuse(
         times.append(time.perf_counter() - started)
     for seconds in times:
         assert 0.5 * limit_ms <= 1000 * seconds <= 1.1 * limit_ms, times
+
+
+def test_a_move_searched_on_a_busy_machine_does_not_cut_the_next_ones_search_short() -> None:
+    # A tournament machine is sometimes busy: a search slowed then must not size the next, quiet
+    # one's tree so small that it ends long before its time is up.
+    session = Session(Gomoku(15, 5), sims=10_000_000, reuse_tree=False)
+    session.send("INFO timeout_turn 1000", "START 15")
+    session.move("BEGIN")  # compiled kernels
+
+    def turn() -> float:
+        state = session.brain.state
+        assert state is not None
+        x, y = state.game.to_xy(int(np.flatnonzero(state.legal)[-1]))
+        started = time.perf_counter()
+        session.move(f"TURN {x},{y}")
+        return time.perf_counter() - started
+
+    busy = threading.Event()
+
+    def spin() -> None:  # holds the interpreter most of the time, as other work would hold the CPU
+        while not busy.is_set():
+            sum(range(1000))
+
+    spinners = [threading.Thread(target=spin) for _ in range(3)]
+    for spinner in spinners:
+        spinner.start()
+    try:
+        turn()
+    finally:
+        busy.set()
+        for spinner in spinners:
+            spinner.join()
+    assert 0.5 <= turn() <= 1.1
 
 
 COMMANDS = ["START 9", "RESTART", "BEGIN", "TURN 4,4", "BOARD", "DONE", "1,1,1", "2,2,2", "TAKEBACK 4,4",

@@ -187,9 +187,28 @@ def ray_session() -> Iterator[RaySession]:
 SHARED_SERVERS = {"ray_session": "ray", "mlflow_server": "mlflow-server"}
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    """Mark each test of a shared server with its group, before pytest-xdist reads the groups into
+    node ids; then check that it did, as a silent failure starts every server once per process."""
+    grouped: dict[pytest.Item, str] = {}
     for item in items:
         for fixture, group in SHARED_SERVERS.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(group))
+                grouped[item] = group
                 break
+    yield
+    if getattr(config.option, "loadgroup", False):  # a pytest-xdist worker under --dist loadgroup
+        lost = [item.nodeid for item, group in grouped.items() if not item.nodeid.endswith(f"@{group}")]
+        if lost:  # said on the terminal too: pytest-xdist's controller reports only a crashed worker
+            raise _said(
+                f"pytest-xdist did not group {len(lost)} tests of a shared server (first: {lost[0]}), "
+                "as under pytest 9.2 (pytest-xdist issue 1386): install the test extra's pytest "
+                '(pip install -e ".[test]") or run one process (-n 0)'
+            )
+
+
+def _said(message: str) -> pytest.UsageError:
+    print(f"\nERROR: {message}", file=sys.__stderr__, flush=True)
+    return pytest.UsageError(message)

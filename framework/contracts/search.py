@@ -31,17 +31,34 @@ class SearchEngine(Protocol):
     """Simulations run since it was made."""
 
     def search(
-        self, roots: Sequence[BoardState], *, add_noise: bool = False, deadline: float | None = None
+        self,
+        roots: Sequence[BoardState],
+        *,
+        add_noise: bool | Sequence[bool] = False,
+        deadline: float | None = None,
+        simulations: Sequence[int] | None = None,
     ) -> np.ndarray:
-        """Visit counts [len(roots), n_actions]; `add_noise` mixes Dirichlet noise into each start
-        node's priors (the root, or a kept root) and nowhere deeper. With a `deadline` (a
-        `time.perf_counter()` value) the search stops there, short of `num_simulations` if it must,
-        once every root has a visited move."""
+        """Visit counts [len(roots), n_actions]; `add_noise` (for all roots, or per root) adds the
+        search's exploration noise at each start node (the root, or a kept root) and nowhere deeper.
+        `simulations` gives each root its own number (default: `num_simulations`). With a
+        `deadline` (a `time.perf_counter()` value) the search stops there, short of its simulations
+        if it must, once every root has a visited move."""
         ...
 
     @property
     def root_values(self) -> np.ndarray:
         """The last call's root values from the view of each root's player to move, [B]."""
+        ...
+
+    @property
+    def policy_targets(self) -> np.ndarray:
+        """The last call's improved policy of each root, [B, n_actions]: what self-play trains toward."""
+        ...
+
+    @property
+    def chosen_moves(self) -> np.ndarray:
+        """The move the last call's search chose for each root, [B]; -1 where the caller picks one
+        from the visit counts."""
         ...
 
     def perf_metrics(self) -> dict[str, float]:

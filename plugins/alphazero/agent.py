@@ -129,7 +129,8 @@ class AlphaZeroAgent:
             raise RuntimeError("AlphaZeroAgent.act() needs a search: it gets the run's in learn()")
         state = self._game.state_from_planes(obs)
         counts = self._search.search([state], add_noise=False)[0]
-        return int(counts.argmax())
+        chosen = int(self._search.chosen_moves[0])
+        return chosen if chosen >= 0 else int(counts.argmax())
 
     def save(self, path: Path) -> None:
         spec = self.learner.save(path)
@@ -252,6 +253,16 @@ def _validate(cfg: AlphaZeroConfig) -> None:
         raise ConfigError(f"agent.gate_threshold={cfg.gate_threshold} must be in [0, 1]")
     if cfg.learning_rate <= 0:
         raise ConfigError(f"agent.learning_rate={cfg.learning_rate} must be > 0")
+    if not 0.0 < cfg.full_search_fraction <= 1.0:
+        raise ConfigError(
+            f"agent.full_search_fraction={cfg.full_search_fraction} must be in (0, 1] "
+            "(1: every move a full search)"
+        )
+    if cfg.full_search_fraction < 1.0 and cfg.fast_simulations < 1:
+        raise ConfigError(
+            f"agent.fast_simulations={cfg.fast_simulations} must be >= 1 with agent.full_search_fraction="
+            f"{cfg.full_search_fraction}"
+        )
 
 
 if TYPE_CHECKING:

@@ -22,4 +22,8 @@ class SearchPlayer:
 
     def moves(self, states: list[Any]) -> list[int]:
         counts = self.engine.search(states, add_noise=False)
-        return [self.choice.pick(c, len(s.moves), self.rng) for c, s in zip(counts, states, strict=True)]
+        chosen = self.engine.chosen_moves
+        return [
+            self.choice.pick(c, len(s.moves), self.rng, int(chosen[i]))
+            for i, (c, s) in enumerate(zip(counts, states, strict=True))
+        ]

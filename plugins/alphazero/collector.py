@@ -14,7 +14,14 @@ from framework.errors import ConfigError
 from framework.schedules import Schedule, build_schedule
 
 from .config import AlphaZeroConfig
-from .selfplay import GameRecord, MoveChoice, SelfPlayRunner, VectorizeRunner, vectorize_runner
+from .selfplay import (
+    GameRecord,
+    MoveChoice,
+    PlayoutCap,
+    SelfPlayRunner,
+    VectorizeRunner,
+    vectorize_runner,
+)
 
 
 def schedules(agent: AlphaZeroConfig, search: Any, total_steps: int) -> dict[str, Schedule]:
@@ -40,21 +47,27 @@ class SelfPlayCollector:
         assert ctx.searches is not None and ctx.search is not None
         self.schedules = schedules(cfg, ctx.cfg.search, ctx.total_steps)
         choice = MoveChoice(1.0, cfg.temperature_moves)
+        cap = PlayoutCap(cfg.full_search_fraction, cfg.fast_simulations)
         self.workers: SelfPlaySource | None = None
         self.runner: SelfPlaySource
         if cfg.runner == "single":
-            self.runner = SelfPlayRunner(game, ctx.search, choice, rng, noise=cfg.noise)
+            self.runner = SelfPlayRunner(game, ctx.search, choice, rng, noise=cfg.noise, cap=cap)
             return
         plugin = ctx.searches.plugin
         if isinstance(plugin, DistributedSearch):
             make = functools.partial(
-                vectorize_runner, game=game, choice=choice, n_games=cfg.parallel_games, noise=cfg.noise
+                vectorize_runner,
+                game=game,
+                choice=choice,
+                n_games=cfg.parallel_games,
+                noise=cfg.noise,
+                cap=cap,
             )
             self.workers = plugin.self_play(
                 ctx.inference, make, game=game, seed=int(rng.integers(2**31)), should_stop=ctx.stop.is_set
             )
         self.runner = self.workers or VectorizeRunner(
-            game, ctx.search, choice, rng, n_games=cfg.parallel_games, noise=cfg.noise
+            game, ctx.search, choice, rng, n_games=cfg.parallel_games, noise=cfg.noise, cap=cap
         )
 
     def settings(self, step: int) -> dict[str, float]:

@@ -24,7 +24,14 @@ class AlphaZeroConfig:
     temperature_moves: int = 8
     """Moves of each self-play game played with `temperature`."""
     noise: bool = True
-    """Self-play: Dirichlet noise at each search's start node (search.dirichlet_alpha, _epsilon)."""
+    """Self-play: the search's exploration noise at each start node (PUCT: Dirichlet noise,
+    search.dirichlet_alpha and _epsilon; a Gumbel root: its Gumbel noise)."""
+    full_search_fraction: float = 1.0
+    """Playout cap randomisation (KataGo): the share of self-play moves searched with
+    search.num_simulations and noise, and recorded for training; the others get a fast search of
+    fast_simulations, without noise, and are not recorded. 1: every move is a full one."""
+    fast_simulations: int = 20
+    """With full_search_fraction < 1: the simulations of a fast search."""
     replay_size: int = 100_000
     """Positions kept for training (each sampled under a random one of the 8 board symmetries)."""
     min_replay: int = 2_000

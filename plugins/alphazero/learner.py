@@ -74,9 +74,11 @@ class Learner:
     def add_game(self, record: GameRecord, *, lag: int = 0) -> None:
         """A finished game into the replay; `lag`: how many versions behind the weights it began with are."""
         assert self.replay is not None
-        self.replay.add(np.stack(record.planes), np.stack(record.policies), record.outcomes())
+        if len(record):  # under playout cap randomisation a short game may have no full search
+            self.replay.add(np.stack(record.planes), np.stack(record.policies), record.outcomes())
         for key, value in (
-            ("selfplay/game_length", len(record)),
+            ("selfplay/game_length", record.moves),
+            ("selfplay/recorded_share", len(record) / max(record.moves, 1)),
             ("selfplay/black_win_rate", float(record.winner == 1)),
             ("selfplay/draw_rate", float(record.winner == 0)),
             ("selfplay/weights_lag", float(lag)),

@@ -16,7 +16,8 @@ from framework.contracts import SearchEngine
 
 @dataclass
 class GameRecord:
-    """One self-play game: per position its planes, policy, player to move, weights' version; the winner."""
+    """One self-play game: per recorded position its planes, policy target, player to move and
+    weights' version; the winner."""
 
     planes: list[np.ndarray] = field(default_factory=list)
     policies: list[np.ndarray] = field(default_factory=list)
@@ -26,14 +27,16 @@ class GameRecord:
     used this version or a newer one)."""
     winner: int = 0
     """+1 or -1, 0 for a draw."""
+    moves: int = 0
+    """Moves played in the game (recorded or not: playout cap randomisation records the full searches)."""
 
     def outcomes(self) -> np.ndarray:
         """z of each position, from the view of its player to move."""
         return np.array([self.winner * p for p in self.players], dtype=np.float32)
 
-    def add(self, state: Any, counts: np.ndarray, version: int) -> None:
+    def add(self, state: Any, policy: np.ndarray, version: int) -> None:
         self.planes.append(state.planes())
-        self.policies.append(policy_target(counts))
+        self.policies.append(np.asarray(policy, dtype=np.float32))
         self.players.append(state.to_play)
         self.versions.append(version)
 
@@ -43,12 +46,15 @@ class GameRecord:
 
 @dataclass
 class MoveChoice:
-    """How a move is picked from visit counts: drawn (temperature) early in a game, greedy later."""
+    """How a move is picked from visit counts: drawn (temperature) early in a game, greedy later;
+    a search that chose its move itself (a Gumbel root) is followed."""
 
     temperature: float = 1.0
     temperature_moves: int = 0
 
-    def pick(self, counts: np.ndarray, move_number: int, rng: np.random.Generator) -> int:
+    def pick(self, counts: np.ndarray, move_number: int, rng: np.random.Generator, chosen: int = -1) -> int:
+        if chosen >= 0:
+            return int(chosen)
         if move_number < self.temperature_moves and self.temperature > 0:
             weights = counts ** (1.0 / self.temperature)
             total = weights.sum()
@@ -58,18 +64,37 @@ class MoveChoice:
         return int(best[0] if len(best) == 1 else rng.choice(best))
 
 
-def policy_target(counts: np.ndarray) -> np.ndarray:
-    total = counts.sum()
-    return (counts / total).astype(np.float32) if total > 0 else counts.astype(np.float32)
+@dataclass
+class PlayoutCap:
+    """Playout cap randomisation (KataGo): each move gets the full search with probability
+    `full_fraction`, with noise, and is recorded; the others a fast search of `fast_simulations`,
+    without noise, and are not recorded."""
+
+    full_fraction: float = 1.0
+    fast_simulations: int = 0
+
+    def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Which of n moves get the full search."""
+        if self.full_fraction >= 1.0:
+            return np.ones(n, dtype=bool)
+        return rng.random(n) < self.full_fraction
 
 
 class _Runner:
-    """What both runners share: the search, the move choice and the settings."""
+    """What both runners share: the search, the move choice, the playout cap and the settings."""
 
     def __init__(
-        self, game: Any, engine: SearchEngine, choice: MoveChoice, rng: np.random.Generator, *, noise: bool
+        self,
+        game: Any,
+        engine: SearchEngine,
+        choice: MoveChoice,
+        rng: np.random.Generator,
+        *,
+        noise: bool,
+        cap: PlayoutCap | None = None,
     ) -> None:
         self.game, self.engine, self.choice, self.rng, self.noise = game, engine, choice, rng, noise
+        self.cap = cap or PlayoutCap()
 
     def configure(self, settings: Mapping[str, float]) -> None:
         """The schedules' values of the moment: temperature, dirichlet_epsilon, num_simulations."""
@@ -83,26 +108,50 @@ class _Runner:
     def close(self) -> None:
         """Nothing to release: the search belongs to the run."""
 
+    def _play(self, states: list[Any], records: list[GameRecord]) -> list[int]:
+        """One search over the games' positions, the full ones recorded, and a move in each; the
+        indices of the games that ended (their records' winners set)."""
+        engine = self.engine
+        full = self.cap.draw(len(states), self.rng)
+        simulations = None
+        if not full.all():
+            simulations = np.where(full, engine.num_simulations, self.cap.fast_simulations).tolist()
+        counts = engine.search(states, add_noise=(full & self.noise).tolist(), simulations=simulations)
+        policies, chosen = engine.policy_targets, engine.chosen_moves
+        ended = []
+        for i, (state, record) in enumerate(zip(states, records, strict=True)):
+            if full[i]:
+                record.add(state, policies[i], engine.version)
+            record.moves += 1
+            state.play(self.choice.pick(counts[i], len(state.moves), self.rng, int(chosen[i])))
+            if state.done:
+                record.winner = state.winner
+                ended.append(i)
+        return ended
+
 
 class SelfPlayRunner(_Runner):
     """One game at a time: a search per move."""
 
     def __init__(
-        self, game: Any, engine: SearchEngine, choice: MoveChoice, rng: np.random.Generator, *, noise: bool
+        self,
+        game: Any,
+        engine: SearchEngine,
+        choice: MoveChoice,
+        rng: np.random.Generator,
+        *,
+        noise: bool,
+        cap: PlayoutCap | None = None,
     ) -> None:
-        super().__init__(game, engine, choice, rng, noise=noise)
+        super().__init__(game, engine, choice, rng, noise=noise, cap=cap)
         self.state = game.new_state()
         self.record = GameRecord()
 
     def step(self) -> tuple[int, list[GameRecord]]:
         """One move of the game; (moves played, the game's record if it ended)."""
-        state, record = self.state, self.record
-        counts = self.engine.search([state], add_noise=self.noise)[0]
-        record.add(state, counts, self.engine.version)
-        state.play(self.choice.pick(counts, len(state.moves), self.rng))
-        if not state.done:
+        if not self._play([self.state], [self.record]):
             return 1, []
-        record.winner = state.winner
+        record = self.record
         self.state, self.record = self.game.new_state(), GameRecord()
         return 1, [record]
 
@@ -119,28 +168,32 @@ class VectorizeRunner(_Runner):
         *,
         n_games: int,
         noise: bool,
+        cap: PlayoutCap | None = None,
     ) -> None:
-        super().__init__(game, engine, choice, rng, noise=noise)
+        super().__init__(game, engine, choice, rng, noise=noise, cap=cap)
         self.states = [game.new_state() for _ in range(n_games)]
         self.records = [GameRecord() for _ in range(n_games)]
 
     def step(self) -> tuple[int, list[GameRecord]]:
         """One move in every game; (moves played, records of the games that ended)."""
-        counts = self.engine.search(self.states, add_noise=self.noise)
         finished = []
-        for i, state in enumerate(self.states):
-            record = self.records[i]
-            record.add(state, counts[i], self.engine.version)
-            state.play(self.choice.pick(counts[i], len(state.moves), self.rng))
-            if state.done:
-                record.winner = state.winner
-                finished.append(record)
-                self.states[i], self.records[i] = self.game.new_state(), GameRecord()
+        for i in self._play(self.states, self.records):
+            finished.append(self.records[i])
+            self.states[i], self.records[i] = self.game.new_state(), GameRecord()
         return len(self.states), finished
 
 
 def vectorize_runner(
-    engine: SearchEngine, seed: int, *, game: Any, choice: MoveChoice, n_games: int, noise: bool
+    engine: SearchEngine,
+    seed: int,
+    *,
+    game: Any,
+    choice: MoveChoice,
+    n_games: int,
+    noise: bool,
+    cap: PlayoutCap | None = None,
 ) -> VectorizeRunner:
     """A VectorizeRunner over `engine` (picklable as a partial: what a self-play worker runs)."""
-    return VectorizeRunner(game, engine, choice, np.random.default_rng(seed), n_games=n_games, noise=noise)
+    return VectorizeRunner(
+        game, engine, choice, np.random.default_rng(seed), n_games=n_games, noise=noise, cap=cap
+    )

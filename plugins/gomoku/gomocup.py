@@ -255,7 +255,8 @@ class GomocupBrain:
             raise ProtocolError("the game is over")
         counts, simulations, seconds = self._search(state)
         legal = np.flatnonzero(state.legal)
-        action = int(legal[np.argmax(counts[legal])])
+        chosen = int(self.engine.chosen_moves[0]) if len(self.engine.chosen_moves) else -1
+        action = chosen if chosen >= 0 else int(legal[np.argmax(counts[legal])])
         value = float(self.engine.root_values[0]) if len(self.engine.root_values) else 0.0
         outcome = state.play(action)
         self._say(

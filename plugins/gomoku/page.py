@@ -270,21 +270,24 @@ class PlayServer:
         self.thinking = True
         try:
             loop = asyncio.get_running_loop()
-            visits, value, seconds = await loop.run_in_executor(self._search_thread, self._search, root)
+            visits, value, seconds, chosen = await loop.run_in_executor(
+                self._search_thread, self._search, root
+            )
         except Exception as e:
             log.exception("the agent's search failed")
             self.state = undo_to
             raise api_error(web.HTTPInternalServerError, f"the agent's search failed: {e}") from e
         finally:
             self.thinking = False
-        action = int(np.where(root.legal, visits, -1.0).argmax())
+        action = chosen if chosen >= 0 else int(np.where(root.legal, visits, -1.0).argmax())
         self.analyses.append(
             Analysis(len(root.moves), [int(v) for v in visits], value, self.simulations, seconds)
         )
         self.state.play(action)
 
-    def _search(self, root: Any) -> tuple[np.ndarray, float, float]:
-        """(visit counts, root value from the agent's view, seconds): runs in the worker thread."""
+    def _search(self, root: Any) -> tuple[np.ndarray, float, float, int]:
+        """(visit counts, root value from the agent's view, seconds, the search's own choice or -1):
+        runs in the worker thread."""
         engine = self._engine
         if self.closing:
             raise RuntimeError("the server is stopping")
@@ -296,7 +299,8 @@ class PlayServer:
             log.warning("the search's root value is %s; the page shows 0", value)
             value = 0.0
         value = float(np.clip(value, -1.0, 1.0))
-        return np.rint(visits).astype(np.int64), value, time.perf_counter() - began
+        chosen = int(engine.chosen_moves[0])
+        return np.rint(visits).astype(np.int64), value, time.perf_counter() - began, chosen
 
     # --- what the page draws --------------------------------------------------------------
 

@@ -5,6 +5,8 @@ from typing import Any, Optional
 
 #: The names search.inference.backend takes.
 BACKENDS = ("auto", "torch", "onnxruntime")
+#: The names search.root takes.
+ROOTS = ("puct", "gumbel")
 
 
 @dataclass
@@ -37,6 +39,18 @@ class SequentialConfig:
     """Keep the subtree of the moves played since the last search of a game (its visits count)."""
     detect_wins: bool = True
     """A leaf where the player to move can win at once is scored as won without a network call."""
+    root: str = "puct"
+    """How the root's simulations are spent: puct (AlphaZero's; self-play's policy target is the
+    visit shares), or gumbel (Danihelka et al. 2022, as mctx's gumbel_muzero_policy: Gumbel-top-k
+    moves, halved by sequential halving; the policy target is the completed-Q policy, the move
+    played the halving's winner, and mctx's rule chooses below the root; no Dirichlet noise, and
+    each search starts a new tree)."""
+    gumbel_considered: int = 16
+    """With root=gumbel: the moves the root considers at first (m of Gumbel-top-k)."""
+    gumbel_c_visit: float = 50.0
+    """With root=gumbel: σ(q) = (gumbel_c_visit + the most visits of a move) · gumbel_c_scale · q."""
+    gumbel_c_scale: float = 0.1
+    """With root=gumbel: the weight of the values against the policy's logits (see gumbel_c_visit)."""
     inference: InferenceConfig = field(default_factory=InferenceConfig)
     """The run's inference service (one per run: every search of the run evaluates through it)."""
 

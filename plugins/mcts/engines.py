@@ -15,7 +15,7 @@ import numpy as np
 from framework.errors import ConfigError, check_at_least, check_choice
 from framework.schedules import build_schedule
 
-from .config import BACKENDS, RayAsyncConfig, SequentialConfig
+from .config import BACKENDS, ROOTS, RayAsyncConfig, SequentialConfig
 from .puct import PuctSearch
 from .service import BEST, LocalInference, RayInference
 
@@ -117,6 +117,11 @@ def check_resources(cfg: RayAsyncConfig) -> None:
 
 def validate_search(cfg: SequentialConfig) -> None:
     check_choice("search.inference.backend", cfg.inference.backend, BACKENDS)
+    check_choice("search.root", cfg.root, ROOTS)
+    check_at_least("search", cfg, 1, "gumbel_considered")
+    check_at_least("search", cfg, 0, "gumbel_c_visit")
+    if cfg.gumbel_c_scale <= 0:
+        raise ConfigError(f"search.gumbel_c_scale={cfg.gumbel_c_scale:g} must be > 0")
     for key, low, high in (("num_simulations", 1, None), ("dirichlet_epsilon", 0.0, 1.0)):
         try:
             schedule = build_schedule(getattr(cfg, key), name=f"search.{key}", total_steps=1)

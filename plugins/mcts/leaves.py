@@ -69,13 +69,12 @@ def select_leaves(
     game: GameKernels,
     leaves: Leaves,
     active: np.ndarray,
-    target: int,
     budget: int,
 ) -> tuple[int, int, int]:
     """Leaves to evaluate, one per active tree in turn, until `budget` are taken or no tree can give one.
 
     A tree gives leaves while its root's visits (less its expansion) plus its pending visits are
-    below `target`, and it has fewer than `params.leaves_per_tree` waiting. A leaf whose value is
+    below its `tree.target`, and it has fewer than `params.leaves_per_tree` waiting. A leaf whose value is
     known is backed up at once; a leaf that is already waiting (a collision) stops its tree for
     this call. A taken leaf gets a free slot, a pending visit on every node of its path, and its
     planes in `leaves.planes[k]` (`leaves.taken[k]` its slot). Returns (k, simulations backed up
@@ -92,7 +91,7 @@ def select_leaves(
             waiting = tree.pending_visits[b, 0]
             if not active[b] or leaves.blocked[b] or waiting >= params.leaves_per_tree:
                 continue
-            if tree.visits[b, 0] - 1 + waiting >= target:
+            if tree.visits[b, 0] - 1 + waiting >= tree.target[b]:
                 continue
             slot = leaves.free[leaves.n_free[0] - 1]
             depth, player, last, value = select_leaf(
@@ -118,7 +117,7 @@ def select_leaves(
             progress = True
     unfinished = 0
     for b in range(active.size):
-        if active[b] and tree.visits[b, 0] - 1 < target:
+        if active[b] and tree.visits[b, 0] - 1 < tree.target[b]:
             unfinished += 1
     return k, backed, unfinished
 
@@ -153,6 +152,7 @@ def finish_leaves(
         leaf = leaves.path[s, depth]
         if tree.state[b, leaf] == UNEXPANDED:
             expand(tree, b, leaf, leaves.board[s], logits[i])
+            tree.raw_value[b, leaf] = -values[i]
         backup(tree, b, leaves.path[s], depth, -values[i])
     return clamped
 
@@ -164,7 +164,6 @@ def finish_and_select(
     game: GameKernels,
     leaves: Leaves,
     active: np.ndarray,
-    target: int,
     budget: int,
     slots: np.ndarray,
     logits: np.ndarray,
@@ -178,5 +177,5 @@ def finish_and_select(
     for i in range(slots.size):
         leaves.free[n + i] = slots[i]
     leaves.n_free[0] = n + slots.size
-    k, backed, unfinished = select_leaves(tree, params, game, leaves, active, target, budget)
+    k, backed, unfinished = select_leaves(tree, params, game, leaves, active, budget)
     return k, backed + slots.size, unfinished, clamped

@@ -26,6 +26,7 @@ import numpy as np
 
 from framework.schedules import final_value
 
+from . import gumbel
 from . import leaves as leaf_kernels
 from . import tree as kernels
 from .batching import Evaluated, inference_metrics
@@ -66,6 +67,9 @@ class PuctSearch:
             virtual_loss=float(evaluation.virtual_loss),
             detect_wins=bool(cfg.detect_wins),
             leaves_per_tree=int(evaluation.leaves_per_tree),
+            gumbel=cfg.root == "gumbel",
+            c_visit=float(cfg.gumbel_c_visit),
+            c_scale=float(cfg.gumbel_c_scale),
         )
         self.kernels = game_kernels(game)
         self.tree: Tree | None = None
@@ -80,6 +84,8 @@ class PuctSearch:
         )
         """No answer: what the first turn of a search finishes."""
         self._last_values = np.zeros(0, dtype=np.float32)
+        self._last_policies = np.zeros((0, game.n_actions), dtype=np.float32)
+        self._last_chosen = np.zeros(0, dtype=np.int64)
         self.version = 0
         """The weights' version the last search began with: every answer it used was of it or newer."""
         self.simulations = 0
@@ -98,16 +104,39 @@ class PuctSearch:
         """The last searched roots' values, from the view of their player to move, [B]."""
         return self._last_values
 
+    @property
+    def policy_targets(self) -> np.ndarray:
+        """The last searched roots' improved policies, [B, A]: the visit shares (PUCT), or the
+        completed-Q policy (a Gumbel root)."""
+        return self._last_policies
+
+    @property
+    def chosen_moves(self) -> np.ndarray:
+        """The move the last search chose for each root, [B] (a Gumbel root: sequential halving's
+        winner); -1 where the caller picks from the visit counts (PUCT)."""
+        return self._last_chosen
+
     def search(
-        self, roots: Sequence[BoardState], *, add_noise: bool = False, deadline: float | None = None
+        self,
+        roots: Sequence[BoardState],
+        *,
+        add_noise: bool | Sequence[bool] = False,
+        deadline: float | None = None,
+        simulations: Sequence[int] | None = None,
     ) -> np.ndarray:
         """Visit counts [len(roots), n_actions] of each root's moves after the search; with a
         `deadline` (time.perf_counter()), no leaf is selected after it once every root has a visited
-        move, and the search ends as the leaves in flight are answered."""
+        move, and the search ends as the leaves in flight are answered. `add_noise` and
+        `simulations` may be given per root (default: num_simulations each)."""
         started = time.perf_counter()
         self._deadline = deadline
+        n = len(roots)
+        noise = np.broadcast_to(np.asarray(add_noise, dtype=bool), (n,))
+        targets = np.full(n, self.num_simulations, dtype=np.int64)
+        if simulations is not None:
+            targets[:] = np.maximum(np.asarray(simulations, dtype=np.int64), 1)
         try:
-            return self._search(roots, add_noise)
+            return self._search(roots, noise, targets)
         finally:
             self._deadline = None
             self.search_seconds += time.perf_counter() - started
@@ -131,32 +160,51 @@ class PuctSearch:
 
     # -- the steps of a search ---------------------------------------------------------------------
 
-    def _search(self, roots: Sequence[BoardState], add_noise: bool) -> np.ndarray:
+    def _search(self, roots: Sequence[BoardState], noise: np.ndarray, targets: np.ndarray) -> np.ndarray:
         if not roots:
             self._last_values = np.zeros(0, dtype=np.float32)
+            self._last_policies = np.zeros((0, self.game.n_actions), dtype=np.float32)
+            self._last_chosen = np.zeros(0, dtype=np.int64)
             return np.zeros((0, self.game.n_actions), dtype=np.float32)
         histories = [tuple(int(m) for m in root.moves) for root in roots]
         for i, (root, moves) in enumerate(zip(roots, histories, strict=True)):
             if len(moves) >= self.game.n_actions or getattr(root, "done", False):
                 raise ValueError(f"search: root {i} is a finished game ({len(moves)} moves)")
         self.version = self.evaluation.begin()
-        tree = self._tree_for(len(roots))
+        tree = self._tree_for(len(roots), int(targets.max()))
         slots = self._assign_slots(histories)
         for root, moves, slot in zip(roots, histories, slots, strict=True):
             self._place_root(tree, int(slot), root, moves)
         active = np.zeros(tree.n_trees, dtype=np.bool_)
         active[slots] = True
+        tree.target[slots] = targets
         self._expand_roots(tree, active)
-        if add_noise:
-            self._add_noise(tree, active)
+        if self.params.gumbel:
+            self._draw_gumbel(tree, slots, noise)
+        elif noise.any():
+            self._add_noise(tree, slots[noise])
         self._simulate(tree, active)
         self._last_values = (-tree.value_sum[:, 0] / np.maximum(tree.visits[:, 0], 1))[slots].astype(
             np.float32
         )
-        return kernels.root_child_visits(tree)[slots]
+        counts = kernels.root_child_visits(tree)[slots]
+        self._last_policies, self._last_chosen = self._results(tree, slots, counts)
+        return counts
 
-    def _tree_for(self, n: int) -> Tree:
-        capacity = self.num_simulations + 2
+    def _results(self, tree: Tree, slots: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(policy targets, chosen moves) of the searched roots."""
+        if not self.params.gumbel:
+            totals = counts.sum(axis=1, keepdims=True)
+            return counts / np.maximum(totals, 1), np.full(len(slots), -1, dtype=np.int64)
+        policies = np.zeros_like(counts)
+        chosen = np.array(
+            [gumbel.gumbel_root_result(tree, self.params, int(b), policies[i]) for i, b in enumerate(slots)],
+            dtype=np.int64,
+        )
+        return policies, chosen
+
+    def _tree_for(self, n: int, simulations: int) -> Tree:
+        capacity = simulations + 2
         tree = self.tree
         if tree is None:
             tree = kernels.new_tree(n, capacity, self.game.n_actions)
@@ -194,7 +242,9 @@ class PuctSearch:
         """Tree b's root becomes `root`: the kept subtree when it follows from the last one."""
         last = self._slots[b]
         node = -1
-        if self.cfg.reuse_tree and last is not None and moves[: len(last)] == last:
+        # A Gumbel root's schedule counts its moves' visits from 0: its searches start afresh.
+        reuse = self.cfg.reuse_tree and not self.params.gumbel
+        if reuse and last is not None and moves[: len(last)] == last:
             node = kernels.descend(tree, b, np.array(moves[len(last) :], dtype=np.int64))
             if node == 0:
                 return
@@ -223,9 +273,20 @@ class PuctSearch:
         for j, b in enumerate(todo):
             kernels.expand_root(tree, b, answer.logits[j], float(answer.values[j]))
 
-    def _add_noise(self, tree: Tree, active: np.ndarray) -> None:
+    def _draw_gumbel(self, tree: Tree, slots: np.ndarray, noise: np.ndarray) -> None:
+        """Each root's Gumbel noise (0 where it has none) and its sequential-halving schedule."""
+        for b, noised in zip(map(int, slots), noise, strict=True):
+            legal = tree.root_board[b] == 0
+            tree.gumbel[b] = 0.0
+            if noised:
+                tree.gumbel[b, legal] = self.rng.gumbel(size=int(legal.sum()))
+            target = int(tree.target[b])
+            m = min(int(self.cfg.gumbel_considered), int(legal.sum()))
+            tree.considered_visits[b, :target] = gumbel.considered_visits(m, target)
+
+    def _add_noise(self, tree: Tree, slots: np.ndarray) -> None:
         """Dirichlet noise into each start node's priors, once per start node."""
-        for b in map(int, np.flatnonzero(active)):
+        for b in map(int, slots):
             if tree.noised[b]:
                 continue
             n_legal = int(np.count_nonzero(tree.root_board[b] == 0))
@@ -238,7 +299,7 @@ class PuctSearch:
         max_pending = evaluation.max_pending(int(active.sum()))
         leaves = self._leaves_for(max_pending, tree.n_trees)
         leaf_kernels.free_all(leaves)
-        params, game, target = self.params, self.kernels, self.num_simulations
+        params, game = self.params, self.kernels
         slots, logits, values = self._none
         step = self._compile(
             "step",
@@ -248,7 +309,6 @@ class PuctSearch:
             game,
             leaves,
             active,
-            1,
             1,
             slots,
             logits,
@@ -263,7 +323,7 @@ class PuctSearch:
                         break
                     budget = 0  # time is up: the answers in hand and in flight are taken in, no more
                 k, simulated, unfinished, clamped = step(
-                    tree, params, game, leaves, active, target, budget, slots, logits, values
+                    tree, params, game, leaves, active, budget, slots, logits, values
                 )
                 self.simulations += simulated
                 self.clamped += clamped

@@ -16,6 +16,7 @@ import numba as nb
 import numpy as np
 
 from .game_calls import GameKernels, call_apply_move, call_winning_move
+from .gumbel import gumbel_interior_action, gumbel_root_action
 
 UNEXPANDED, EXPANDED, TERMINAL = 0, 1, 2
 ONGOING, WIN, DRAW = 0, 1, 2
@@ -54,6 +55,15 @@ class Tree(NamedTuple):
     """[B] int32: the last move played (-1: none)."""
     noised: np.ndarray
     """[B] bool: the root's priors hold Dirichlet noise."""
+    raw_value: np.ndarray
+    """[B, N] float32: the network's value of an expanded node (a terminal one's value), from the
+    view of the player who moved into it (a Gumbel search's completed Q values read it)."""
+    target: np.ndarray
+    """[B] int32: the simulations this search gives the tree (its root's visits, less its expansion)."""
+    gumbel: np.ndarray
+    """[B, A] float32: a Gumbel root's noise on each move (0: none), drawn at the search's start."""
+    considered_visits: np.ndarray
+    """[B, N] int32: a Gumbel root's schedule: the visits a move must have for simulation s to go to it."""
 
     @property
     def n_trees(self) -> int:
@@ -85,6 +95,10 @@ _LAYOUT: dict[str, tuple[type, str, int]] = {
     "root_moves": (np.int32, "B", 0),
     "root_last": (np.int32, "B", -1),
     "noised": (np.bool_, "B", False),
+    "raw_value": (np.float32, "BN", 0),
+    "target": (np.int32, "B", 0),
+    "gumbel": (np.float32, "BA", 0),
+    "considered_visits": (np.int32, "BN", 0),
 }
 
 
@@ -125,6 +139,12 @@ class SearchParams(NamedTuple):
     """A leaf whose player to move wins at once is scored without the network."""
     leaves_per_tree: int
     """Leaves one tree may have waiting at once (1: the leaves of all trees go as one batch)."""
+    gumbel: bool
+    """A Gumbel root (sequential halving over the considered moves) and mctx's deterministic
+    selection below it, instead of PUCT."""
+    c_visit: float
+    """Gumbel: σ(q) = (c_visit + the most visits of a move) · c_scale · q, q rescaled to [0, 1]."""
+    c_scale: float
 
 
 # -- kernels -----------------------------------------------------------------------------------------
@@ -159,6 +179,39 @@ def root_child_visits(tree: Tree) -> np.ndarray:
 
 
 @nb.njit(cache=True)
+def puct_action(tree: Tree, params: SearchParams, b: int, node: int, board: np.ndarray) -> int:
+    """The move PUCT picks at an expanded node (pending visits counted, under virtual loss)."""
+    n_actions = board.size
+    sqrt_n = np.sqrt(max(tree.visits[b, node] + tree.pending_visits[b, node], 1))
+    fpu = params.fpu_value
+    if params.fpu_from_parent and tree.visits[b, node] > 0:
+        # KataGo's first-play urgency: the parent's value, less a reduction that grows with the
+        # policy mass of the moves already visited (a node that has found its moves looks less
+        # at the others).
+        visited = 0.0
+        for a in range(n_actions):
+            c = tree.children[b, node, a]
+            if c >= 0 and tree.visits[b, c] + tree.pending_visits[b, c] > 0:
+                visited += tree.prior[b, node, a]
+        parent = -tree.value_sum[b, node] / tree.visits[b, node]
+        fpu = parent - params.fpu_reduction * np.sqrt(visited)
+    best, best_score = -1, -np.inf
+    for a in range(n_actions):
+        if board[a] != 0:
+            continue
+        c = tree.children[b, node, a]
+        n, q = 0, fpu
+        if c >= 0:
+            n = tree.visits[b, c] + tree.pending_visits[b, c]
+            if n > 0:
+                q = (tree.value_sum[b, c] - params.virtual_loss * tree.pending_visits[b, c]) / n
+        score = q + params.c_puct * tree.prior[b, node, a] * sqrt_n / (1 + n)
+        if score > best_score:
+            best, best_score = a, score
+    return best
+
+
+@nb.njit(cache=True)
 def select_leaf(
     tree: Tree, params: SearchParams, game: GameKernels, b: int, board: np.ndarray, path: np.ndarray
 ) -> tuple[int, int, int, float]:
@@ -173,34 +226,13 @@ def select_leaf(
     player, moves, last = int(tree.root_player[b]), int(tree.root_moves[b]), int(tree.root_last[b])
     node, depth = 0, 0
     path[0] = 0
-    n_actions = board.size
     while tree.state[b, node] == EXPANDED:
-        sqrt_n = np.sqrt(max(tree.visits[b, node] + tree.pending_visits[b, node], 1))
-        fpu = params.fpu_value
-        if params.fpu_from_parent and tree.visits[b, node] > 0:
-            # KataGo's first-play urgency: the parent's value, less a reduction that grows with the
-            # policy mass of the moves already visited (a node that has found its moves looks less
-            # at the others).
-            visited = 0.0
-            for a in range(n_actions):
-                c = tree.children[b, node, a]
-                if c >= 0 and tree.visits[b, c] + tree.pending_visits[b, c] > 0:
-                    visited += tree.prior[b, node, a]
-            parent = -tree.value_sum[b, node] / tree.visits[b, node]
-            fpu = parent - params.fpu_reduction * np.sqrt(visited)
-        best, best_score = -1, -np.inf
-        for a in range(n_actions):
-            if board[a] != 0:
-                continue
-            c = tree.children[b, node, a]
-            n, q = 0, fpu
-            if c >= 0:
-                n = tree.visits[b, c] + tree.pending_visits[b, c]
-                if n > 0:
-                    q = (tree.value_sum[b, c] - params.virtual_loss * tree.pending_visits[b, c]) / n
-            score = q + params.c_puct * tree.prior[b, node, a] * sqrt_n / (1 + n)
-            if score > best_score:
-                best, best_score = a, score
+        if not params.gumbel:
+            best = puct_action(tree, params, b, node, board)
+        elif node == 0:
+            best = gumbel_root_action(tree, params, b, board)
+        else:
+            best = gumbel_interior_action(tree, params, b, node, board)
         child = tree.children[b, node, best]
         if child < 0:
             child = tree.n_nodes[b]
@@ -224,12 +256,14 @@ def select_leaf(
         if outcome != ONGOING and tree.state[b, node] == UNEXPANDED:
             tree.state[b, node] = TERMINAL
             tree.terminal_value[b, node] = 1.0 if outcome == WIN else 0.0
+            tree.raw_value[b, node] = tree.terminal_value[b, node]
     if tree.state[b, node] == TERMINAL:
         return depth, player, last, tree.terminal_value[b, node]
     if params.detect_wins and call_winning_move(game.winning_move, board, player, game.params) >= 0:
         # The player to move wins next move whatever: a lost position for whoever moved here.
         tree.state[b, node] = TERMINAL
         tree.terminal_value[b, node] = -1.0
+        tree.raw_value[b, node] = -1.0
         return depth, player, last, -1.0
     return depth, player, last, np.nan
 
@@ -271,6 +305,7 @@ def expand_root(tree: Tree, b: int, logits: np.ndarray, value: float) -> None:
     expand(tree, b, 0, tree.root_board[b], logits)
     tree.visits[b, 0] += 1
     tree.value_sum[b, 0] -= value
+    tree.raw_value[b, 0] = -value
 
 
 @nb.njit(cache=True)
@@ -326,6 +361,7 @@ def reroot(tree: Tree, b: int, new_root: int) -> None:
         tree.state[b, j] = tree.state[b, node]
         tree.value_sum[b, j] = tree.value_sum[b, node]
         tree.terminal_value[b, j] = tree.terminal_value[b, node]
+        tree.raw_value[b, j] = tree.raw_value[b, node]
         # Only an expanded node's row of children is its own (a new node's row is stale until then).
         expanded = tree.state[b, node] == EXPANDED
         for a in range(tree.children.shape[2]):

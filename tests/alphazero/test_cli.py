@@ -67,9 +67,16 @@ def test_a_gomoku_run_self_plays_trains_gates_and_evaluates_per_opponent(cli, tm
 
 
 def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -> None:
-    first = cli(*SHORT, "hydra.run.dir=outputs/a")
+    # With a Gumbel root and playout cap randomisation, which the resumed run keeps.
+    learning = ["search.root=gumbel", "agent.full_search_fraction=0.5", "agent.fast_simulations=4"]
+    first = cli(*SHORT, *learning, "hydra.run.dir=outputs/a")
     assert first.returncode == 0, first.output[-3000:]
     client, run = only_run(tmp_path)
+    assert (
+        run.data.params["search.root"] == "gumbel" and run.data.params["agent.full_search_fraction"] == "0.5"
+    )
+    # About half the moves of each game were full searches, recorded.
+    assert 0.35 < run.data.metrics["selfplay/recorded_share"] < 0.65
     games = run.data.metrics["selfplay/games"]
     positions = run.data.metrics["train/replay_positions"]
     again = cli(f"resume={run.info.run_id}", "total_steps=960", "hydra.run.dir=outputs/b")

@@ -10,7 +10,7 @@ from framework.matches import FixedPlayer, MatchResult, play_match
 from framework_plugins.alphazero.arena import SearchPlayer
 from framework_plugins.alphazero.network import NetworkEvaluator, PolicyValueNet
 from framework_plugins.alphazero.replay import PositionReplay
-from framework_plugins.alphazero.selfplay import MoveChoice, SelfPlayRunner, VectorizeRunner
+from framework_plugins.alphazero.selfplay import MoveChoice, PlayoutCap, SelfPlayRunner, VectorizeRunner
 from framework_plugins.gomoku.opponents import make_opponent
 from framework_plugins.gomoku.rules import Gomoku
 from framework_plugins.mcts.config import SequentialConfig
@@ -87,6 +87,36 @@ def test_the_vectorize_runner_moves_in_every_game_and_restarts_finished_ones() -
             assert all(len(p) == 36 for p in record.policies)
     assert games >= 5
     assert all(not s.done for s in runner.states)
+
+
+def test_playout_cap_randomisation_records_only_the_full_searches_made_with_noise() -> None:
+    search_engine = engine(sims=24)
+    calls: list[tuple[list[int], list[bool]]] = []
+    search = search_engine.search
+
+    def spy(roots, *, add_noise=False, deadline=None, simulations=None):  # type: ignore[no-untyped-def]
+        calls.append((list(simulations), list(add_noise)))
+        return search(roots, add_noise=add_noise, deadline=deadline, simulations=simulations)
+
+    search_engine.search = spy  # type: ignore[method-assign]
+    cap = PlayoutCap(full_fraction=0.25, fast_simulations=4)
+    runner = VectorizeRunner(
+        GAME, search_engine, MoveChoice(1.0, 4), np.random.default_rng(0), n_games=8, noise=True, cap=cap
+    )
+    moves, records = 0, []
+    for _ in range(40):
+        played, finished = runner.step()
+        moves += played
+        records += finished
+    full = sum(s == 24 for sims, _ in calls for s in sims)
+    assert 0.15 < full / moves < 0.35  # a quarter of the moves
+    for sims, noise in calls:
+        assert set(sims) <= {24, 4} and [s == 24 for s in sims] == noise  # noise on the full ones only
+    recorded = sum(len(r) for r in records) + sum(len(r) for r in runner.records)
+    assert recorded == full  # the fast searches' positions are not recorded
+    for record in records:
+        for pi in record.policies:
+            assert pi.sum() == pytest.approx(1.0) and np.allclose(pi * 24, np.round(pi * 24), atol=1e-4)
 
 
 def test_a_search_player_beats_a_random_player_and_results_are_from_the_first_players_view() -> None:

@@ -70,6 +70,10 @@ class GatedEngine:
     def root_values(self) -> Any:
         return self.engine.root_values
 
+    @property
+    def chosen_moves(self) -> Any:
+        return self.engine.chosen_moves
+
     def search(self, roots: Any, *, add_noise: bool = False) -> Any:
         self.searching.set()
         assert self.go.wait(30), "the test never let the search go"

@@ -130,9 +130,12 @@ def test_batch_of_one_with_one_in_flight_is_the_sequential_search() -> None:
         ray_engine.close()
 
 
-def test_invariants_hold_at_every_turn_of_the_pipeline() -> None:
+@pytest.mark.parametrize("root", ["puct", "gumbel"])
+def test_invariants_hold_at_every_turn_of_the_pipeline(root: str) -> None:
     target = 200
-    eng = engine(num_simulations=target, batch_size=8, async_inflight_limit=3, max_inflight_batches=3)
+    eng = engine(
+        num_simulations=target, batch_size=8, async_inflight_limit=3, max_inflight_batches=3, root=root
+    )
     checker = Checker(target)
     eng.debug_hook = checker
     try:

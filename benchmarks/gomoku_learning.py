@@ -1,19 +1,22 @@
-"""AlphaZero on Gomoku, from the presets alone: train, then a match against pure MCTS.
+"""AlphaZero on Gomoku, from the presets alone: train, then matches against a ladder of engines.
 
 Each preset is trained by the command a user types (`python -m framework experiment=NAME`), in
 its own process, with the preset's own periodic evaluations; it ends at its `total_steps` or is
 stopped (Ctrl-C: it ends KILLED with a checkpoint) when `--budget-min` is spent, whichever comes
-first. The last checkpoint then plays a match of `--games` games, colours alternating, at
-`--sims` simulations a move, against each opponent (pure MCTS with N random rollouts a move,
-`mctsN`). The table gives the training wall time, the self-play games played and the score
-(win = 1, draw = 1/2) against each opponent, with its 95 % interval.
+first. The last checkpoint then plays `--games` games at `--sims` simulations a move against each
+opponent of the ladder (pure MCTS with N random rollouts a move, `mctsN`; the one-move
+`heuristic`; alpha-beta over a pattern evaluation, `alphabetaD`), from random openings of
+`--opening-stones` stones: each pair of games starts from one opening, colours swapped. The table
+gives the training wall time, the self-play games played and the score (win = 1, draw = 1/2)
+against each opponent, with its 95 % interval.
 
     python benchmarks/gomoku_learning.py                      # both presets, their goals below
     python benchmarks/gomoku_learning.py --preset gomoku_6x6
     python benchmarks/gomoku_learning.py --preset gomoku_9x9 --run /path/to/run   # a match only
 
 Goals (on a 2-core CPU machine): gomoku_6x6 ≥ 0.90 against mcts1000 within 20 minutes;
-gomoku_9x9 ≥ 0.80 against mcts1000 within 3 hours (its score against mcts5000 is given too).
+gomoku_9x9 ≥ 0.80 against alphabeta2 within 60 minutes (and 1.00 against mcts1000).
+`benchmarks/gomoku_ablation.py` measures the search's options against each other with these parts.
 """
 
 from __future__ import annotations
@@ -31,10 +34,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-#: preset → (training budget in minutes, the opponents of its match, the score goal against the first).
-PRESETS: dict[str, tuple[float, list[str], float]] = {
-    "gomoku_6x6": (20.0, ["mcts1000"], 0.90),
-    "gomoku_9x9": (180.0, ["mcts1000", "mcts5000"], 0.80),
+#: preset → (training budget in minutes, the opponents of its match, the opponent of its goal, the goal).
+PRESETS: dict[str, tuple[float, list[str], str, float]] = {
+    "gomoku_6x6": (20.0, ["mcts1000"], "mcts1000", 0.90),
+    "gomoku_9x9": (
+        60.0,
+        ["mcts1000", "heuristic", "alphabeta1", "alphabeta2", "alphabeta3"],
+        "alphabeta2",
+        0.80,
+    ),
 }
 
 
@@ -47,31 +55,54 @@ class Training:
     games: int
 
 
-def train(preset: str, budget_min: float, out: Path, extra: list[str]) -> Training:
-    """The preset's command, stopped by SIGINT (as Ctrl-C) if the budget runs out first."""
-    run_dir = out / preset
+@dataclass
+class Started:
+    """A training command under way."""
+
+    name: str
+    run_dir: Path
+    process: subprocess.Popen[bytes]
+    started: float
+    budget_min: float
+    log: Any
+
+
+def start(preset: str, budget_min: float, out: Path, extra: list[str], name: str | None = None) -> Started:
+    """The preset's command (with `extra` overrides), its run directory out/NAME (NAME: the preset)."""
+    name = name or preset
+    run_dir = out / name
     cmd = [
         sys.executable, "-m", "framework", f"experiment={preset}", "tracking=none", "progress=log",
         f"hydra.run.dir={run_dir}", *extra,
     ]  # fmt: skip
     print(f"\n$ {' '.join(cmd[1:])}   (budget {budget_min:g} min)", flush=True)
-    started = time.perf_counter()
-    log = open(out / f"{preset}.log", "w")  # noqa: SIM115 - closed below
+    log = open(out / f"{name}.log", "w")  # noqa: SIM115 - closed by finish()
     process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=out)
+    return Started(name, run_dir, process, time.perf_counter(), budget_min, log)
+
+
+def finish(run: Started) -> Training:
+    """Wait for the command; stopped by SIGINT (as Ctrl-C) if its budget runs out first."""
     status = "FINISHED"
+    left = run.budget_min * 60 - (time.perf_counter() - run.started)
     try:
-        process.wait(timeout=budget_min * 60)
+        run.process.wait(timeout=max(left, 0.0))
     except subprocess.TimeoutExpired:
         status = "stopped at the budget"
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=600)
+        run.process.send_signal(signal.SIGINT)
+        run.process.wait(timeout=600)
     finally:
-        log.close()
-    wall = time.perf_counter() - started
-    if process.returncode not in (0, 130):
-        sys.exit(f"training failed (exit {process.returncode}); see {out / f'{preset}.log'}")
-    steps, games = progress_of(run_dir)
-    return Training(run_dir, wall, status, steps, games)
+        run.log.close()
+    wall = time.perf_counter() - run.started
+    if run.process.returncode not in (0, 130):
+        sys.exit(f"training failed (exit {run.process.returncode}); see {run.log.name}")
+    steps, games = progress_of(run.run_dir)
+    return Training(run.run_dir, wall, status, steps, games)
+
+
+def train(preset: str, budget_min: float, out: Path, extra: list[str]) -> Training:
+    """The preset's command, stopped by SIGINT (as Ctrl-C) if the budget runs out first."""
+    return finish(start(preset, budget_min, out, extra))
 
 
 def progress_of(run_dir: Path) -> tuple[int, int]:
@@ -91,10 +122,12 @@ def match(
     games: int,
     sims: int,
     seed: int,
-    temperature_moves: int,
+    temperature_moves: int = 0,
     search: str | None = None,
+    opening_stones: int = 2,
 ) -> dict[str, Any]:
-    """The run's last checkpoint against each opponent: `games` games, colours alternating."""
+    """The run's last checkpoint against each opponent: `games` games from random openings of
+    `opening_stones` stones, each opening played twice with colours swapped."""
     import numpy as np
 
     from framework.matches import FixedPlayer, play_match
@@ -104,6 +137,7 @@ def match(
     results: dict[str, Any] = {}
     overrides = [*([f"search={search}"] if search else []), f"search.num_simulations={sims}", f"seed={seed}"]
     with load_trained(str(run_dir), overrides) as player:
+        game = player.game
         for name in opponents:
             started = time.perf_counter()
             engine = player.engine(seed=seed)
@@ -111,7 +145,14 @@ def match(
                 "alphazero", engine, np.random.default_rng(seed), temperature_moves=temperature_moves
             )
             them = FixedPlayer(player.env.opponent(name, seed=seed))
-            result = play_match(player.game, me, them, games)
+            result = play_match(
+                game,
+                me,
+                them,
+                games,
+                opening=lambda rng: game.random_opening(rng, opening_stones),
+                seed=seed,
+            )
             engine.close()
             results[name] = (result, time.perf_counter() - started)
     return results
@@ -139,7 +180,10 @@ def main() -> None:
         type=int,
         default=0,
         help="moves at the start of each game drawn from the visit counts (default 0: the most visited "
-        "move throughout; the opponents' random rollouts make the games differ)",
+        "move throughout; the random openings make the games differ)",
+    )
+    parser.add_argument(
+        "--opening-stones", type=int, default=2, help="random stones each pair of games starts from"
     )
     parser.add_argument("--run", type=Path, help="skip training: the match for this run directory")
     parser.add_argument(
@@ -162,7 +206,7 @@ def main() -> None:
     torch.set_num_threads(1)
     rows = []
     for preset in presets:
-        budget, opponents, goal = PRESETS[preset]
+        budget, opponents, goal_opponent, goal = PRESETS[preset]
         opponents = args.opponents.split(",") if args.opponents else opponents
         budget = args.budget_min or budget
         if args.run:
@@ -173,7 +217,8 @@ def main() -> None:
         wall = "given" if math.isnan(training.wall_s) else f"{training.wall_s / 60:.1f} min"
         print(
             f"{preset}: {training.status} after {wall}, {training.steps} steps, "
-            f"{training.games} self-play games; match: {args.games} games at {args.sims} simulations a move",
+            f"{training.games} self-play games; match: {args.games} games at {args.sims} simulations a move, "
+            f"from openings of {args.opening_stones} stones",
             flush=True,
         )
         for name, (result, seconds) in match(
@@ -184,10 +229,11 @@ def main() -> None:
             args.seed,
             args.temperature_moves,
             args.match_search,
+            args.opening_stones,
         ).items():
             low, high = interval(result.score, result.games)
             verdict = ""
-            if name == opponents[0]:
+            if name == goal_opponent:
                 # The budget, plus the minute a run stopped at it may take to save its checkpoint.
                 in_time = math.isnan(training.wall_s) or training.wall_s <= budget * 60 + 60
                 verdict = "PASS" if result.score >= goal and in_time else "FAIL"

@@ -4,6 +4,7 @@ One game per server. The page (static/play.html) talks to a small JSON API, ever
 a per-server token in the query string (`?token=...`):
 
     GET  /api/state                                 the game as the page draws it
+    GET  /api/events                                the same, pushed at every change (server-sent events)
     POST /api/new   {"colour": "black" | "white"}   a new game; as white, the agent opens
     POST /api/move  {"x": int, "y": int}            the person's move (x column, y row from the top),
                                                     then the agent's
@@ -11,8 +12,10 @@ a per-server token in the query string (`?token=...`):
 
 `new` and `move` may carry "simulations": int, the agent's simulations per move from then on.
 
-A POST answers once the agent has moved, with the state. The agent searches with one engine,
-one search at a time, in a worker thread, so the server answers `GET /api/state` meanwhile; a
+A POST answers once the agent has moved, with the state; every page listening to /api/events gets
+each change as it happens (the person's move, the agent thinking, its move) without asking. The
+agent searches with one engine, one search at a time, in a worker thread, so the server answers
+meanwhile; a
 move, new game or undo sent while it searches is refused (409). Bad input is a 400 that says
 what was wrong and what is valid; a wrong or missing token a 403; a body over MAX_BODY_BYTES a 413.
 """
@@ -36,27 +39,19 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
+from .http_guard import MAX_BODY_BYTES, add_security_headers, api_error, read_body, redact_in_logs
+
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 PAGE_FILES = {"play.html", "play.js", "play.css"}
-#: Enough for any request of the API; anything larger is refused unread.
-MAX_BODY_BYTES = 1024
 #: The most simulations a page may ask per move: an array tree's memory grows with them
 #: (about 8 bytes per board cell per simulation: 15x15 at 20,000 is ~36 MB).
 MAX_SIMULATIONS = 20_000
 COLOURS = {"black": 1, "white": -1}
-SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'",
-    "Referrer-Policy": "no-referrer",  # the page's address holds the token
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Cache-Control": "no-store",
-}
-
-
-def api_error(status: type[web.HTTPError], message: str) -> web.HTTPError:
-    """An HTTP error whose JSON body {"error": message} the page shows as it is."""
-    return status(text=json.dumps({"error": message}), content_type="application/json")
+#: Pages that may follow one game's events at once (each holds a connection open).
+MAX_LISTENERS = 8
+#: How often an idle event stream says it is alive (a comment line), in seconds.
+KEEP_ALIVE_S = 15.0
 
 
 @dataclass
@@ -86,6 +81,8 @@ class PlayServer:
         self.analyses: list[Analysis] = []
         self.thinking = False
         self.closing = False
+        self._listeners: set[asyncio.Queue[str]] = set()
+        """One queue per page listening to /api/events: the states to push to it."""
         self._engine: Any = None
         self.simulations = 0
         self._search_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="play-search")
@@ -143,6 +140,7 @@ class PlayServer:
         app.router.add_get("/", self._page)
         app.router.add_get("/static/{name}", self._static)
         app.router.add_get("/api/state", self._get_state)
+        app.router.add_get("/api/events", self._events)
         app.router.add_post("/api/new", self._new)
         app.router.add_post("/api/move", self._move)
         app.router.add_post("/api/undo", self._undo)
@@ -188,6 +186,49 @@ class PlayServer:
 
     async def _get_state(self, request: web.Request) -> web.Response:
         return web.json_response(self.snapshot())
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        """The state now, then at every change, as server-sent events; a comment keeps it alive."""
+        if len(self._listeners) >= MAX_LISTENERS:
+            raise api_error(
+                web.HTTPServiceUnavailable, f"{MAX_LISTENERS} pages already follow this game: close one"
+            )
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        queue: asyncio.Queue[str] = asyncio.Queue(maxsize=1)
+        queue.put_nowait(json.dumps(self.snapshot()))
+        self._listeners.add(queue)
+        quiet = 0.0
+        try:
+            while not self.closing:
+                transport = request.transport
+                if transport is None or transport.is_closing():
+                    break  # the page went away: its place is free at once
+                try:
+                    text = await asyncio.wait_for(queue.get(), 1.0)
+                except asyncio.TimeoutError:
+                    quiet += 1.0
+                    if quiet >= KEEP_ALIVE_S:
+                        quiet = 0.0
+                        await response.write(b": keep-alive\n\n")
+                    continue
+                await response.write(f"data: {text}\n\n".encode())
+        except ConnectionResetError:
+            pass  # the page went away
+        finally:
+            self._listeners.discard(queue)
+        return response
+
+    def _changed(self) -> None:
+        """Push the state to every listening page (a page that has not taken the last one gets
+        this one instead: only the newest state matters)."""
+        if not self._listeners:
+            return
+        text = json.dumps(self.snapshot())
+        for queue in self._listeners:
+            if queue.full():
+                queue.get_nowait()
+            queue.put_nowait(text)
 
     async def _new(self, request: web.Request) -> web.Response:
         body = await read_body(request, allowed={"colour", "simulations"})
@@ -259,7 +300,10 @@ class PlayServer:
         if self._busy.locked():
             raise api_error(web.HTTPConflict, "the agent is thinking: wait for its move")
         async with self._busy:
-            yield
+            try:
+                yield
+            finally:
+                self._changed()
 
     async def _agent_moves(self, *, undo_to: Any) -> None:
         """Search the position in the worker thread and play the most visited move.
@@ -268,6 +312,7 @@ class PlayServer:
         """
         root = self.state.copy()
         self.thinking = True
+        self._changed()
         try:
             loop = asyncio.get_running_loop()
             visits, value, seconds, chosen = await loop.run_in_executor(
@@ -320,6 +365,7 @@ class PlayServer:
             "thinking": self.thinking,
             "result": self._result(),
             "analysis": None if last is None else asdict(last),
+            "analyses": [asdict(a) for a in self.analyses],
             "simulations": self.simulations,
             "max_simulations": MAX_SIMULATIONS,
             "can_undo": (self.human == 1 and len(state.moves) >= 1) or len(state.moves) >= 2,
@@ -356,61 +402,6 @@ def cell_name(x: int, y: int, size: int) -> str:
     """A cell as the page labels it: column letter, row number counted from the bottom (H8)."""
     column = chr(ord("A") + x) if x < 26 else "A" + chr(ord("A") + x - 26)
     return f"{column}{size - y}"
-
-
-async def read_body(request: web.Request, *, allowed: set[str]) -> dict[str, Any]:
-    """The request's JSON object, holding only `allowed` keys."""
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge as e:
-        raise web.HTTPRequestEntityTooLarge(
-            MAX_BODY_BYTES,
-            request.content_length or 0,
-            text=json.dumps({"error": f"the request body is larger than the {MAX_BODY_BYTES} bytes allowed"}),
-            content_type="application/json",
-        ) from e
-    try:
-        body = json.loads(raw or b"{}")
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
-        raise api_error(web.HTTPBadRequest, "the request body must be a JSON object") from None
-    if not isinstance(body, dict):
-        raise api_error(web.HTTPBadRequest, "the request body must be a JSON object")
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        valid = ", ".join(sorted(allowed)) or "none"
-        raise api_error(web.HTTPBadRequest, f"unknown field(s) {', '.join(unknown)}; valid: {valid}")
-    return body
-
-
-#: The loggers of aiohttp's server side: what they say (a bad request's first line, say) may quote a
-#: request's address, and so its token.
-AIOHTTP_LOGGERS = ("aiohttp.access", "aiohttp.internal", "aiohttp.server", "aiohttp.web", "aiohttp.websocket")
-
-
-class _Redact(logging.Filter):
-    """Rewrites a record with the token (and any traceback, which may quote it) replaced."""
-
-    def __init__(self, token: str) -> None:
-        super().__init__()
-        self.token = token
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        if record.exc_info:
-            text += "\n" + logging.Formatter().formatException(record.exc_info)
-            record.exc_info, record.exc_text = None, None
-        record.msg, record.args = text.replace(self.token, "<token>"), ()
-        return True
-
-
-def redact_in_logs(token: str) -> None:
-    """Keep `token` out of every line aiohttp's server logs."""
-    for name in AIOHTTP_LOGGERS:
-        logging.getLogger(name).addFilter(_Redact(token))
-
-
-async def add_security_headers(request: web.Request, response: web.StreamResponse) -> None:
-    response.headers.update(SECURITY_HEADERS)
 
 
 def serve(

@@ -139,7 +139,7 @@ def state_of(server: PlayServer) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("token", ["", "wrong", "ümlaut"])
-@pytest.mark.parametrize("path", ["/", "/api/state"])
+@pytest.mark.parametrize("path", ["/", "/api/state", "/api/events"])
 def test_page_and_state_need_the_token(server: PlayServer, path: str, token: str) -> None:
     status, answer = request(server, path, token=token)
     assert status == 403
@@ -167,6 +167,72 @@ def test_the_token_is_never_logged(server: PlayServer, caplog: pytest.LogCapture
     request(server, "/api/move", {"x": 9, "y": 3})
     request(server, "/api/state", token="wrong")
     assert server.token not in caplog.text
+
+
+# --- pushed changes -----------------------------------------------------------------------
+
+
+def next_event(stream: Any) -> dict[str, Any]:
+    """The next server-sent event's state (keep-alive comments skipped)."""
+    data = []
+    while True:
+        line = stream.readline().decode()
+        assert line, "the event stream ended"
+        if line.startswith("data: "):
+            data.append(line[len("data: ") :])
+        elif line == "\n" and data:
+            return json.loads("".join(data))
+
+
+def events_of(server: PlayServer) -> Any:
+    url = f"http://127.0.0.1:{server.port}/api/events?token={urllib.parse.quote(server.token)}"
+    return urllib.request.urlopen(url, timeout=30)
+
+
+def test_a_listening_page_gets_each_change_pushed_as_it_happens() -> None:
+    go = threading.Event()
+    server = PlayServer(SearchOnlyPlayer(Gomoku(board_size=7, n_in_row=4), go))
+    server.start()
+    try:
+        with events_of(server) as events:
+            assert events.headers["Content-Type"].startswith("text/event-stream")
+            first = next_event(events)
+            assert first["moves"] == [] and not first["thinking"]
+            mover = threading.Thread(target=request, args=(server, "/api/move", {"x": 3, "y": 3}))
+            mover.start()
+            thinking = next_event(events)  # the person's move, and the agent held thinking
+            assert thinking["thinking"] and thinking["moves"] == [[3, 3]]
+            go.set()
+            answered = next_event(events)
+            assert not answered["thinking"] and len(answered["moves"]) == 2
+            assert [a["ply"] for a in answered["analyses"]] == [1]  # its search, for stepping back
+            mover.join(30)
+            request(server, "/api/undo", {})
+            assert next_event(events)["moves"] == []
+    finally:
+        go.set()
+        server.close()
+
+
+def test_at_most_eight_pages_follow_a_game(server: PlayServer) -> None:
+    streams = [events_of(server) for _ in range(8)]
+    try:
+        for stream in streams:
+            assert next_event(stream)["moves"] == []
+        status, answer = request(server, "/api/events")
+        assert status == 503 and answer == {"error": "8 pages already follow this game: close one"}
+    finally:
+        for stream in streams:
+            stream.close()
+    deadline = time.monotonic() + 5
+    while True:  # a closed page frees its place within seconds
+        try:
+            with events_of(server) as again:
+                assert next_event(again)["moves"] == []
+            break
+        except urllib.error.HTTPError as e:
+            assert e.code == 503 and time.monotonic() < deadline
+            time.sleep(0.1)
 
 
 # --- bad input ----------------------------------------------------------------------------

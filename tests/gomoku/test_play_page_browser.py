@@ -107,6 +107,11 @@ PAGE_BOARD = """[...document.querySelectorAll('#board .cell')].map(c => {
   return s.classList.contains('black') ? 1 : s.classList.contains('white') ? -1 : 0;
 })"""
 PAGE_VISITS = "[...document.querySelectorAll('#board .cell')].map(c => Number(c.dataset.visits))"
+PAGE_SHARES = "[...document.querySelectorAll('#board .cell .pct')].map(p => p.textContent)"
+#: Requests the page made for the state: none, as the server pushes it.
+STATE_REQUESTS = "performance.getEntriesByType('resource').filter(e => e.name.includes('/api/state')).length"
+STATUS = "document.getElementById('status').textContent"
+RESULT_SCREENSHOT = SCREENSHOT.with_name("play_page_result.png")
 
 
 async def play_in_the_browser(server: PlayServer, go: threading.Event, profile: Path) -> None:
@@ -121,12 +126,16 @@ async def play_in_the_browser(server: PlayServer, go: threading.Event, profile: 
                 "document.getElementById('status').textContent"
             )
 
-            # The first move: the agent is held, so the page must show it thinking.
+            # The first move: the agent is held, so the page must show it thinking; its move is pushed
+            # to the page (no request asks the state again and again meanwhile).
             await page.click('.cell[data-x="4"][data-y="4"]')
             await page.wait_for("document.getElementById('status').classList.contains('thinking')")
             assert "is thinking" in await page.evaluate("document.getElementById('status').textContent")
             assert (await page.evaluate(PAGE_BOARD))[4 * size + 4] == 1
+            await asyncio.sleep(1.5)
             go.set()
+            await page.wait_for("document.querySelectorAll('#move-list li').length === 2")
+            assert await page.evaluate(STATE_REQUESTS) == 0
 
             for x, y in [(None, None), (2, 6), (6, 1), (1, 1)]:
                 if x is not None:
@@ -151,6 +160,9 @@ async def play_in_the_browser(server: PlayServer, go: threading.Event, profile: 
                 assert await page.evaluate(PAGE_VISITS) == state["analysis"]["visits"]
                 assert sum(state["analysis"]["visits"]) == SIMULATIONS
                 assert await page.evaluate("document.querySelectorAll('#board .cell.heated').length") > 0
+                # Shares written out only where they stand out: the top moves, in %.
+                written = [t for t in await page.evaluate(PAGE_SHARES) if t]
+                assert 1 <= len(written) <= 5 and all(t.endswith("%") for t in written), written
                 value = state["analysis"]["value"]
                 shown = await page.evaluate("document.getElementById('value').textContent")
                 assert shown.startswith(f"Agent's estimate: {'+' if value >= 0 else '−'}{abs(value):.2f}")
@@ -190,4 +202,70 @@ def test_a_person_plays_the_agent_in_a_real_browser(tmp_path: Path) -> None:
         asyncio.run(play_in_the_browser(server, go, tmp_path / "profile"))
     finally:
         go.set()
+        server.close()
+
+
+def board_after(moves: list[list[int]], size: int) -> list[int]:
+    """The flat board after `moves` ([x, y], black first)."""
+    board = [0] * (size * size)
+    for i, (x, y) in enumerate(moves):
+        board[y * size + x] = 1 if i % 2 == 0 else -1
+    return board
+
+
+async def play_to_the_end_and_step_back(server: PlayServer, profile: Path) -> None:
+    size = server.game.board_size
+    browser = start_chromium(server.url, profile)
+    try:
+        async with aiohttp.ClientSession() as session:
+            page = await open_devtools(session, profile)
+            await page.wait_for(f"document.querySelectorAll('#board .cell').length === {size * size}")
+            assert await page.evaluate("document.getElementById('banner').hidden")
+            while state_of(server)["result"] is None:  # the first empty cell, each turn
+                state = state_of(server)
+                cell = state["board"].index(0)
+                await page.click(f'.cell[data-x="{cell % size}"][data-y="{cell // size}"]')
+                await page.wait_for(
+                    f"document.querySelectorAll('#move-list li').length > {len(state['moves'])}"
+                )
+                await page.wait_for("document.body.dataset.busy === '0'")
+            final = state_of(server)
+            moves = len(final["moves"])
+            await page.wait_for("!document.getElementById('banner').hidden")
+            said = {"human": "You win!", "agent": "The agent wins", "draw": "A draw"}[
+                final["result"]["winner"]
+            ]
+            assert said in await page.evaluate("document.getElementById('banner-text').textContent")
+
+            # Stepping back: the board of an earlier move (with the agent's search before it), then on.
+            await page.click("#move-list li:nth-child(2)")  # after the agent's first move
+            assert await page.evaluate(PAGE_BOARD) == board_after(final["moves"][:2], size)
+            assert "Reviewing: the board after move 2 of" in await page.evaluate(STATUS)
+            assert await page.evaluate("document.getElementById('banner').hidden")
+            assert await page.evaluate(PAGE_VISITS) == final["analyses"][0]["visits"]
+            await page.send("Input.dispatchKeyEvent", type="keyDown", key="ArrowLeft", code="ArrowLeft")
+            assert await page.evaluate(PAGE_BOARD) == board_after(final["moves"][:1], size)
+            moves_before = len(state_of(server)["moves"])
+            await page.click('.cell[data-x="0"][data-y="0"]')  # a click on the board while reviewing
+            assert "Back to the game" in await page.wait_for("document.getElementById('error').textContent")
+            assert len(state_of(server)["moves"]) == moves_before
+            await page.click("#live")
+            assert await page.evaluate(PAGE_BOARD) == final["board"]
+            assert not await page.evaluate("document.getElementById('banner').hidden")
+            assert await page.evaluate(STATE_REQUESTS) == 0
+            assert moves == len(state_of(server)["moves"])
+            shot = await page.send("Page.captureScreenshot", format="png")
+            RESULT_SCREENSHOT.write_bytes(base64.b64decode(shot["data"]))
+            await page.socket.close()
+    finally:
+        browser.terminate()
+        browser.wait(10)
+
+
+def test_the_page_says_the_result_in_a_banner_and_steps_back_through_the_game(tmp_path: Path) -> None:
+    server = PlayServer(SearchOnlyPlayer(Gomoku(board_size=3, n_in_row=3)))
+    server.start()
+    try:
+        asyncio.run(play_to_the_end_and_step_back(server, tmp_path / "profile"))
+    finally:
         server.close()

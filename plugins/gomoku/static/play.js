@@ -1,5 +1,7 @@
-// The play page: draws the server's game (GET /api/state) and sends the person's moves.
-// Every API call carries the page's token; the server checks every move, this page only draws.
+// The play page: draws the server's game, pushed by /api/events at every change, and sends the
+// person's moves. Every API call carries the page's token; the server checks every move, this page
+// only draws. The person can step back through the game (a review: the board of an earlier move,
+// with the agent's search before it) without changing it.
 "use strict";
 
 const token = new URLSearchParams(location.search).get("token") || "";
@@ -9,6 +11,10 @@ let state = null; // the last state the server sent
 let busy = false; // a request is in flight
 let cells = []; // cells[y * n + x]: {el, heat, stone, pct}
 let drawnSize = 0;
+let viewPly = null; // reviewing: the moves shown (the position after that many); null: the game now
+//: A share of the visits the board writes out (at most TOP_SHOWN moves): the ones that stand out.
+const SHOWN_SHARE = 5;
+const TOP_SHOWN = 5;
 
 function columnName(x) {
   return x < 26 ? String.fromCharCode(65 + x) : "A" + String.fromCharCode(65 + x - 26);
@@ -44,6 +50,7 @@ async function act(path, body, pending) {
   if (busy) return;
   setBusy(true);
   showError("");
+  viewPly = null;
   if (pending) draw(pending, true);
   try {
     state = await call(path, body);
@@ -58,19 +65,23 @@ async function act(path, body, pending) {
     setBusy(false);
   }
   if (state) draw(state, false);
-  if (state && state.thinking) setTimeout(poll, 400);
 }
 
-async function poll() {
-  if (busy) return;
-  try {
-    state = await call("state");
+// The server pushes the game at every change (the agent thinking, its move): nothing is polled.
+function listen() {
+  const events = new EventSource(`/api/events?token=${encodeURIComponent(token)}`);
+  events.onmessage = (event) => {
+    state = JSON.parse(event.data);
+    if (lostServer) showError("");
+    lostServer = false;
     draw(state, false);
-  } catch (e) {
-    showError(e.message);
-  }
-  if (state && state.thinking) setTimeout(poll, 400);
+  };
+  events.onerror = () => {
+    lostServer = true;
+    showError("Lost the connection to the server: trying again…");
+  };
 }
+let lostServer = false;
 
 function setBusy(value) {
   busy = value;
@@ -96,6 +107,7 @@ function simulations() {
 
 function play(x, y) {
   if (busy || !state) return;
+  if (viewPly !== null) return showError("You are stepping through the game: “Back to the game” to play on.");
   const n = state.board_size;
   if (state.result) return showError("The game is over: start a new game, or undo.");
   if (state.to_play !== state.human || state.thinking) return showError("Wait: it is the agent's turn.");
@@ -129,7 +141,48 @@ function newGame(colour) {
 
 $("new-black").addEventListener("click", () => newGame("black"));
 $("new-white").addEventListener("click", () => newGame("white"));
+$("banner-black").addEventListener("click", () => newGame("black"));
+$("banner-white").addEventListener("click", () => newGame("white"));
+$("banner-review").addEventListener("click", () => review(0));
 $("undo").addEventListener("click", () => act("undo", {}));
+$("first").addEventListener("click", () => review(0));
+$("back").addEventListener("click", () => review(shownPly() - 1));
+$("forward").addEventListener("click", () => review(shownPly() + 1));
+$("live").addEventListener("click", () => review(null));
+document.addEventListener("keydown", (event) => {
+  if (!state || event.target instanceof HTMLInputElement) return;
+  const step = {ArrowLeft: shownPly() - 1, ArrowRight: shownPly() + 1, Home: 0, End: null, Escape: null};
+  if (!(event.key in step)) return;
+  event.preventDefault();
+  review(step[event.key]);
+});
+
+// --- stepping through the game -----------------------------------------------------------
+
+function shownPly() {
+  return viewPly === null ? state.moves.length : viewPly;
+}
+
+// Shows the position after `ply` moves (null, or the last move: the game as it is now).
+function review(ply) {
+  if (!state) return;
+  showError("");
+  viewPly = ply === null || ply >= state.moves.length ? null : Math.max(0, ply);
+  draw(state, false);
+}
+
+// The game as the board shows it: the live one, or an earlier position under review.
+function shown(s) {
+  const ply = viewPly === null ? s.moves.length : viewPly;
+  if (ply === s.moves.length) return {...s, ply, live: true};
+  const n = s.board_size;
+  const board = new Array(n * n).fill(0);
+  s.moves.slice(0, ply).forEach(([x, y], i) => {
+    board[y * n + x] = i % 2 === 0 ? 1 : -1;
+  });
+  return {...s, ply, live: false, board, moves: s.moves.slice(0, ply), result: null,
+    to_play: ply % 2 === 0 ? 1 : -1, analysis: s.analyses.find((a) => a.ply === ply - 1) || null};
+}
 $("show-heat").addEventListener("change", () => state && draw(state, false));
 window.addEventListener("resize", () => state && sizeBoard(state.board_size));
 
@@ -202,9 +255,11 @@ function sizeBoard(n) {
   document.documentElement.style.setProperty("--cell", `${cell}px`);
 }
 
-function draw(s, thinking) {
-  const n = s.board_size;
+function draw(game, thinking) {
+  const n = game.board_size;
   if (n !== drawnSize) buildBoard(n);
+  if (viewPly !== null && viewPly >= game.moves.length) viewPly = null;
+  const s = shown(game);
   const waiting = thinking || s.thinking;
   $("rules").textContent = `${n}×${n} · ${s.n_in_row} in a row${s.rule === "exact" ? ", exactly" : ""}`;
   $("agent-info").textContent = `Agent: ${s.label || "trained agent"} · training step ${s.step}`;
@@ -217,6 +272,14 @@ function draw(s, thinking) {
   const showHeat = !waiting && analysis && analysis.ply === s.moves.length - 1 && $("show-heat").checked;
   const total = analysis ? analysis.visits.reduce((a, b) => a + b, 0) : 0;
   const most = analysis ? Math.max(1, ...analysis.visits) : 1;
+  // The moves whose share the board writes out: the few the search spent itself on.
+  const standing = new Set(
+    (analysis ? analysis.visits.map((v, i) => [v, i]) : [])
+      .filter(([v]) => total && (100 * v) / total >= SHOWN_SHARE)
+      .sort((a, b) => b[0] - a[0])
+      .slice(0, TOP_SHOWN)
+      .map(([, i]) => i),
+  );
   for (let i = 0; i < n * n; i++) {
     const {el, heat, stone, pct} = cells[i];
     const x = i % n, y = Math.floor(i / n);
@@ -229,37 +292,55 @@ function draw(s, thinking) {
     el.classList.toggle("heated", visits > 0);
     heat.style.opacity = visits > 0 ? String(0.12 + 0.7 * (visits / most)) : "";
     const share = total ? (100 * visits) / total : 0;
-    // Numbers where the search looked at least 1 % of the time; the shading (and hovering) shows the rest.
-    pct.textContent = visits > 0 && share >= 1 ? formatShare(share) : "";
+    // Written out where it stands out; the shading (and hovering) shows the rest.
+    pct.textContent = visits > 0 && standing.has(i) ? `${Math.round(share)}%` : "";
     const where = cellName(x, y, n);
     el.title = visits > 0 ? `${where}: ${plural(visits, "visit")} (${share.toFixed(1)}%)` : where;
     el.dataset.visits = String(visits);
   }
-  board.className = waiting || s.result || s.to_play !== s.human ? "waiting" : `you-${colourName(s.human).toLowerCase()}`;
+  const idle = s.live && !waiting && !s.result && s.to_play === s.human;
+  board.className = idle ? `you-${colourName(s.human).toLowerCase()}` : "waiting";
 
   drawStatus(s, waiting);
+  drawBanner(s);
   drawAnalysis(s, analysis, total);
-  drawMoves(s);
-  $("undo").disabled = busy || !s.can_undo;
-  $("new-black").disabled = busy;
-  $("new-white").disabled = busy;
+  drawMoves(game, s);
+  $("undo").disabled = busy || !game.can_undo;
+  for (const id of ["new-black", "new-white", "banner-black", "banner-white"]) $(id).disabled = busy;
+  $("first").disabled = s.ply === 0;
+  $("back").disabled = s.ply === 0;
+  $("forward").disabled = s.live;
+  $("live").disabled = s.live;
+}
+
+function drawBanner(s) {
+  const result = s.live ? s.result : null;
+  $("banner").hidden = !result;
+  if (!result) return;
+  const you = `you played ${colourName(s.human)}`;
+  const text = {
+    human: `You win! ${s.n_in_row} in a row, in ${s.moves.length} moves (${you}).`,
+    agent: `The agent wins: ${s.n_in_row} in a row, in ${s.moves.length} moves (${you}).`,
+    draw: `A draw: the board is full (${you}).`,
+  };
+  $("banner-text").textContent = text[result.winner];
+  $("banner").className = {human: "won", agent: "lost", draw: "drawn"}[result.winner];
 }
 
 function plural(count, word) {
   return `${count} ${word}${count === 1 ? "" : "s"}`;
 }
 
-function formatShare(share) {
-  return share >= 9.95 ? `${Math.round(share)}` : share.toFixed(1);
-}
-
 function drawStatus(s, waiting) {
   const status = $("status");
   status.className = "";
   const you = `you play ${colourName(s.human)}`;
-  if (s.result) {
+  if (!s.live) {
+    status.textContent = `Reviewing: the board after move ${s.ply} of ${state.moves.length} (← → to step).`;
+    status.className = "reviewing";
+  } else if (s.result) {
     const text = {human: "You win!", agent: "The agent wins.", draw: "Draw: the board is full."};
-    status.textContent = `${text[s.result.winner]} (${you})`;
+    status.textContent = `${text[s.result.winner]} (you played ${colourName(s.human)})`;
     status.className = {human: "won", agent: "lost", draw: "drawn"}[s.result.winner];
   } else if (waiting) {
     status.textContent = `The agent (${colourName(-s.human)}) is thinking…`;
@@ -277,7 +358,7 @@ function drawAnalysis(s, analysis, total) {
   list.replaceChildren();
   $("value-bar").hidden = $("value-sides").hidden = !analysis;
   if (!analysis) {
-    $("value").textContent = "The agent has not moved yet.";
+    $("value").textContent = s.live ? "The agent has not moved yet." : "The agent did not search here.";
     return;
   }
   const v = analysis.value;
@@ -311,19 +392,24 @@ function drawAnalysis(s, analysis, total) {
   list.appendChild(summary);
 }
 
-function drawMoves(s) {
-  const n = s.board_size;
+// Every move of the game, the one shown marked; a click shows the board after it.
+function drawMoves(game, s) {
+  const n = game.board_size;
   const list = $("move-list");
   list.replaceChildren();
-  s.moves.forEach(([x, y], i) => {
+  game.moves.forEach(([x, y], i) => {
     const player = i % 2 === 0 ? 1 : -1;
     const item = document.createElement("li");
-    const who = player === s.human ? " (you)" : "";
+    const who = player === game.human ? " (you)" : "";
     item.textContent = `${i + 1}. ${player === 1 ? "●" : "○"} ${cellName(x, y, n)}${who}`;
+    item.classList.toggle("shown", i === s.ply - 1);
+    item.addEventListener("click", () => review(i + 1));
     list.appendChild(item);
   });
-  list.scrollTop = list.scrollHeight;
+  if (s.live) list.scrollTop = list.scrollHeight;
+  $("review-note").hidden = s.live;
+  $("review-note").textContent = s.live ? "" : "The game goes on where you left it: “Back to the game”.";
 }
 
 setBusy(false);
-poll();
+listen();

@@ -1,8 +1,9 @@
 """The search's learning options against today's search, at equal wall time, scored against a ladder.
 
 Each variant trains a preset by its own command (`python -m framework experiment=NAME ...` with the
-variant's overrides) for `--budget-min` minutes, once per seed; `--parallel` trainings run at once,
-each on one thread, so every run gets the same share of the machine. Each run's last checkpoint
+variant's overrides) for `--budget-min` minutes of its own CPU time (`--clock cpu`: equal compute
+whatever else the machine runs; on a quiet machine, with each run on one thread, equal wall time),
+once per seed; `--parallel` trainings run at once. Each run's last checkpoint
 then plays `--games` games at `--sims` simulations a move (with its own search settings) against
 each opponent of the ladder, from random openings (`gomoku_learning.match`). The table gives each
 run's steps, self-play games and scores, then each variant's mean score per opponent over its seeds.
@@ -30,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gomoku_learning import Training, finish, interval, match, progress_of, start
+from gomoku_learning import Training, finish_all, interval, match, progress_of, start
 
 #: name → overrides of the preset's command.
 VARIANTS: dict[str, list[str]] = {
@@ -58,6 +59,13 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"of {', '.join(VARIANTS)}")
     parser.add_argument("--seeds", default="0,1")
     parser.add_argument("--budget-min", type=float, default=20.0, help="training minutes of each run")
+    parser.add_argument(
+        "--clock",
+        choices=["cpu", "wall"],
+        default="cpu",
+        help="what the budget counts: each run's CPU time (default: equal compute, whatever else the "
+        "machine runs; on a quiet machine the same as wall time, each run on one thread), or wall time",
+    )
     parser.add_argument("--parallel", type=int, default=2, help="trainings (and matches) at once")
     parser.add_argument("--games", type=int, default=40)
     parser.add_argument("--sims", type=int, default=200)
@@ -92,12 +100,13 @@ def main() -> None:
                     out,
                     [*VARIANTS[v], f"seed={s}", "threads=1", *args.overrides],
                     name=f"{v}-s{s}",
+                    cpu_clock=args.clock == "cpu",
                 )
                 for v, s in batch
             ]
-            for (v, s), run in zip(batch, started, strict=True):
-                trained[v, s] = finish(run)
-                print(f"{v}-s{s}: {trained[v, s].steps} steps, {trained[v, s].games} games", flush=True)
+            for (v, s), done in zip(batch, finish_all(started), strict=True):
+                trained[v, s] = done
+                print(f"{v}-s{s}: {done.steps} steps, {done.games} games", flush=True)
 
     jobs = [(trained[r].run_dir, opponents, args.games, args.sims, 1000 + r[1]) for r in runs]
     with ProcessPoolExecutor(max_workers=args.parallel) as pool:
@@ -121,7 +130,7 @@ def main() -> None:
             row.append(f"{wins / n:.2f} [{low:.2f}, {high:.2f}]")
         means.append(row)
     print(
-        f"\n{args.preset}: {args.budget_min:g} min a run, {args.parallel} at once; "
+        f"\n{args.preset}: {args.budget_min:g} min of {args.clock} time a run, {args.parallel} at once; "
         f"matches of {args.games} games at {args.sims} simulations, from random 2-stone openings\n"
     )
     table = [header, *rows, *means]

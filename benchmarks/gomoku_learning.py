@@ -65,9 +65,25 @@ class Started:
     started: float
     budget_min: float
     log: Any
+    cpu_clock: bool = False
+    """Its budget counts the process's CPU time (equal compute beside other runs), not wall time."""
+
+    def spent_s(self) -> float:
+        if not self.cpu_clock:
+            return time.perf_counter() - self.started
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-def start(preset: str, budget_min: float, out: Path, extra: list[str], name: str | None = None) -> Started:
+def start(
+    preset: str,
+    budget_min: float,
+    out: Path,
+    extra: list[str],
+    name: str | None = None,
+    *,
+    cpu_clock: bool = False,
+) -> Started:
     """The preset's command (with `extra` overrides), its run directory out/NAME (NAME: the preset)."""
     name = name or preset
     run_dir = out / name
@@ -75,29 +91,44 @@ def start(preset: str, budget_min: float, out: Path, extra: list[str], name: str
         sys.executable, "-m", "framework", f"experiment={preset}", "tracking=none", "progress=log",
         f"hydra.run.dir={run_dir}", *extra,
     ]  # fmt: skip
-    print(f"\n$ {' '.join(cmd[1:])}   (budget {budget_min:g} min)", flush=True)
+    clock = "CPU" if cpu_clock else "wall"
+    print(f"\n$ {' '.join(cmd[1:])}   (budget {budget_min:g} min of {clock} time)", flush=True)
     log = open(out / f"{name}.log", "w")  # noqa: SIM115 - closed by finish()
     process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=out)
-    return Started(name, run_dir, process, time.perf_counter(), budget_min, log)
+    return Started(name, run_dir, process, time.perf_counter(), budget_min, log, cpu_clock)
+
+
+def finish_all(runs: list[Started]) -> list[Training]:
+    """Wait for the commands; each is stopped by SIGINT (as Ctrl-C) once its budget is spent (and
+    after 3x its budget of wall time, whatever its clock)."""
+    stopped: dict[int, float] = {}
+    while True:
+        live = [r for r in runs if r.process.poll() is None]
+        if not live:
+            break
+        for run in live:
+            late = time.perf_counter() - run.started > 3 * run.budget_min * 60
+            if id(run) not in stopped and (run.spent_s() >= run.budget_min * 60 or late):
+                run.process.send_signal(signal.SIGINT)
+                stopped[id(run)] = time.perf_counter()
+            elif id(run) in stopped and time.perf_counter() - stopped[id(run)] > 600:
+                run.process.kill()
+        time.sleep(1.0)
+    trained = []
+    for run in runs:
+        run.log.close()
+        wall = time.perf_counter() - run.started if id(run) not in stopped else stopped[id(run)] - run.started
+        if run.process.returncode not in (0, 130):
+            sys.exit(f"training failed (exit {run.process.returncode}); see {run.log.name}")
+        steps, games = progress_of(run.run_dir)
+        status = "stopped at the budget" if id(run) in stopped else "FINISHED"
+        trained.append(Training(run.run_dir, wall, status, steps, games))
+    return trained
 
 
 def finish(run: Started) -> Training:
     """Wait for the command; stopped by SIGINT (as Ctrl-C) if its budget runs out first."""
-    status = "FINISHED"
-    left = run.budget_min * 60 - (time.perf_counter() - run.started)
-    try:
-        run.process.wait(timeout=max(left, 0.0))
-    except subprocess.TimeoutExpired:
-        status = "stopped at the budget"
-        run.process.send_signal(signal.SIGINT)
-        run.process.wait(timeout=600)
-    finally:
-        run.log.close()
-    wall = time.perf_counter() - run.started
-    if run.process.returncode not in (0, 130):
-        sys.exit(f"training failed (exit {run.process.returncode}); see {run.log.name}")
-    steps, games = progress_of(run.run_dir)
-    return Training(run.run_dir, wall, status, steps, games)
+    return finish_all([run])[0]
 
 
 def train(preset: str, budget_min: float, out: Path, extra: list[str]) -> Training:

@@ -21,6 +21,7 @@ GROUPS: dict[str, str] = {
     "tracker": "framework.trackers",
     "conf": "framework.conf",
     "command": "framework.commands",
+    "trained": "framework.trained",
 }
 
 

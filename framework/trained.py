@@ -1,9 +1,11 @@
 """A trained run, loaded to play: its saved config and last checkpoint rebuilt into the env's game,
 the agent and search engines, outside a training run (for plugins' sub-commands: gomoku's `play RUN`).
 
-RUN is a run directory (or one of its checkpoints) or a tracked run id, as for `resume=`. The
-command line may change how the agent searches (`search.num_simulations=800`, `search=NAME`), the
-device, threads and seed; what the agent was trained as (`env.*`, `agent.*`) stays as it ran.
+RUN is a run directory (or one of its checkpoints), a tracked run id, as for `resume=`, or the name
+of a trained agent a plugin ships (entry-point group `framework.trained`: the name, and the package
+that holds its checkpoint). The command line may change how the agent searches
+(`search.num_simulations=800`, `search=NAME`), the device, threads and seed; what the agent was
+trained as (`env.*`, `agent.*`) stays as it ran.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from framework import config, ray_runtime
+from framework import config, ray_runtime, registry
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, find_latest, read_state
 from framework.contracts import GameEnvPlugin, SearchAgent, SearchEngine
 from framework.errors import ConfigError
@@ -81,6 +83,9 @@ def load_trained(target: str, overrides: Sequence[str] = (), *, command: str = "
                     "directory or one of its checkpoints/step_* folders)"
                 )
             label = str(Path(target).resolve())
+        elif target in registry.discover("trained"):
+            checkpoint = shipped_checkpoint(target)
+            label = f"{target} (shipped)"
         else:
             temp = Path(tempfile.mkdtemp(prefix="framework-play-"))
             checkpoint = _tracked_checkpoint(target, parsed, temp)
@@ -92,6 +97,13 @@ def load_trained(target: str, overrides: Sequence[str] = (), *, command: str = "
         raise
     player._temp = temp
     return player
+
+
+def shipped_checkpoint(name: str) -> Path:
+    """The checkpoint of the trained agent a plugin ships as `name`: the folder of its package."""
+    from importlib.resources import files
+
+    return Path(str(files(registry.info("trained", name).entry_point.module)))
 
 
 def _parse(overrides: Sequence[str], command: str) -> list[tuple[str, Any]]:
@@ -131,7 +143,10 @@ def _tracked_checkpoint(run_id: str, overrides: list[tuple[str, Any]], temp: Pat
         try:
             tags = tracker.run_tags(run_id)
         except LookupError as e:
-            raise ConfigError(f"{run_id!r} is neither a run directory nor a tracked run: {e}") from None
+            shipped = ", ".join(registry.names("trained")) or "none installed"
+            raise ConfigError(
+                f"{run_id!r} is neither a run directory, a tracked run nor a shipped agent ({shipped}): {e}"
+            ) from None
         local = tags.get("framework.run_dir")
         found = find_latest(Path(local)) if local else None
         return found if found is not None else download_checkpoint(tracker, run_id, temp / "checkpoint")

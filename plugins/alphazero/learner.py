@@ -57,7 +57,8 @@ class Learner:
         if self._restored is not None:
             if self._restored.get("optimizer"):
                 self.optimizer.load_state_dict(self._restored["optimizer"])
-            torch.set_rng_state(self._restored["torch_rng"])
+            if "torch_rng" in self._restored:  # a shipped agent holds its network only
+                torch.set_rng_state(self._restored["torch_rng"])
             self._restored = None
         self.replay = PositionReplay(
             cfg.replay_size, (game.n_planes, *game.board_shape), game.n_actions, game.symmetry_index
@@ -146,7 +147,7 @@ class Learner:
     def load(self, path: Path, spec: dict[str, int]) -> None:
         weights = torch.load(path / WEIGHTS_FILE, map_location="cpu", weights_only=True)
         self.net = PolicyValueNet(**spec)
-        self.net.load_state_dict(weights["net"])
+        self.net.load_state_dict(weights.get("net", weights["best"]))  # shipped: the best one only
         self.best = self.net if not self.cfg.gating else copy.deepcopy(self.net)
         self.best.load_state_dict(weights["best"])
         self.net.eval()

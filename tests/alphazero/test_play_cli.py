@@ -66,7 +66,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 class Brain:
     """`python -m framework gomocup ...` in a subprocess, spoken to a line at a time."""
 
-    def __init__(self, cwd: Path, *args: str) -> None:
+    def __init__(self, cwd: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "framework", "gomocup", *args],
             cwd=cwd,
@@ -74,7 +74,7 @@ class Brain:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.messages: list[str] = []
@@ -195,6 +195,35 @@ def test_the_brain_searches_with_ray_async_too(
     assert brain.process.wait(timeout=60) == 0
 
 
+def test_an_agent_a_plugin_ships_is_played_by_its_name(
+    trained: tuple[Path, str], brains: list[Brain], tmp_path: Path
+) -> None:
+    """A distribution registers a shipped checkpoint (framework_plugins.alphazero.ship) under
+    framework.trained: `plugins` lists it, and gomocup plays it by name from any directory."""
+    from framework_plugins.alphazero.ship import ship
+
+    cwd, _ = trained
+    site = tmp_path / "site"
+    ship(cwd / "outputs/run", site / "tiny_agents" / "tiny9", "A tiny 9x9 agent for tests.")
+    (site / "tiny_agents" / "__init__.py").write_text("")
+    dist = site / "tiny_agents-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tiny-agents\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[framework.trained]\ntiny9 = tiny_agents.tiny9\n")
+    assert not (site / "tiny_agents" / "tiny9" / "agent" / "replay.npz").exists()  # the network alone
+    paths = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    env = {"PYTHONPATH": paths}
+    listed = run_cli("plugins", "--kind", "trained", cwd=tmp_path, env=env)
+    assert listed.returncode == 0 and "tiny9" in listed.stdout
+    assert "A tiny 9x9 agent for tests." in listed.stdout
+    brain = Brain(tmp_path, "tiny9", "search.num_simulations=16", env=env)
+    brains.append(brain)
+    brain.send("START 9", "BEGIN", "END")
+    assert brain.answer(timeout=120) == "OK", brain.messages
+    assert MOVE.match(brain.answer())
+    assert brain.process.wait(timeout=30) == 0
+
+
 def test_start_with_a_size_the_model_was_not_trained_for_is_an_error_line(
     trained: tuple[Path, str], brains: list[Brain]
 ) -> None:
@@ -240,7 +269,7 @@ def test_the_brain_is_found_by_its_tracked_run_id_even_when_its_directory_is_gon
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["nowhere"], "'nowhere' is neither a run directory nor a tracked run"),
+        (["nowhere"], "'nowhere' is neither a run directory, a tracked run nor a shipped agent"),
         (["outputs/run", "env.board_size=15"], "'env.board_size=15' cannot be set here"),
         (["outputs/run", "total_steps=5"], "set search.* (search.num_simulations=800)"),
         (["outputs/run", "search.num_simulations=0"], "search.num_simulations=0 must be >= 1"),

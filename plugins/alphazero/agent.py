@@ -253,6 +253,8 @@ def _validate(cfg: AlphaZeroConfig) -> None:
         raise ConfigError(f"agent.gate_threshold={cfg.gate_threshold} must be in [0, 1]")
     if cfg.learning_rate <= 0:
         raise ConfigError(f"agent.learning_rate={cfg.learning_rate} must be > 0")
+    if cfg.eval_simulations is not None and cfg.eval_simulations < 1:
+        raise ConfigError(f"agent.eval_simulations={cfg.eval_simulations} must be >= 1, or null")
     if not 0.0 < cfg.full_search_fraction <= 1.0:
         raise ConfigError(
             f"agent.full_search_fraction={cfg.full_search_fraction} must be in (0, 1] "

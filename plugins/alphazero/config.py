@@ -1,7 +1,7 @@
 """AlphaZero's config schema: every key, its default and its description (`agent.<key>`)."""
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 RUNNERS = ("vectorize", "single")
 
@@ -56,7 +56,10 @@ class AlphaZeroConfig:
     gate_threshold: float = 0.55
     """Arena score (win = 1, draw = 1/2) a new network needs to replace the best."""
     arena_temperature_moves: int = 2
-    """Arena and evaluation games: moves drawn from the visit counts (temperature 1) at the start of
-    each game, so that games differ; the most visited move after."""
+    """Arena games (and evaluations from the empty board): moves drawn from the visit counts
+    (temperature 1) at the start of each game, so that games differ; the most visited move after.
+    Evaluations from random openings (env.eval_opening_stones) play the search's best move throughout."""
+    eval_simulations: Optional[int] = None
+    """Simulations a move in evaluations against the env's opponents (null: search.num_simulations)."""
     save_replay: bool = True
     """Keep the replay in checkpoints, so that resume= continues with it."""

@@ -47,14 +47,19 @@ def evaluate(cfg: AlphaZeroConfig, ctx: RunContext, *, episodes: int) -> dict[st
     env = ctx.env_plugin
     assert isinstance(env, GameEnvPlugin)
     search = ctx.make_search(BEST, seed=ctx.seed + EVAL_SEED)
+    if cfg.eval_simulations is not None:
+        search.num_simulations = cfg.eval_simulations
     rng = np.random.default_rng(ctx.seed + EVAL_SEED)
+    # Random openings make the games differ; from the empty board, the first moves drawn do.
+    temperature_moves = 0 if env.opening(np.random.default_rng(0)) else cfg.arena_temperature_moves
     metrics: dict[str, float] = {}
     try:
         for name in env.eval_variants:
-            me = SearchPlayer("alphazero", search, rng, temperature_moves=cfg.arena_temperature_moves)
+            me = SearchPlayer("alphazero", search, rng, temperature_moves=temperature_moves)
             them = FixedPlayer(env.opponent(name, seed=ctx.seed + EVAL_SEED))
             result = play_match(env.game, me, them, episodes, opening=env.opening, seed=ctx.seed + EVAL_SEED)
             metrics.update(result.metrics(f"eval/{name}"))
+        metrics["eval/simulations"] = float(search.num_simulations)
     finally:
         ctx.close_search(search)
     return metrics

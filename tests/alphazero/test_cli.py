@@ -37,7 +37,7 @@ def only_run(tmp_path: Path):
 
 
 def test_a_gomoku_run_self_plays_trains_gates_and_evaluates_per_opponent(cli, tmp_path: Path) -> None:
-    r = cli(*SHORT, "hydra.run.dir=outputs/run")
+    r = cli(*SHORT, "agent.eval_simulations=24", "hydra.run.dir=outputs/run")
     assert r.returncode == 0, r.output[-3000:]
     assert "FINISHED at step 640" in r.output
     client, run = only_run(tmp_path)
@@ -57,6 +57,7 @@ def test_a_gomoku_run_self_plays_trains_gates_and_evaluates_per_opponent(cli, tm
     # The runner's settings of each step, and the weights' versions self-play searched with.
     assert {"train/temperature", "train/dirichlet_epsilon", "train/num_simulations"} <= metrics
     assert run.data.metrics["train/num_simulations"] == 16
+    assert run.data.metrics["eval/simulations"] == 24  # evaluations search as long as asked
     assert {"selfplay/weights_version", "selfplay/weights_lag"} <= metrics
     # Evaluated at the start, halfway and at the end; the objective is the first metric logged.
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "eval/mcts50/score")]

@@ -15,7 +15,8 @@ run's steps, self-play games and scores, then each variant's mean score per oppo
 The variants (VARIANTS): `puct`, today's search; `fpu`, KataGo's first-play urgency
 (search.fpu_value=null); `pcr`, playout cap randomisation (a quarter of the moves get a search twice
 as long as today's and are recorded, the rest a fast one); `gumbel`, a Gumbel root with a third of
-today's simulations, which still improves the policy (Danihelka et al. 2022).
+today's simulations, which still improves the policy (Danihelka et al. 2022); `blocks`, forced blocks
+(search.forced_blocks=true: a four is blocked, and two are a loss, without the network).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ VARIANTS: dict[str, list[str]] = {
     "fpu": ["search.fpu_value=null"],
     "pcr": ["agent.full_search_fraction=0.25", "agent.fast_simulations=25", "search.num_simulations=200"],
     "gumbel": ["search.root=gumbel", "search.num_simulations=32"],
+    "blocks": ["search.forced_blocks=true"],
 }
 LADDER = ["mcts1000", "heuristic", "alphabeta1", "alphabeta2"]
 

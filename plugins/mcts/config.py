@@ -39,6 +39,10 @@ class SequentialConfig:
     """Keep the subtree of the moves played since the last search of a game (its visits count)."""
     detect_wins: bool = True
     """A leaf where the player to move can win at once is scored as won without a network call."""
+    forced_blocks: bool = False
+    """With detect_wins: a position whose player to move must stop the opponent's win next move has
+    that block as its only move, and one with two such wins to stop is lost, both without the
+    network (the search never spends simulations on moves that lose at once)."""
     root: str = "puct"
     """How the root's simulations are spent: puct (AlphaZero's; self-play's policy target is the
     visit shares), or gumbel (Danihelka et al. 2022, as mctx's gumbel_muzero_policy: Gumbel-top-k

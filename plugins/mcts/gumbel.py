@@ -176,6 +176,11 @@ def gumbel_root_result(tree: Tree, params: SearchParams, b: int, policy: np.ndar
     """After the search: root b's improved policy π' written to `policy` (0 off the empty cells),
     and the move to play, the best by g + logit + σ(q̂) among the most visited."""
     board = tree.root_board[b]
+    forced = tree.forced[b, 0]
+    if forced >= 0:  # the one move that stops the opponent's win
+        policy[:] = 0.0
+        policy[forced] = 1.0
+        return forced
     mixed, low, factor = _sigma_terms(tree, params, b, 0, board)
     top, most = -np.inf, 0
     for a in range(board.size):

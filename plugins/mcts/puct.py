@@ -67,6 +67,7 @@ class PuctSearch:
             virtual_loss=float(evaluation.virtual_loss),
             detect_wins=bool(cfg.detect_wins),
             leaves_per_tree=int(evaluation.leaves_per_tree),
+            forced_blocks=bool(cfg.forced_blocks),
             gumbel=cfg.root == "gumbel",
             c_visit=float(cfg.gumbel_c_visit),
             c_scale=float(cfg.gumbel_c_scale),
@@ -272,6 +273,7 @@ class PuctSearch:
         answer = self._checked(self.evaluation.evaluate(planes))
         for j, b in enumerate(todo):
             kernels.expand_root(tree, b, answer.logits[j], float(answer.values[j]))
+            kernels.mark_forced_root(tree, self.params, self.kernels, b)
 
     def _draw_gumbel(self, tree: Tree, slots: np.ndarray, noise: np.ndarray) -> None:
         """Each root's Gumbel noise (0 where it has none) and its sequential-halving schedule."""

@@ -20,6 +20,8 @@ from .gumbel import gumbel_interior_action, gumbel_root_action
 
 UNEXPANDED, EXPANDED, TERMINAL = 0, 1, 2
 ONGOING, WIN, DRAW = 0, 1, 2
+#: forced_block's answer for a position whose player to move cannot stop the opponent's win.
+LOST = -2
 
 
 class Tree(NamedTuple):
@@ -64,6 +66,9 @@ class Tree(NamedTuple):
     """[B, A] float32: a Gumbel root's noise on each move (0: none), drawn at the search's start."""
     considered_visits: np.ndarray
     """[B, N] int32: a Gumbel root's schedule: the visits a move must have for simulation s to go to it."""
+    forced: np.ndarray
+    """[B, N] int32: the one move of a node whose player to move must stop the opponent's win
+    (`forced_blocks`), -1 for none."""
 
     @property
     def n_trees(self) -> int:
@@ -99,6 +104,7 @@ _LAYOUT: dict[str, tuple[type, str, int]] = {
     "target": (np.int32, "B", 0),
     "gumbel": (np.float32, "BA", 0),
     "considered_visits": (np.int32, "BN", 0),
+    "forced": (np.int32, "BN", -1),
 }
 
 
@@ -139,6 +145,9 @@ class SearchParams(NamedTuple):
     """A leaf whose player to move wins at once is scored without the network."""
     leaves_per_tree: int
     """Leaves one tree may have waiting at once (1: the leaves of all trees go as one batch)."""
+    forced_blocks: bool
+    """With detect_wins: a node whose opponent can win at once has the block as its only move, and
+    two such wins to stop are a lost position, without the network."""
     gumbel: bool
     """A Gumbel root (sequential halving over the considered moves) and mctx's deterministic
     selection below it, instead of PUCT."""
@@ -160,6 +169,7 @@ def reset_tree(tree: Tree, b: int) -> None:
     tree.state[b, 0] = UNEXPANDED
     tree.value_sum[b, 0] = 0.0
     tree.children[b, 0, :] = -1
+    tree.forced[b, 0] = -1
     tree.n_nodes[b] = 1
 
 
@@ -227,7 +237,9 @@ def select_leaf(
     node, depth = 0, 0
     path[0] = 0
     while tree.state[b, node] == EXPANDED:
-        if not params.gumbel:
+        if tree.forced[b, node] >= 0:
+            best = tree.forced[b, node]
+        elif not params.gumbel:
             best = puct_action(tree, params, b, node, board)
         elif node == 0:
             best = gumbel_root_action(tree, params, b, board)
@@ -245,6 +257,7 @@ def select_leaf(
             tree.pending_visits[b, child] = 0
             tree.state[b, child] = UNEXPANDED
             tree.value_sum[b, child] = 0.0
+            tree.forced[b, child] = -1
             tree.children[b, node, best] = child
         outcome = call_apply_move(game.apply_move, board, best, player, moves, game.params)
         moves += 1
@@ -265,7 +278,44 @@ def select_leaf(
         tree.terminal_value[b, node] = -1.0
         tree.raw_value[b, node] = -1.0
         return depth, player, last, -1.0
+    if params.detect_wins and params.forced_blocks:
+        threat = forced_block(game, board, player)
+        if threat == LOST:
+            # The opponent has two wins to stop: won for whoever moved here.
+            tree.state[b, node] = TERMINAL
+            tree.terminal_value[b, node] = 1.0
+            tree.raw_value[b, node] = 1.0
+            return depth, player, last, 1.0
+        tree.forced[b, node] = threat
     return depth, player, last, np.nan
+
+
+@nb.njit(cache=True)
+def forced_block(game: GameKernels, board: np.ndarray, player: int) -> int:
+    """The cell `player` (to move, with no win of its own) must play to stop the opponent's win
+    next move; -1 when there is none, LOST when one block cannot stop it."""
+    threat = call_winning_move(game.winning_move, board, -player, game.params)
+    if threat < 0:
+        return -1
+    board[threat] = player
+    other = call_winning_move(game.winning_move, board, -player, game.params)
+    board[threat] = 0
+    return LOST if other >= 0 else threat
+
+
+@nb.njit(cache=True)
+def mark_forced_root(tree: Tree, params: SearchParams, game: GameKernels, b: int) -> None:
+    """Root b's forced block, as select_leaf finds a leaf's (a root is expanded outside it)."""
+    tree.forced[b, 0] = -1
+    if not (params.detect_wins and params.forced_blocks):
+        return
+    board = tree.root_board[b].copy()
+    player = int(tree.root_player[b])
+    if call_winning_move(game.winning_move, board, player, game.params) >= 0:
+        return  # it wins at once rather than blocks
+    threat = forced_block(game, board, player)
+    if threat >= 0:
+        tree.forced[b, 0] = threat
 
 
 @nb.njit(cache=True)
@@ -362,6 +412,7 @@ def reroot(tree: Tree, b: int, new_root: int) -> None:
         tree.value_sum[b, j] = tree.value_sum[b, node]
         tree.terminal_value[b, j] = tree.terminal_value[b, node]
         tree.raw_value[b, j] = tree.raw_value[b, node]
+        tree.forced[b, j] = tree.forced[b, node]
         # Only an expanded node's row of children is its own (a new node's row is stale until then).
         expanded = tree.state[b, node] == EXPANDED
         for a in range(tree.children.shape[2]):

@@ -194,3 +194,47 @@ def test_a_side_that_is_behind_does_not_spread_its_visits_over_every_move(
         assert singletons > 60, counts  # the failure the option exists for
     else:
         assert singletons <= most_singletons, counts
+
+
+# -- forced blocks ---------------------------------------------------------------------------------
+
+
+def wins_to_stop(planes: np.ndarray, game: Gomoku = GAME) -> int:
+    """How many cells win at once for the opponent of the player to move in these planes."""
+    board = (planes[0] - planes[1]).astype(np.int8).ravel()  # the mover +1, the opponent -1
+    return sum(bool(wins(board, int(c), -1, game.params)) for c in np.flatnonzero(board == 0))
+
+
+@pytest.mark.parametrize("root", ["puct", "gumbel"])
+@pytest.mark.parametrize("name", [n for n in TACTICS if " blocks " in n and "rather" not in n])
+def test_with_forced_blocks_a_four_is_blocked_with_every_simulation(root: str, name: str) -> None:
+    black, white, answer = TACTICS[name]
+    engine = make_engine(num_simulations=50, forced_blocks=True, root=root)
+    counts = engine.search([position(black, white)])[0]
+    block = GAME.from_xy(*answer)
+    assert counts[block] == counts.sum() == 50
+    assert engine.policy_targets[0][block] == 1.0
+    if root == "gumbel":
+        assert engine.chosen_moves[0] == block
+
+
+def test_with_forced_blocks_the_evaluator_never_sees_two_wins_to_stop_and_blocks_come_first() -> None:
+    # White to move, with an open three on row 4: one move makes an open four, two wins to stop.
+    open_three = position([(0, 0), (8, 0), (0, 8), (8, 8)], [(3, 4), (4, 4), (5, 4)])
+    roots = [position(*FORCED), open_three, GAME.new_state()]
+    seen = {}
+    for forced in (False, True):
+        recorder = Recorder()
+        engine = make_engine(evaluator_factory=recorder.factory, num_simulations=400, forced_blocks=forced)
+        engine.search(roots)
+        seen[forced] = [wins_to_stop(p) for p in np.concatenate(recorder.batches[1:])]
+        if forced:  # every node that must block spends its visits on the block alone
+            tree = engine.tree
+            assert tree is not None
+            assert (tree.forced >= 0).sum() >= 2  # the FORCED line: a block, then its reply's
+            for b in range(tree.n_trees):
+                for node in np.flatnonzero(tree.forced[b, : tree.n_nodes[b]] >= 0):
+                    kids = tree.children[b, node]
+                    visited = [a for a in np.flatnonzero(kids >= 0) if tree.visits[b, kids[a]] > 0]
+                    assert visited in ([], [tree.forced[b, node]])
+    assert max(seen[True]) <= 1 < max(seen[False])  # two wins to stop: lost, without the network

@@ -24,8 +24,8 @@ MOVE = re.compile(r"^(\d+),(\d+)$")
 class Session:
     """A brain fed one command at a time; `send` returns its answer lines, MESSAGE lines apart."""
 
-    def __init__(self, game: Gomoku, sims: int = 64, *, reuse_tree: bool = True) -> None:
-        self.reuse_tree = reuse_tree
+    def __init__(self, game: Gomoku, sims: int = 64, *, reuse_tree: bool = True, root: str = "puct") -> None:
+        self.reuse_tree, self.root = reuse_tree, root
         self.out = io.StringIO()
         self.engines: list[PuctSearch] = []
         self.brain = GomocupBrain(
@@ -35,7 +35,7 @@ class Session:
 
     def _engine(self, game: Gomoku) -> PuctSearch:
         engine = local_search(
-            SequentialConfig(num_simulations=8, reuse_tree=self.reuse_tree),
+            SequentialConfig(num_simulations=8, reuse_tree=self.reuse_tree, root=self.root),
             game=game,
             evaluator_factory=uniform_evaluator(game),
             seed=0,
@@ -236,11 +236,11 @@ def test_a_line_over_the_limit_is_an_error_and_the_brain_goes_on() -> None:
 
 
 @pytest.mark.parametrize("limit_ms", [100, 1000])
-@pytest.mark.parametrize("reuse_tree", [True, False])
-def test_a_turn_limit_holds_to_ten_percent_with_or_without_tree_reuse(
-    limit_ms: int, reuse_tree: bool
+@pytest.mark.parametrize(("reuse_tree", "root"), [(True, "puct"), (False, "puct"), (False, "gumbel")])
+def test_a_turn_limit_holds_to_ten_percent_with_any_search(
+    limit_ms: int, reuse_tree: bool, root: str
 ) -> None:
-    session = Session(Gomoku(15, 5), sims=10_000_000, reuse_tree=reuse_tree)
+    session = Session(Gomoku(15, 5), sims=10_000_000, reuse_tree=reuse_tree, root=root)
     session.send(f"INFO timeout_turn {limit_ms}", "START 15")
     session.move("BEGIN")  # compiled kernels
     times = []

@@ -10,6 +10,7 @@ run's steps, self-play games and scores, then each variant's mean score per oppo
 
     python benchmarks/gomoku_ablation.py                               # every variant, seeds 0 and 1
     python benchmarks/gomoku_ablation.py --variants puct,gumbel --budget-min 10
+    python benchmarks/gomoku_ablation.py --variants gumbel,gumbel+blocks   # options combined
     python benchmarks/gomoku_ablation.py --out DIR --matches-only      # score runs trained before
 
 The variants (VARIANTS): `puct`, today's search; `fpu`, KataGo's first-play urgency
@@ -45,6 +46,11 @@ VARIANTS: dict[str, list[str]] = {
 LADDER = ["mcts1000", "heuristic", "alphabeta1", "alphabeta2"]
 
 
+def overrides_of(variant: str) -> list[str]:
+    """A variant's overrides; `a+b` combines two (b's win where both set a key)."""
+    return [o for part in variant.split("+") for o in VARIANTS[part]]
+
+
 def _match(args: tuple[Path, list[str], int, int, int]) -> dict[str, Any]:
     import torch
 
@@ -77,7 +83,7 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="overrides for every variant's command")
     args = parser.parse_args()
     variants = args.variants.split(",")
-    unknown = [v for v in variants if v not in VARIANTS]
+    unknown = [part for v in variants for part in v.split("+") if part not in VARIANTS]
     if unknown:
         parser.error(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -100,7 +106,7 @@ def main() -> None:
                     args.preset,
                     args.budget_min,
                     out,
-                    [*VARIANTS[v], f"seed={s}", "threads=1", *args.overrides],
+                    [*overrides_of(v), f"seed={s}", "threads=1", *args.overrides],
                     name=f"{v}-s{s}",
                     cpu_clock=args.clock == "cpu",
                 )

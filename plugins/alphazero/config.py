@@ -56,9 +56,9 @@ class AlphaZeroConfig:
     gate_threshold: float = 0.55
     """Arena score (win = 1, draw = 1/2) a new network needs to replace the best."""
     arena_temperature_moves: int = 2
-    """Arena games (and evaluations from the empty board): moves drawn from the visit counts
-    (temperature 1) at the start of each game, so that games differ; the most visited move after.
-    Evaluations from random openings (env.eval_opening_stones) play the search's best move throughout."""
+    """Gates and evaluations start from the env's random openings (env.eval_opening_stones) and play
+    the search's best move throughout; from the empty board (no openings), this many moves are
+    drawn from the visit counts (temperature 1) at the start of each game, so that games differ."""
     eval_simulations: Optional[int] = None
     """Simulations a move in evaluations against the env's opponents (null: search.num_simulations)."""
     save_replay: bool = True

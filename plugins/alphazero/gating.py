@@ -30,12 +30,15 @@ def gate(
     candidate = ctx.make_search(CANDIDATE, seed=seed)
     incumbent = ctx.make_search(BEST, seed=seed + 1)
     rng = np.random.default_rng(seed)
+    opening, temperature_moves = _openings(ctx, cfg)
     try:
         return play_match(
             game,
-            SearchPlayer("candidate", candidate, rng, temperature_moves=cfg.arena_temperature_moves),
-            SearchPlayer("best", incumbent, rng, temperature_moves=cfg.arena_temperature_moves),
+            SearchPlayer("candidate", candidate, rng, temperature_moves=temperature_moves),
+            SearchPlayer("best", incumbent, rng, temperature_moves=temperature_moves),
             cfg.gate_games,
+            opening=opening,
+            seed=seed,
         )
     finally:
         ctx.close_search(candidate)
@@ -50,8 +53,7 @@ def evaluate(cfg: AlphaZeroConfig, ctx: RunContext, *, episodes: int) -> dict[st
     if cfg.eval_simulations is not None:
         search.num_simulations = cfg.eval_simulations
     rng = np.random.default_rng(ctx.seed + EVAL_SEED)
-    # Random openings make the games differ; from the empty board, the first moves drawn do.
-    temperature_moves = 0 if env.opening(np.random.default_rng(0)) else cfg.arena_temperature_moves
+    _, temperature_moves = _openings(ctx, cfg)
     metrics: dict[str, float] = {}
     try:
         for name in env.eval_variants:
@@ -63,3 +65,14 @@ def evaluate(cfg: AlphaZeroConfig, ctx: RunContext, *, episodes: int) -> dict[st
     finally:
         ctx.close_search(search)
     return metrics
+
+
+def _openings(ctx: RunContext, cfg: AlphaZeroConfig) -> tuple[Any, int]:
+    """(the env's random openings, or None, and the moves drawn from the visit counts): random
+    openings make a match's games differ; from the empty board, the first moves drawn do (a search
+    that chooses its own moves, a Gumbel root, plays the same games without openings)."""
+    env = ctx.env_plugin
+    assert isinstance(env, GameEnvPlugin)
+    if env.opening(np.random.default_rng(0)):
+        return env.opening, 0
+    return None, cfg.arena_temperature_moves

@@ -12,6 +12,10 @@ run's steps, self-play games and scores, then each variant's mean score per oppo
     python benchmarks/gomoku_ablation.py --variants puct,gumbel --budget-min 10
     python benchmarks/gomoku_ablation.py --variants gumbel,gumbel+blocks   # options combined
     python benchmarks/gomoku_ablation.py --out DIR --matches-only      # score runs trained before
+    python benchmarks/gomoku_ablation.py --out DIR --reuse             # train only the runs DIR lacks
+
+A run's match results are kept in its directory (`ablation_match.json`, keyed by the match's
+settings), so a table over runs scored before costs no new games.
 
 The variants (VARIANTS): `puct`, today's search; `fpu`, KataGo's first-play urgency
 (search.fpu_value=null); `pcr`, playout cap randomisation (a quarter of the moves get a search twice
@@ -23,17 +27,19 @@ today's simulations, which still improves the policy (Danihelka et al. 2022); `b
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gomoku_learning import Training, finish_all, interval, match, progress_of, start
+
+from framework.matches import MatchResult
 
 #: name → overrides of the preset's command.
 VARIANTS: dict[str, list[str]] = {
@@ -51,12 +57,24 @@ def overrides_of(variant: str) -> list[str]:
     return [o for part in variant.split("+") for o in VARIANTS[part]]
 
 
-def _match(args: tuple[Path, list[str], int, int, int]) -> dict[str, Any]:
-    import torch
+MATCH_FILE = "ablation_match.json"
 
-    torch.set_num_threads(1)
+
+def _match(args: tuple[Path, list[str], int, int, int]) -> dict[str, MatchResult]:
+    """The run's scores against each opponent, from its directory's record where that has them."""
     run_dir, opponents, games, sims, seed = args
-    return match(run_dir, opponents, games, sims, seed)
+    record_path = run_dir / MATCH_FILE
+    record = json.loads(record_path.read_text()) if record_path.exists() else {}
+    key = lambda o: f"{o}/games={games}/sims={sims}/seed={seed}"  # noqa: E731
+    missing = [o for o in opponents if key(o) not in record]
+    if missing:
+        import torch
+
+        torch.set_num_threads(1)
+        for o, (result, _) in match(run_dir, missing, games, sims, seed).items():
+            record[key(o)] = [result.wins, result.draws, result.losses]
+        record_path.write_text(json.dumps(record, indent=1))
+    return {o: MatchResult(*record[key(o)]) for o in opponents}
 
 
 def main() -> None:
@@ -80,6 +98,9 @@ def main() -> None:
     parser.add_argument("--opponents", default=",".join(LADDER))
     parser.add_argument("--out", type=Path, help="where runs go (default: a new temporary directory)")
     parser.add_argument("--matches-only", action="store_true", help="score the runs already in --out")
+    parser.add_argument(
+        "--reuse", action="store_true", help="train only the runs --out lacks (one with a checkpoint is kept)"
+    )
     parser.add_argument("overrides", nargs="*", help="overrides for every variant's command")
     args = parser.parse_args()
     variants = args.variants.split(",")
@@ -94,13 +115,17 @@ def main() -> None:
     runs = [(v, s) for s in seeds for v in variants]
 
     trained: dict[tuple[str, int], Training] = {}
-    if args.matches_only:
+    to_train = runs
+    if args.matches_only or args.reuse:
         for v, s in runs:
-            steps, games = progress_of(out / f"{v}-s{s}")
-            trained[v, s] = Training(out / f"{v}-s{s}", math.nan, "given", steps, games)
-    else:
-        for i in range(0, len(runs), args.parallel):
-            batch = runs[i : i + args.parallel]
+            run_dir = out / f"{v}-s{s}"
+            if args.matches_only or (run_dir / "checkpoints").is_dir():
+                steps, games = progress_of(run_dir)
+                trained[v, s] = Training(run_dir, math.nan, "given", steps, games)
+        to_train = [r for r in runs if r not in trained]
+    if to_train:
+        for i in range(0, len(to_train), args.parallel):
+            batch = to_train[i : i + args.parallel]
             started = [
                 start(
                     args.preset,
@@ -125,13 +150,13 @@ def main() -> None:
     for v, s in runs:
         t = trained[v, s]
         rows.append(
-            [v, str(s), str(t.steps), str(t.games), *(f"{scores[v, s][o][0].score:.2f}" for o in opponents)]
+            [v, str(s), str(t.steps), str(t.games), *(f"{scores[v, s][o].score:.2f}" for o in opponents)]
         )
     means = []
     for v in variants:
         row = [v, "mean", "", ""]
         for o in opponents:
-            results = [scores[v, s][o][0] for s in seeds]
+            results = [scores[v, s][o] for s in seeds]
             wins = sum(r.wins + 0.5 * r.draws for r in results)
             n = sum(r.games for r in results)
             low, high = interval(wins / n, n)

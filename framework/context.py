@@ -108,6 +108,12 @@ class RunContext:
         network under gating, say); the run closes it with the others on every exit path."""
         return self._searches().make(model, seed=seed)
 
+    def interrupt_searches(self) -> None:
+        """End the run's searches under way (the run is stopping): a self-play move, a gate's or an
+        evaluation's turn ends now, not after its simulations."""
+        if self.searches is not None:
+            self.searches.interrupt()
+
     def close_search(self, search: SearchEngine) -> None:
         """Close a search made by make_search before the run ends."""
         self._searches().forget(search)
@@ -155,6 +161,8 @@ class RunContext:
             metrics = self._episodes_on_variants(self.env_plugin, agent, episodes, video_dir)
         else:
             metrics = self._episodes_on_eval_env(agent, episodes, video_dir)
+        if not metrics:  # an agent's evaluation given up because the run is stopping
+            return metrics
         self.last_eval, self.last_eval_step = metrics, step
         # The objective first: the first metric a run logs is what MLflow's compare page plots.
         objective = str(self.cfg.objective.metric) if "objective" in self.cfg else ""

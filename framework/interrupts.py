@@ -13,7 +13,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -49,9 +49,12 @@ def sigterm_as_interrupt(stop: threading.Event) -> Iterator[None]:
 
 
 @contextmanager
-def stop_on_sigint(stop: threading.Event, notice: str) -> Iterator[None]:
-    """The first Ctrl-C sets `stop` (the run stops after its current step) and prints `notice`; a
-    second one interrupts at once."""
+def stop_on_sigint(
+    stop: threading.Event, notice: str, on_stop: Callable[[], None] | None = None
+) -> Iterator[None]:
+    """The first Ctrl-C sets `stop` (the run stops after its current step), calls `on_stop` (which
+    cuts a long step short: the searches under way) and prints `notice`; a second one interrupts at
+    once."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -60,6 +63,8 @@ def stop_on_sigint(stop: threading.Event, notice: str) -> Iterator[None]:
         if stop.is_set():
             raise KeyboardInterrupt
         stop.set()
+        if on_stop is not None:
+            on_stop()
         print(notice, file=sys.stderr)
 
     previous = signal.signal(signal.SIGINT, handler)

@@ -16,6 +16,10 @@ from typing import Any, Protocol
 import numpy as np
 
 
+class MatchStopped(Exception):
+    """A match given up before its end because its `should_stop` said so (the run is stopping)."""
+
+
 class Player(Protocol):
     name: str
 
@@ -72,9 +76,12 @@ def play_match(
     *,
     opening: Callable[[np.random.Generator], list[int]] | None = None,
     seed: int = 0,
+    should_stop: Callable[[], bool] | None = None,
 ) -> MatchResult:
     """`games` games side by side, `first` black in the even ones; results from `first`'s view.
-    With `opening`, games 2k and 2k+1 start from the k-th of its openings (drawn by `seed`)."""
+    With `opening`, games 2k and 2k+1 start from the k-th of its openings (drawn by `seed`).
+    `should_stop` is asked before each player's turn: True gives the match up (MatchStopped), so a
+    run asked to stop during an evaluation stops within a move, not at the match's end."""
     rng = np.random.default_rng(seed)
     starts = [opening(rng) if opening is not None else [] for _ in range((games + 1) // 2)]
     states = [game.new_state() for _ in range(games)]
@@ -88,6 +95,8 @@ def play_match(
         if not live:
             return result
         for player, mine in ((first, True), (second, False)):
+            if should_stop is not None and should_stop():
+                raise MatchStopped
             turn = [g for g in live if not states[g].done and (states[g].to_play == colour[g]) == mine]
             if not turn:
                 continue

@@ -204,7 +204,7 @@ def _execute(
             run_dir,
             f" (resumed at step {resume.step} from {resume.checkpoint})" if resume else "",
         )
-        with stop_on_sigint(ctx.stop, STOPPING_NOTICE):
+        with stop_on_sigint(ctx.stop, STOPPING_NOTICE, on_stop=ctx.interrupt_searches):
             agent.learn(ctx)
         step = ctx.progress.step
         if ctx.stop.is_set():

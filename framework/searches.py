@@ -59,6 +59,11 @@ class RunSearches:
         if search in self._searches:
             self._searches.remove(search)
 
+    def interrupt(self) -> None:
+        """End the searches under way at once (the run is stopping: Ctrl-C)."""
+        for search in list(self._searches):
+            search.interrupt()
+
     def close(self) -> None:
         """Close every search, then the service."""
         searches, self._searches = self._searches, []

@@ -37,7 +37,8 @@ class SearchAgent(Agent, Protocol):
 @runtime_checkable
 class EvaluatingAgent(Agent, Protocol):
     """An agent that evaluates itself (matches against opponents, say) instead of the run playing
-    episodes of its `act`: metrics named `eval/...`, the run's objective among them."""
+    episodes of its `act`: metrics named `eval/...`, the run's objective among them; none (an empty
+    dict, nothing logged) when it gives up because the run is stopping (`ctx.stop`)."""
 
     def evaluate(self, ctx: RunContext, *, episodes: int) -> dict[str, float]: ...
 

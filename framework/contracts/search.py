@@ -65,6 +65,11 @@ class SearchEngine(Protocol):
         """Tuning figures (perf/search_sims_per_s, perf/batch_fill, ...) since the last call."""
         ...
 
+    def interrupt(self) -> None:
+        """End the call under way (from a signal handler or another thread) as its deadline would;
+        a later call is not affected."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -87,6 +87,8 @@ class AlphaZeroAgent:
             first = True
             while step < ctx.total_steps:
                 moves, finished = collector.collect(step)
+                if ctx.stop.is_set():  # its searches may have been cut short: none of it is recorded
+                    break
                 current = ctx.inference.version(BEST)
                 for record in finished:
                     learner.add_game(record, lag=current - min(record.versions, default=current))
@@ -113,6 +115,8 @@ class AlphaZeroAgent:
     def evaluate(self, ctx: RunContext, *, episodes: int) -> dict[str, float]:
         """Matches of `episodes` games against each of the env's evaluation opponents."""
         metrics = gating.evaluate(self.cfg, ctx, episodes=episodes)
+        if not metrics:  # the run is stopping
+            return metrics
         metrics["eval/generation"] = float(self.counters["generation"])
         metrics["eval/elo"] = self.elo
         return metrics
@@ -183,6 +187,8 @@ class AlphaZeroAgent:
         """The trained network against the best in an arena; it replaces the best if it scores enough."""
         cfg = self.cfg
         result = gating.gate(cfg, ctx, game, self.learner.weights("net"), self.counters["gates"])
+        if result is None:  # the run is stopping
+            return
         self.counters["gates"] += 1
         accepted = result.score >= cfg.gate_threshold
         if accepted:

@@ -9,7 +9,7 @@ import numpy as np
 
 from framework.context import RunContext
 from framework.contracts import GameEnvPlugin
-from framework.matches import FixedPlayer, MatchResult, play_match
+from framework.matches import FixedPlayer, MatchResult, MatchStopped, play_match
 from framework.searches import BEST
 
 from .arena import SearchPlayer
@@ -23,8 +23,9 @@ ARENA_SEED, EVAL_SEED = 1_000, 2_000
 
 def gate(
     cfg: AlphaZeroConfig, ctx: RunContext, game: Any, candidate_weights: dict[str, np.ndarray], index: int
-) -> MatchResult:
-    """The candidate's weights (published as CANDIDATE) against BEST in `cfg.gate_games` games."""
+) -> MatchResult | None:
+    """The candidate's weights (published as CANDIDATE) against BEST in `cfg.gate_games` games;
+    None when the run was asked to stop during the gate."""
     seed = ctx.seed + ARENA_SEED + index
     ctx.inference.publish(CANDIDATE, candidate_weights)
     candidate = ctx.make_search(CANDIDATE, seed=seed)
@@ -39,14 +40,18 @@ def gate(
             cfg.gate_games,
             opening=opening,
             seed=seed,
+            should_stop=ctx.stop.is_set,
         )
+    except MatchStopped:
+        return None
     finally:
         ctx.close_search(candidate)
         ctx.close_search(incumbent)
 
 
 def evaluate(cfg: AlphaZeroConfig, ctx: RunContext, *, episodes: int) -> dict[str, float]:
-    """Matches of `episodes` games of BEST against each of the env's evaluation opponents."""
+    """Matches of `episodes` games of BEST against each of the env's evaluation opponents; no
+    metrics when the run was asked to stop during them (a match cut short is no score)."""
     env = ctx.env_plugin
     assert isinstance(env, GameEnvPlugin)
     search = ctx.make_search(BEST, seed=ctx.seed + EVAL_SEED)
@@ -59,9 +64,19 @@ def evaluate(cfg: AlphaZeroConfig, ctx: RunContext, *, episodes: int) -> dict[st
         for name in env.eval_variants:
             me = SearchPlayer("alphazero", search, rng, temperature_moves=temperature_moves)
             them = FixedPlayer(env.opponent(name, seed=ctx.seed + EVAL_SEED))
-            result = play_match(env.game, me, them, episodes, opening=env.opening, seed=ctx.seed + EVAL_SEED)
+            result = play_match(
+                env.game,
+                me,
+                them,
+                episodes,
+                opening=env.opening,
+                seed=ctx.seed + EVAL_SEED,
+                should_stop=ctx.stop.is_set,
+            )
             metrics.update(result.metrics(f"eval/{name}"))
         metrics["eval/simulations"] = float(search.num_simulations)
+    except MatchStopped:
+        return {}
     finally:
         ctx.close_search(search)
     return metrics

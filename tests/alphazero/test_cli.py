@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import signal
+import time
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+
+from tests.conftest import start_cli
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +69,30 @@ def test_a_gomoku_run_self_plays_trains_gates_and_evaluates_per_opponent(cli, tm
     assert run.data.params["search.name"] == "sequential" and run.data.params["env.board_size"] == "6"
     assert (tmp_path / "outputs/run/checkpoints/step_0000000640/agent/alphazero.pt").is_file()
     assert "eval/mcts50/score" in r.output.split("FINISHED")[1]
+
+
+def test_ctrl_c_during_an_evaluation_stops_the_run_within_seconds(tmp_path: Path) -> None:
+    """An evaluation of many long games (here: the one at the start) gives up at Ctrl-C; the run ends
+    KILLED with its checkpoint, and no score of the matches cut short is logged."""
+    p = start_cli(
+        *SHORT, "tracking=none", "eval.episodes=400", "agent.eval_simulations=400", "hydra.run.dir=run",
+        cwd=tmp_path,
+    )  # fmt: skip
+    log = tmp_path / "run/framework.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "run started" in log.read_text()):
+        assert p.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    time.sleep(4)  # the first self-play moves take well under a second; then 400 games at 400 simulations
+    assert p.poll() is None
+    p.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    out, _ = p.communicate(timeout=60)
+    assert time.monotonic() - sent < 5, out[-3000:]
+    assert p.returncode == 130, out[-3000:]
+    assert "Run KILLED at step 16 of 640." in out
+    assert "eval/mcts50/score  not measured (no evaluation ran)" in out  # no score of a match cut short
+    assert (tmp_path / "run/checkpoints/step_0000000016").is_dir()
 
 
 def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -> None:

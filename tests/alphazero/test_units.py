@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from framework.matches import FixedPlayer, MatchResult, play_match
+from framework.matches import FixedPlayer, MatchResult, MatchStopped, play_match
 from framework_plugins.alphazero.arena import SearchPlayer
 from framework_plugins.alphazero.network import NetworkEvaluator, PolicyValueNet
 from framework_plugins.alphazero.replay import PositionReplay
@@ -126,6 +126,22 @@ def test_a_search_player_beats_a_random_player_and_results_are_from_the_first_pl
     assert result.wins >= 5
     flipped = play_match(GAME, FixedPlayer(make_opponent("random", GAME, seed=1)), me, 6)
     assert flipped.losses >= 5
+
+
+def test_a_match_asked_to_stop_gives_up_within_a_turn() -> None:
+    turns = []
+
+    class Counting(FixedPlayer):
+        def moves(self, states: list) -> list[int]:
+            turns.append(len(states))
+            return super().moves(states)
+
+    random = make_opponent("random", GAME, seed=1)
+    with pytest.raises(MatchStopped):
+        play_match(GAME, Counting(random), Counting(random), 4, should_stop=lambda: len(turns) >= 3)
+    assert len(turns) == 3  # asked before every turn: not one move after the answer changed
+    # Never asked to stop, it plays to the end.
+    assert play_match(GAME, Counting(random), Counting(random), 4, should_stop=lambda: False).games == 4
 
 
 def test_match_result_metrics_and_a_finite_elo() -> None:

@@ -17,7 +17,8 @@ run's steps, self-play games and scores, then each variant's mean score per oppo
 A run's match results are kept in its directory (`ablation_match.json`, keyed by the match's
 settings), so a table over runs scored before costs no new games.
 
-The variants (VARIANTS): `puct`, today's search; `fpu`, KataGo's first-play urgency
+The variants (VARIANTS) change BASE, the same search for all (AlphaZero's PUCT at 100 simulations):
+`puct`, BASE itself; `fpu`, KataGo's first-play urgency
 (search.fpu_value=null); `pcr`, playout cap randomisation (a quarter of the moves get a search twice
 as long as today's and are recorded, the rest a fast one); `gumbel`, a Gumbel root with a third of
 today's simulations, which still improves the policy (Danihelka et al. 2022); `blocks`, forced blocks
@@ -41,7 +42,22 @@ from gomoku_learning import Training, finish_all, interval, match, progress_of, 
 
 from framework.matches import MatchResult
 
-#: name → overrides of the preset's command.
+#: The search every variant starts from (AlphaZero's PUCT, 100 simulations: the 9x9 preset before the
+#: ablation), and the evaluations every run makes whatever its preset says (their cost counts in the
+#: budget, so it is the same for all).
+BASE = [
+    "search.root=puct",
+    "search.num_simulations=100",
+    "search.fpu_value=0.0",
+    "search.forced_blocks=false",
+    "agent.full_search_fraction=1.0",
+    "env.eval_opponents=[random,heuristic,mcts1000]",
+    "eval.every_steps=50000",
+    "agent.eval_simulations=null",
+    "objective.metric=eval/mcts1000/score",
+    "total_steps=250000",
+]
+#: name → overrides of BASE.
 VARIANTS: dict[str, list[str]] = {
     "puct": [],
     "fpu": ["search.fpu_value=null"],
@@ -53,8 +69,9 @@ LADDER = ["mcts1000", "heuristic", "alphabeta1", "alphabeta2"]
 
 
 def overrides_of(variant: str) -> list[str]:
-    """A variant's overrides; `a+b` combines two (b's win where both set a key)."""
-    return [o for part in variant.split("+") for o in VARIANTS[part]]
+    """A variant's overrides of the preset's command (BASE, then the variant's); `a+b` combines two
+    (b's win where both set a key)."""
+    return [*BASE, *(o for part in variant.split("+") for o in VARIANTS[part])]
 
 
 MATCH_FILE = "ablation_match.json"

@@ -106,7 +106,7 @@ def test_help_lists_config_groups(cli) -> None:
     # dqn is our own DQN (plugins/dqn); sb3_dqn is Stable-Baselines3's.
     assert "agent: a2c, alphazero, dqn, ppo, qrdqn, sac, sb3_dqn, td3, tqc, trpo" in r.stdout
     assert "search: ray_async, sequential" in r.stdout
-    assert "experiment: gomoku_6x6, gomoku_9x9" in r.stdout
+    assert "experiment: gomoku_15x15, gomoku_6x6, gomoku_9x9" in r.stdout
     assert 'agent=qrdqn, tqc and trpo need sb3-contrib: pip install "framework[contrib]"' in r.stdout
 
 

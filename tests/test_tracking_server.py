@@ -147,7 +147,9 @@ def test_multirun_jobs_are_child_runs_of_one_parent_that_summarises_them(
     assert all(end - start > 1.0 for start, end in spans), spans
     assert all(spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1)), spans
     assert parent.info.start_time / 1000 <= spans[0][0] and spans[-1][1] <= parent.info.end_time / 1000
-    assert 0.8 * wall <= (parent.info.end_time - parent.info.start_time) / 1000 <= wall
+    # The process's start (imports) and exit lie outside the parent: on a loaded 2-core machine they
+    # took a fifth of a 16 s sweep.
+    assert 0.6 * wall <= (parent.info.end_time - parent.info.start_time) / 1000 <= wall
 
 
 def test_tracking_none_creates_no_store(cli, tmp_path: Path) -> None:

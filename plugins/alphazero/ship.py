@@ -14,10 +14,12 @@ import argparse
 import json
 import shutil
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import OmegaConf
 
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, find_latest
 
@@ -44,7 +46,10 @@ def ship(run: Path, dest: Path, about: str) -> dict[str, Any]:
     )
     torch.save({"best": weights["best"]}, dest / AGENT_DIR / WEIGHTS_FILE)
     (dest / AGENT_DIR / AGENT_STATE_FILE).write_text(json.dumps(agent_state, indent=1))
+    env = OmegaConf.select(OmegaConf.load(checkpoint / CONFIG_FILE), "env", default=None) or {}
     provenance = {
+        "board_size": env.get("board_size"),
+        "n_in_row": env.get("n_in_row"),
         "run_id": state.get("run_id"),
         "step": state["step"],
         "games": agent_state["counters"]["games"],
@@ -53,7 +58,7 @@ def ship(run: Path, dest: Path, about: str) -> dict[str, Any]:
         "about": about,
     }
     (dest / PROVENANCE_FILE).write_text(json.dumps(provenance, indent=1))
-    (dest / "__init__.py").write_text(f'"""{about}"""\n')
+    (dest / "__init__.py").write_text(f'"""{textwrap.fill(about, 96)}"""\n')  # a lint's line length
     return provenance
 
 

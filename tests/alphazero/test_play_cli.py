@@ -16,7 +16,6 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -123,14 +122,6 @@ class Brain:
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             if stream is not None:
                 stream.close()
-
-
-@pytest.fixture
-def brains() -> Iterator[list[Brain]]:
-    started: list[Brain] = []
-    yield started
-    for brain in started:
-        brain.close()
 
 
 def test_a_whole_gomocup_game_through_a_subprocess(trained: tuple[Path, str], brains: list[Brain]) -> None:

@@ -1,0 +1,17 @@
+"""Fixtures the AlphaZero command-line tests share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.alphazero.test_play_cli import Brain
+
+
+@pytest.fixture
+def brains() -> Iterator[list[Brain]]:
+    started: list[Brain] = []
+    yield started
+    for brain in started:
+        brain.close()

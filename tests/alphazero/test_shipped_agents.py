@@ -1,0 +1,47 @@
+"""The trained agents the package ships (entry-point group framework.trained): small, saying where they
+came from, and played by name right after install."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from framework import registry
+from framework.trained import shipped_checkpoint
+from tests.alphazero.test_play_cli import MOVE, Brain
+
+SHIPPED = registry.names("trained")
+MAX_BYTES = 2_000_000
+
+
+def test_the_15x15_agent_ships_with_the_package() -> None:
+    assert "gomoku_15x15" in SHIPPED, SHIPPED
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_shipped_agent_is_small_and_says_how_it_was_trained(name: str) -> None:
+    folder = shipped_checkpoint(name)
+    files = [f for f in folder.rglob("*") if f.is_file() and "__pycache__" not in f.parts]
+    assert sum(f.stat().st_size for f in files) <= MAX_BYTES, [(f.name, f.stat().st_size) for f in files]
+    provenance = json.loads((folder / "provenance.json").read_text())
+    assert provenance["step"] > 0 and provenance["games"] > 0
+    assert "python -m framework experiment=" in provenance["about"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_shipped_agent_plays_by_its_name_from_any_directory(
+    name: str, brains: list[Brain], tmp_path: Path
+) -> None:
+    size = json.loads((shipped_checkpoint(name) / "provenance.json").read_text())["board_size"]
+    brain = Brain(tmp_path, name, "search.num_simulations=32")
+    brains.append(brain)
+    brain.send(f"START {size}", "BEGIN")
+    assert brain.answer(timeout=120) == "OK", brain.messages
+    found = MOVE.match(brain.answer(timeout=60))
+    assert found and all(0 <= int(v) < size for v in found.groups())
+    brain.send("END")
+    assert brain.process.wait(timeout=30) == 0
+    assert not list(tmp_path.iterdir()), "playing a shipped agent writes nothing where it runs"

@@ -20,7 +20,9 @@ from omegaconf import DictConfig
 from framework import STARTED_AT, commands, config, registry
 from framework.errors import ConfigError, ExplainedError, RunFailed, hydra_message
 from framework.interrupts import EXIT_KILLED, forget_caught_interrupt
+from framework.summary import say
 from framework.sweep import JOB_INTERRUPTED, PARENT_RUN_ENV, child_run_name, swept_keys_of_this_sweep
+from framework.trial import number_from_environment
 
 #: Hydra's variable for showing whole tracebacks; without it a user's mistake is one message.
 FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
@@ -60,7 +62,9 @@ def task(cfg: DictConfig) -> float | None:
             run_dir=Path(hc.runtime.output_dir),
             overrides=overrides,
             parent_run_id=os.environ.get(PARENT_RUN_ENV),
-            run_name=child_run_name(overrides, swept_keys_of_this_sweep()) if sweep else None,
+            run_name=child_run_name(overrides, swept_keys_of_this_sweep(), number_from_environment())
+            if sweep
+            else None,
             # A single run started with the process; a sweep's job when Hydra handed it over.
             started_at=time.time() if sweep else STARTED_AT,
         )
@@ -81,7 +85,7 @@ def task(cfg: DictConfig) -> float | None:
             print(f"Error: {cause}", file=sys.stderr)
         else:
             traceback.print_exception(cause)
-        print(e.summary, file=sys.stderr)
+        say(e.summary, file=sys.stderr)
         _fail_job(None)
     # The return value is what a Hydra sweeper (Optuna, Nevergrad) optimises.
     return final.get(str(cfg.objective.metric))
@@ -92,10 +96,15 @@ def _module(value: str) -> str:
 
 
 def _setup() -> None:
-    """The root schema, and every conf package's plugin schemas, in Hydra's ConfigStore."""
+    """The root schema, and every conf package's plugin schemas, in Hydra's ConfigStore; and this
+    project's Hydra plugins, which Hydra's own scan misses in an editable install (its path hook
+    lists no modules)."""
+    from hydra_plugins.framework_optuna_sweeper.optuna_sweeper import OptunaSweeper
+
     register_schemas()
     commands.register_help_resolver()
     Plugins.instance().register(EntryPointSearchPath)
+    Plugins.instance().register(OptunaSweeper)
 
 
 def register_schemas() -> None:

@@ -31,6 +31,8 @@ from framework.searches import BEST, RunSearches
 if TYPE_CHECKING:
     import gymnasium as gym
 
+    from framework.trial import Trial
+
 log = logging.getLogger("framework")
 
 #: Offset between training and evaluation env seeds, so evaluation never replays training resets.
@@ -57,6 +59,8 @@ class RunContext:
     """The run's search plugin and its inference service (a run with search=...)."""
     stop: threading.Event = field(default_factory=threading.Event)
     resume_from: Path | None = None
+    trial: Trial | None = None
+    """The Optuna trial this run is (a job of hydra/sweeper=optuna): evaluations are reported to it."""
     last_eval: dict[str, float] = field(default_factory=dict)
     last_eval_step: int = 0
     _eval_env: gym.Env | None = None
@@ -175,6 +179,8 @@ class RunContext:
             )
         self.log_metrics(dict(sorted(metrics.items(), key=lambda item: item[0] != objective)), step)
         self.progress.set_eval(metrics)
+        if self.trial is not None and self.trial.report(metrics, step, final=step >= self.total_steps):
+            self.stop.set()  # pruned: the run ends here (see framework.trial)
         return metrics
 
     def _episodes(self, agent: Agent, env: gym.Env, episodes: int) -> Episodes:

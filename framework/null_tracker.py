@@ -68,8 +68,9 @@ class NullTracker:
         tags: Mapping[str, str],
         params: Mapping[str, str],
         start_time: float | None = None,
+        resume_run_id: str | None = None,
     ) -> str:
-        return uuid.uuid4().hex
+        return resume_run_id or uuid.uuid4().hex
 
     def end_parent(
         self, run_id: str, status: str, *, summary: SweepSummarySpec, end_time: float | None = None

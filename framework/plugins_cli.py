@@ -13,7 +13,10 @@ import importlib
 import importlib.util
 import inspect
 import re
+import shutil
 import sys
+import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,15 +75,63 @@ def main(argv: list[str]) -> int:
             selector = f"{section}={selected}" if selected else "-"
             for p in entries:
                 rows.append((kind, name, selector, p.distribution, p.version, p.description()))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row[:5], widths, strict=True)) + "  " + row[5])
+    for line in table(rows, shutil.get_terminal_size((100, 24)).columns):
+        print(line)
     for module, install in missing.items():
         print(f"* needs {module}, which is not installed: {install}")
     problems = registry.conflicts()
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0
+
+
+#: The narrowest the two wrapped columns (SELECTED BY, DESCRIPTION) get, however narrow the terminal.
+MIN_WRAPPED = (14, 24)
+
+
+def table(rows: Sequence[tuple[str, ...]], width: int) -> list[str]:
+    """The rows as lines no wider than `width` where it can be: the columns SELECTED BY (at `|`)
+    and DESCRIPTION (at spaces) wrap onto lines of their own; the others keep their widths. Where
+    the description's column would be too narrow, each description goes under its row, indented."""
+    fixed = [max(len(r[i]) for r in rows) for i in (0, 1, 3, 4)]
+    room = width - sum(fixed) - 2 * 5
+    natural = max(len(r[2]) for r in rows)
+    unbreakable = max(len(part) for r in rows for part in re.split(r"(?<=\|)", r[2]))
+    selector_width = max(MIN_WRAPPED[0], unbreakable, min(natural, room // 3))
+    about_width = room - selector_width
+    below = about_width < MIN_WRAPPED[1]
+    lines = []
+    for kind, name, selector, distribution, version, about in rows:
+        selectors = _wrap_choices(selector, selector_width)
+        abouts = [""] if below else textwrap.wrap(about, about_width) or [""]
+        for i in range(max(len(selectors), len(abouts))):
+            first = i == 0
+            cells = [
+                kind if first else "",
+                name if first else "",
+                selectors[i] if i < len(selectors) else "",
+                distribution if first else "",
+                version if first else "",
+            ]
+            widths = [fixed[0], fixed[1], selector_width, fixed[2], fixed[3]]
+            text = "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True))
+            lines.append((text + "  " + (abouts[i] if i < len(abouts) else "")).rstrip())
+        if below and about:
+            lines += textwrap.wrap(
+                about, max(MIN_WRAPPED[1], width - 4), initial_indent="    ", subsequent_indent="    "
+            )
+    return lines
+
+
+def _wrap_choices(selector: str, width: int) -> list[str]:
+    """`agent=a2c|dqn|ppo` in lines of at most `width` (longer where one choice is), broken after a `|`."""
+    lines, line = [], ""
+    for part in re.split(r"(?<=\|)", selector):
+        if line and len(line) + len(part) > width:
+            lines.append(line)
+            line = ""
+        line += part
+    return [*lines, line]
 
 
 def config_files() -> list[ConfigFile]:

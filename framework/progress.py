@@ -63,20 +63,38 @@ class ProgressDisplay:
 
     def _start_bar(self, start: int) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
-        # Narrow enough for an 80-column terminal with budgets up to 10^6 steps, so nothing is cut.
+        # Narrow enough for an 80-column terminal with the usual metric names (steps as 352k/1M), so
+        # nothing is cut: percent done, steps/s, the objective's last value, time spent and time left.
         self._bar = Progress(
             BarColumn(bar_width=16),
-            MofNCompleteColumn(),
+            TextColumn("{task.fields[steps]}"),
+            TaskProgressColumn(),
             TextColumn("{task.fields[rate]:>5} steps/s"),
             TextColumn("{task.fields[label]} {task.fields[eval]}"),
+            TimeElapsedColumn(),
+            TextColumn("elapsed,"),
             TimeRemainingColumn(),
+            TextColumn("left"),
             console=Console(file=sys.stderr),
             transient=False,
         )
         self._task = self._bar.add_task(
-            "train", total=self.total, completed=self._shown(start), rate="-", eval="-", label=self.metric
+            "train",
+            total=self.total,
+            completed=self._shown(start),
+            steps=self._steps(start),
+            rate="-",
+            eval="-",
+            label=self.metric,
         )
         self._route_logging(self._bar.console)
         self._bar.start()
@@ -107,6 +125,7 @@ class ProgressDisplay:
             self._bar.update(
                 self._task,
                 completed=self._shown(step),
+                steps=self._steps(step),
                 rate=f"{self.steps_per_s:.0f}",
                 eval=self._eval_text(),
             )
@@ -135,7 +154,12 @@ class ProgressDisplay:
 
     def close(self) -> None:
         if self._bar is not None:
-            self._bar.update(self._task, completed=self._shown(self.step), eval=self._eval_text())
+            self._bar.update(
+                self._task,
+                completed=self._shown(self.step),
+                steps=self._steps(self.step),
+                eval=self._eval_text(),
+            )
             self._bar.stop()
             self._bar = None
         for logger, original, replacement in self._swapped:
@@ -143,8 +167,20 @@ class ProgressDisplay:
             logger.addHandler(original)
         self._swapped.clear()
 
+    def _steps(self, step: int) -> str:
+        """`2048/2048`; from 10,000 on, `352k/1M`."""
+        return f"{_compact(self._shown(step))}/{_compact(self.total)}"
+
     def _shown(self, step: int) -> int:
         return min(step, self.total) if self.total else step
 
     def _eval_text(self) -> str:
         return "-" if self.eval_value is None else f"{self.eval_value:.1f}"
+
+
+def _compact(n: int) -> str:
+    if n < 10_000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.0f}k"
+    return f"{n / 1_000_000:.3g}M"

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from framework import __version__, config, contracts, ray_runtime, registry
+from framework import __version__, config, contracts, ray_runtime, registry, trial
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, Checkpointer
 from framework.context import RunContext
 from framework.contracts import (
@@ -42,7 +42,8 @@ from framework.progress import ProgressDisplay
 from framework.provenance import flatten, run_tags
 from framework.resume import ResumePoint, resume_point
 from framework.searches import RunSearches
-from framework.summary import RunSummary
+from framework.summary import RunSummary, say
+from framework.trial import PRUNED_STATUS
 
 log = logging.getLogger("framework")
 
@@ -207,6 +208,8 @@ def _execute(
         with stop_on_sigint(ctx.stop, STOPPING_NOTICE, on_stop=ctx.interrupt_searches):
             agent.learn(ctx)
         step = ctx.progress.step
+        if ctx.trial is not None and ctx.trial.pruned_at is not None:
+            return _end_pruned(ctx, agent, summary)
         if ctx.stop.is_set():
             raise KeyboardInterrupt
         if ctx.progress.steps_per_s > 0:  # short runs end before their first periodic perf metric
@@ -215,9 +218,11 @@ def _execute(
         final = ctx.evaluate(agent, step, video_dir=video_dir)
         last = ctx.save_checkpoint(step, agent)
         _log_artifacts(tracker, run_dir, last)
+        if ctx.trial is not None:
+            tracker.set_tags(ctx.trial.tags("COMPLETE"))
         tracker.end_run("FINISHED", end_time=time.time())
         ctx.close()
-        print(summary.text("FINISHED", step, final), flush=True)
+        say(summary.text("FINISHED", step, final))
         return final
     except KeyboardInterrupt:
         forget_caught_interrupt()  # the status is EXIT_KILLED, whatever code the interrupt landed in
@@ -226,16 +231,15 @@ def _execute(
         ctx.close()
         again = f"python -m framework resume={run_dir.resolve()}"
         if not _untracked(tracker):  # a tracked run also continues by its id, from any directory
-            again += f"   (or resume={run_id})"
+            again += f"\nor python -m framework resume={run_id}"
         extra = [("checkpoint", str(saved)), ("continue with", again)]
-        print(
-            summary.text("KILLED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, extra=extra),
-            flush=True,
-        )
+        say(summary.text("KILLED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, extra=extra))
         raise RunKilled(EXIT_KILLED) from None
     except BaseException as e:
         trace = traceback.format_exc()
         (run_dir / "traceback.txt").write_text(trace)
+        if ctx.trial is not None:
+            tracker.set_tags(ctx.trial.tags("FAIL"))
         saved = _last_checkpoint(ctx, agent)
         _end_safely(tracker, run_dir, saved, "FAILED", trace)
         ctx.close()
@@ -279,7 +283,22 @@ def _context(plan: Plan, tracker: Tracker, run_dir: Path, stop: threading.Event)
         searches=_searches(plan, stop),
         stop=stop,
         resume_from=resume.checkpoint if resume else None,
+        trial=trial.from_environment(str(cfg.objective.metric)),
     )
+
+
+def _end_pruned(ctx: RunContext, agent: Agent, summary: RunSummary) -> dict[str, float]:
+    """A trial its pruner stopped: its checkpoint, tags and last metrics; the trial told PRUNED."""
+    assert ctx.trial is not None
+    step = ctx.progress.step
+    last = ctx.save_checkpoint(step, agent)
+    _log_artifacts(ctx.tracker, ctx.run_dir, last)
+    ctx.tracker.set_tags({**ctx.trial.tags("PRUNED"), "mlflow.runName": f"{summary.run_name} (pruned)"})
+    ctx.tracker.end_run(PRUNED_STATUS, end_time=time.time())
+    ctx.trial.tell_pruned()
+    ctx.close()
+    say(summary.text("PRUNED", step, ctx.last_eval, ctx.last_eval_step))
+    return ctx.last_eval
 
 
 def _untracked(tracker: Tracker) -> bool:

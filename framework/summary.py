@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 
 @dataclass(frozen=True)
@@ -44,8 +47,19 @@ class RunSummary:
             *extra,
         ]
         lines = [f"Run {status} at {steps}."]
-        lines += [f"  {key:<16}  {value}" for key, value in rows]
+        for key, value in rows:  # a value of several lines (a command, then an address) stays in its column
+            first, *more = value.splitlines() or [""]
+            lines += [f"  {key:<16}  {first}", *(f"  {'':<16}  {line}" for line in more)]
         return "\n".join(lines)
+
+
+def say(text: str, *, file: TextIO | None = None) -> None:
+    """Print a run's last lines (stdout by default), and put them in the run's log file too: on a
+    terminal, where log lines do not go to the console as such, the file would lack them."""
+    print(text, file=file or sys.stdout, flush=True)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.emit(logging.LogRecord("framework", logging.INFO, __file__, 0, text, None, None))
 
 
 def _metric(metrics: Mapping[str, float], key: str) -> str:

@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import sys
 import threading
@@ -51,6 +52,11 @@ RAY_LAUNCHER_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+#: hydra/sweeper=optuna's class (this project's Hydra plugin), and the sweep dir's folder of its
+#: study's results.
+OPTUNA_SWEEPER = "hydra_plugins.framework_optuna_sweeper.optuna_sweeper.OptunaSweeper"
+STUDY_DIR = "optuna"
+
 #: Set when a job run in this process was stopped by Ctrl-C (it ended KILLED and exits with RunKilled, a
 #: SystemExit, which leaves no sys.last_value): the sweep then ends KILLED too.
 JOB_INTERRUPTED = threading.Event()
@@ -70,14 +76,44 @@ def swept_values(overrides: Sequence[str], sweeper_params: Mapping[str, Any] | N
 
 
 def labels(keys: Sequence[str]) -> dict[str, str]:
-    """A short label per key: its last part (`agent.hyperparams.n_epochs` → `n_epochs`), unless shared."""
-    short = {key: key.rsplit(".", 1)[-1] for key in keys}
-    taken = list(short.values())
-    return {key: label if taken.count(label) == 1 else key for key, label in short.items()}
+    """A short label per key, unique among `keys`: the initials of a last part of several words over 12
+    letters (`agent.hyperparams.learning_rate` → `lr`), else the last part (`batch_size`), else the
+    whole key."""
+    options = {}
+    for key in keys:
+        part = key.rsplit(".", 1)[-1]
+        options[key] = [_initials(part), part, key]
+    level = dict.fromkeys(keys, 0)
+    while True:
+        chosen = {key: options[key][level[key]] for key in keys}
+        taken = list(chosen.values())
+        shared = [key for key in keys if taken.count(chosen[key]) > 1 and level[key] < 2]
+        if not shared:
+            return chosen
+        for key in shared:
+            level[key] += 1
 
 
-def child_run_name(job_overrides: Sequence[str], swept_keys: Sequence[str]) -> str | None:
-    """`n_epochs=5 seed=1`: a job's own values of the swept keys, by label; None outside a sweep."""
+def _initials(part: str) -> str:
+    words = [w for w in part.split("_") if w]
+    return "".join(w[0] for w in words) if len(part) > 12 and len(words) > 1 else part
+
+
+def short_value(value: str) -> str:
+    """A swept value as a run's name shows it: a fraction to 3 significant digits (Optuna samples
+    0.0013680095279726; the run's params keep it whole), anything else as given."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return f"{number:.3g}" if not value.lstrip("+-").isdigit() and math.isfinite(number) else value
+
+
+def child_run_name(
+    job_overrides: Sequence[str], swept_keys: Sequence[str], trial: int | None = None
+) -> str | None:
+    """`lr=0.001 n_epochs=5`: a job's own values of the swept keys, by label (`#3 lr=…` for an Optuna
+    trial); None outside a sweep."""
     if not swept_keys:
         return None
     values = {}
@@ -85,9 +121,10 @@ def child_run_name(job_overrides: Sequence[str], swept_keys: Sequence[str]) -> s
         key, sep, value = override.partition("=")
         key = key.lstrip("+~")
         if sep and key in swept_keys:
-            values[key] = value
+            values[key] = short_value(value)
     named = labels(list(values))
-    return " ".join(f"{named[key]}={values[key]}" for key in sorted(values, key=lambda k: named[k])) or None
+    name = " ".join(f"{named[key]}={values[key]}" for key in sorted(values, key=lambda k: named[k]))
+    return (f"#{trial} {name}" if trial is not None else name).strip() or None
 
 
 class SweepParentRun(Callback):
@@ -122,6 +159,12 @@ class SweepParentRun(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         ray_launcher_defaults(config)
         self._launch_dir = os.getcwd()
+        optuna = OmegaConf.select(config, "hydra.sweeper._target_") == OPTUNA_SWEEPER
+        if optuna:
+            from framework import optuna_study
+
+            optuna_study.check(config.hydra.sweeper)  # a misnamed sampler is said before a parent exists
+            optuna_study.name_the_study(config.hydra.sweeper)
         section = _tracking(config)
         if section is None:
             return
@@ -129,15 +172,23 @@ class SweepParentRun(Callback):
         sweeper_params = OmegaConf.to_container(params) if isinstance(params, DictConfig) else None
         swept = swept_values(list(config.hydra.overrides.task), sweeper_params)  # type: ignore[arg-type]
         named = labels(list(swept))
+        resumed = None
+        if optuna:
+            resumed = optuna_study.recorded_parent(config.hydra.sweeper, config)
         self._spec = SweepSummarySpec(
             swept_keys=tuple(swept),
             objective=str(config.objective.metric),
             mode=str(config.objective.mode),
             also=tuple(str(m) for m in config.objective.get("also") or ()),
+            study_dir=os.path.abspath(os.path.join(str(config.hydra.sweep.dir), STUDY_DIR))
+            if optuna
+            else None,
         )
         self._tracker = section.plugin(section.cfg)
         overrides = " ".join(config.hydra.overrides.task)
         title = " ".join(f"{named[k]}={swept[k]}" for k in sorted(swept, key=lambda k: named[k]))
+        if optuna:  # the study's name, and what it searches
+            title = f"{config.hydra.sweeper.study_name}: {' '.join(sorted(named.values()))}"
         self._run_id = self._tracker.start_parent(
             run_name=f"sweep {title or overrides}"[:250],
             tags={
@@ -153,6 +204,7 @@ class SweepParentRun(Callback):
                 **{f"sweep.{key}": value for key, value in swept.items()},
             },
             start_time=time.time(),
+            resume_run_id=resumed,
         )
         self._job_env = {PARENT_RUN_ENV: self._run_id, SWEPT_KEYS_ENV: json.dumps(list(swept))}
         os.environ.update(self._job_env)

@@ -88,10 +88,14 @@ def test_a_terminal_gets_a_progress_bar_that_log_lines_do_not_overwrite(tmp_path
     assert "━" in screen  # rich's bar
     assert "steps/s" in screen
     assert re.search(r"eval/return_mean \d+\.\d", screen), "the latest eval return is shown"
-    assert "2048/2048" in screen
+    assert "2048/2048" in screen and "100%" in screen
+    assert re.search(r"\d:\d\d:\d\d(\x1b\[[0-9;]*m)* elapsed", screen), "the time spent is shown"
     rows = [row for line in screen.splitlines() for row in line.split("\r")]
     started = [row for row in rows if "run started:" in row]
     assert started and not any("━" in row or "steps/s" in row for row in started), started
     tail = screen[screen.rindex("Run FINISHED") :]
     assert "━" not in tail, "nothing of the bar is drawn after the run's last lines"
     assert "run dir" in tail and "view it" in tail
+    # The last lines are in the run's log file too (on a terminal, log lines reach it alone).
+    (log_file,) = tmp_path.glob("outputs/*/*/framework.log")
+    assert "Run FINISHED at step 2048 of 2048." in log_file.read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import sys
@@ -50,7 +51,7 @@ def test_a_run_that_uses_no_ray_imports_none_of_it(tmp_path: Path) -> None:
 
 
 def test_plugins_lists_each_plugin_with_the_configs_that_select_it(cli) -> None:
-    r = cli("plugins")
+    r = cli("plugins", env={"COLUMNS": "240"})
     assert r.returncode == 0, r.output
     header, *rows = r.stdout.splitlines()
     assert header.split() == ["KIND", "NAME", "SELECTED", "BY", "DISTRIBUTION", "VERSION", "DESCRIPTION"]
@@ -59,6 +60,22 @@ def test_plugins_lists_each_plugin_with_the_configs_that_select_it(cli) -> None:
     assert "Stable-Baselines3" in sb3
     dqn = next(row for row in rows if row.split()[:2] == ["agent", "dqn"])
     assert dqn.split()[2] == "agent=dqn"
+
+
+def test_plugins_fits_the_terminals_width_by_wrapping_selectors_and_descriptions(cli) -> None:
+    r = cli("plugins", env={"COLUMNS": "90"})
+    assert r.returncode == 0, r.output
+    lines = r.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 90, "\n".join(line for line in lines if len(line) > 90)
+    start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["agent", "sb3"])
+    rows = [lines[start], *itertools.takewhile(lambda line: line.startswith(" "), lines[start + 1 :])]
+    # The row's selector goes on in its column, on lines of its own; the description goes under it.
+    column = lines[0].index("SELECTED BY")
+    selector = "".join(
+        line[column:].split()[0] for line in rows if line is rows[0] or not line[:column].strip()
+    )
+    assert selector == "agent=a2c|ppo|qrdqn|sac|sb3_dqn|td3|tqc|trpo", rows
+    assert "Stable-Baselines3" in " ".join(" ".join(rows).split())
 
 
 def test_plugins_marks_configs_whose_optional_dependency_is_missing(cli, tmp_path: Path) -> None:
@@ -187,14 +204,19 @@ def test_the_last_lines_say_how_the_run_ended_and_where_its_results_are(cli, tmp
 
     r = cli(*FAST, "progress=log")
     assert r.returncode == 0, r.output[-3000:]
-    tail = r.stdout.strip().splitlines()[-5:]
+    tail = r.stdout.strip().splitlines()[-6:]
     assert tail[0] == "Run FINISHED at step 1024 of 1024."
     assert tail[1].split()[0] == "eval/return_mean"
     run_dir = next(tmp_path.glob("outputs/*/*"))
-    assert tail[2].split()[0] == "run" and len(tail[2].split()[-1].strip("()")) == 32  # the run id
+    run_id = tail[2].split()[-1].strip("()")
+    assert tail[2].split()[0] == "run" and len(run_id) == 32
     assert tail[3].split() == ["run", "dir", str(run_dir)]
-    assert tail[4].split()[:5] == ["view", "it", "mlflow", "ui", "--backend-store-uri"]
-    assert tail[4].split()[5] == f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # The command that opens the run (the store is ./mlflow.db: no tracking.uri), then its address.
+    assert tail[4].split() == ["view", "it", "python", "-m", "framework", "ui", "--run", run_id]
+    assert tail[5].split() == [f"http://127.0.0.1:5000/#/experiments/1/runs/{run_id}"]
+    assert all(len(line) <= 100 for line in tail if not line.lstrip().startswith("run dir")), tail
+    # The same lines end the run's log file.
+    assert "\n".join(tail) in (run_dir / "framework.log").read_text()
 
 
 def test_progress_never_counts_past_the_budget_and_the_end_says_why(cli) -> None:

@@ -74,14 +74,38 @@ def test_processes_placing_one_store_at_once_leave_one_whole_store(cache: Path, 
     assert MlflowClient(f"sqlite:///{path}").search_experiments()[0].name == "Default"
 
 
-def test_without_a_usable_cache_mlflow_builds_the_store(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def unusable_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache that cannot be written: no template, MLflow builds each new store itself."""
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     monkeypatch.setenv(store_template.CACHE_ENV, str(blocked / "cache"))
+
+
+@pytest.mark.usefixtures("unusable_cache")
+def test_without_a_usable_cache_mlflow_builds_the_store(tmp_path: Path) -> None:
     path = tmp_path / "mlflow.db"
     assert not store_template.place(path)
     assert not path.exists()
     session = MlflowSession(f"sqlite:///{path}", "framework", flush_every_s=1.0)
     assert session.client.search_experiments()[0].name == "Default"
+
+
+def _start_a_run(uri: str) -> str:
+    session = MlflowSession(uri, "framework", flush_every_s=1.0)
+    ids = session.start_run(run_name="first", tags={})
+    session.end_run("FINISHED")
+    return ids["run_id"]
+
+
+@pytest.mark.usefixtures("unusable_cache")
+def test_processes_starting_the_first_runs_of_one_new_store_at_once_all_start(tmp_path: Path) -> None:
+    # Without a template each process has MLflow build the schema; two builds of one file at once
+    # fail ("Online migration expected to match one row").
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with multiprocessing.get_context("spawn").Pool(6) as pool:
+        ids = pool.map(_start_a_run, [uri] * 6)
+    assert len(set(ids)) == 6
+    client = MlflowClient(uri)
+    (experiment,) = [e for e in client.search_experiments() if e.name == "framework"]
+    assert len(client.search_runs([experiment.experiment_id])) == 6

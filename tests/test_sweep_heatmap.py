@@ -127,7 +127,29 @@ def test_the_table_has_a_column_per_also_metric(tmp_path: Path) -> None:
     assert by_cell["128", "20"][SIMS] == "1280" and by_cell["128", "20"][OBJECTIVE] == "148"
     assert by_cell["32", "5"][SIMS] == "" and by_cell["32", "5"][OBJECTIVE] == ""
     page = html_path.read_text(encoding="utf-8")
-    assert f"<th>{SIMS}</th>" in page and "<td>1280</td>" in page
+    assert f"<th title='{SIMS}' class=n>{SIMS}</th>" in page and "<td class=n>1280</td>" in page
+
+
+def test_the_summary_page_says_what_was_optimised_and_puts_the_best_first(tmp_path: Path) -> None:
+    runs = children(missing=("32", "5"))
+    links = {c.run_id: f"/#/experiments/1/runs/{c.run_id}" for c in runs}
+    csv_path, html_path = sweep_summary.write_table(
+        runs, keys(), OBJECTIVE, tmp_path, mode="min", title="sweep batch_size wait", links=links
+    )
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
+    # Lowest objective first (mode min), the run that failed last.
+    assert [r["run_id"] for r in rows[:2]] == ["id-8-1-None", "id-8-5-None"] and rows[-1][
+        "status"
+    ] == "FAILED"
+    page = html_path.read_text(encoding="utf-8")
+    assert "<h1>Sweep summary: sweep batch_size wait</h1>" in page
+    assert f"Objective <b>{OBJECTIVE}</b> (min: lower is better)" in page
+    assert "9 runs (1 FAILED, 8 FINISHED)" in page and "Best: <b>batch_size=8 max_wait_ms=1</b>" in page
+    best_row = page.split("<tr class=best>")[1].split("</tr>")[0]
+    assert "&#9733; batch_size=8" in best_row
+    assert "<a href='/#/experiments/1/runs/id-8-1-None' target='_blank'>id-8-1-N</a>" in best_row
+    assert "<td class=n>9</td>" in best_row  # numbers right-aligned
+    assert page.count("<tr class=out>") == 1  # the failed run, greyed
 
 
 def test_the_note_names_the_heat_maps_when_there_are_some() -> None:
@@ -202,3 +224,26 @@ def test_a_two_by_two_sweep_gives_its_parent_a_heat_map_per_metric(cli, tmp_path
     rows = list(csv.DictReader(table.open(encoding="utf-8")))
     assert len(rows) == 4 and all(float(row["perf/env_steps_per_s"]) > 0 for row in rows)
     assert "heatmap_train_loss.png" in parent.data.tags["mlflow.note.content"]
+
+
+def test_a_child_that_did_not_finish_is_listed_but_left_out_of_the_plots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = children()
+    # Its terminal closed mid-job: FAILED, with the value it had logged by then.
+    runs[0] = dataclasses.replace(runs[0], status="FAILED", objective=999.0)
+    drawn: list[tuple[list[str], str]] = []
+
+    def heatmap(
+        kids: list[Child], axes: tuple[str, str], metric: str, objective: str, title: str, folder: Path
+    ):
+        drawn.append(([c.run_id for c in kids], title))
+        return folder / "x.png"
+
+    monkeypatch.setattr(sweep_summary, "_heatmap", heatmap)
+    sweep_summary.plot_heatmaps(runs, keys(), OBJECTIVE, tmp_path)
+    ((ids, title),) = drawn
+    assert runs[0].run_id not in ids and title == f"{OBJECTIVE} (8 runs)"
+    assert sweep_summary.best(runs, "max") is not runs[0]
+    csv_path, _ = sweep_summary.write_table(runs, keys(), OBJECTIVE, tmp_path)
+    assert runs[0].run_id in csv_path.read_text()

@@ -19,6 +19,9 @@ class SweepSummarySpec:
     """max or min: which end of the objective is best."""
     also: tuple[str, ...] = ()
     """More metrics to summarise beside the objective (a table column and a heat map each)."""
+    study_dir: str | None = None
+    """A folder of the sweeper's own results (hydra/sweeper=optuna: study.json and Optuna's plots),
+    logged on the parent under its name; its study.json's best trial becomes the parent's `best.*` tags."""
 
 
 @runtime_checkable
@@ -58,7 +61,11 @@ class Tracker(Protocol):
         tags: Mapping[str, str],
         params: Mapping[str, str],
         start_time: float | None = None,
-    ) -> str: ...
+        resume_run_id: str | None = None,
+    ) -> str:
+        """Start a sweep's parent run (or reopen `resume_run_id`, a parent that more jobs join); its id."""
+        ...
+
     def end_parent(
         self, run_id: str, status: str, *, summary: SweepSummarySpec, end_time: float | None = None
     ) -> str:

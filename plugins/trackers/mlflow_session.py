@@ -81,11 +81,19 @@ class MlflowSession:
 
     @property
     def client(self) -> MlflowClient:
-        """Created on first use, so that a new SQLite store is created only for a run."""
+        """Created on first use, so that a new SQLite store is created only for a run. A SQLite store
+        is created and first opened by one process at a time (two building one schema fail)."""
         if self._client is None:
-            if _creates_store(self.uri):  # a new store: a copy of an empty one, not MLflow's migrations
-                store_template.place(Path(self.uri[len(SQLITE_PREFIX) :]))
-            self._client = MlflowClient(tracking_uri=self.uri)
+            if not self.uri.startswith(SQLITE_PREFIX):
+                self._client = MlflowClient(tracking_uri=self.uri)
+                return self._client
+            path = Path(self.uri[len(SQLITE_PREFIX) :])
+            with store_template.first_opening(path):
+                if not path.exists():  # a new store: a copy of an empty one, not MLflow's migrations
+                    store_template.place(path)
+                client = MlflowClient(tracking_uri=self.uri)
+                client.search_experiments(max_results=1)  # MLflow completes the schema here, if it must
+                self._client = client
         return self._client
 
     def _experiment_id(self) -> str:
@@ -193,7 +201,13 @@ class MlflowSession:
         tags: Mapping[str, str],
         params: Mapping[str, str],
         start_time: float | None = None,
+        resume_run_id: str | None = None,
     ) -> str:
+        """A new parent run; or `resume_run_id` reopened (its params kept: MLflow's cannot change),
+        when it still exists in this experiment."""
+        if resume_run_id is not None and self._reopen(resume_run_id, tags):
+            self._parents[resume_run_id] = _summary_spec(tags.get(SUMMARY_SPEC_TAG))
+            return resume_run_id
         run = self.client.create_run(
             self._experiment_id(), run_name=run_name, tags=dict(tags), start_time=_ms(start_time)
         )
@@ -202,6 +216,17 @@ class MlflowSession:
         if params:
             self.log_params(params, run_id)
         return run_id
+
+    def _reopen(self, run_id: str, tags: Mapping[str, str]) -> bool:
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException:
+            return False
+        if run.info.lifecycle_stage != "active" or str(run.info.experiment_id) != self._experiment_id():
+            return False
+        self.client.update_run(run_id, status="RUNNING")
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        return True
 
     def end_parent(
         self, run_id: str, status: str, summary: Mapping[str, Any] | None, end_time: float | None = None
@@ -224,6 +249,7 @@ class MlflowSession:
                     str(summary["objective"]),
                     str(summary["mode"]),
                     [str(m) for m in summary.get("also") or ()],
+                    summary.get("study_dir"),
                 )
                 if summary is not None
                 else {"runs": len(self._children(run_id))}
@@ -253,26 +279,50 @@ class MlflowSession:
             self.client.set_terminated(child, status, end_time=_ms(end_time))
 
     def _summarise(
-        self, parent_id: str, swept_keys: list[str], objective: str, mode: str, also: list[str]
+        self,
+        parent_id: str,
+        swept_keys: list[str],
+        objective: str,
+        mode: str,
+        also: list[str],
+        study_dir: str | None = None,
     ) -> dict[str, Any]:
         runs = self._children(parent_id)
         children = [sweep_summary.child_from_run(r, swept_keys, objective, also) for r in runs]
         if not children:
             return {"runs": 0}
         top = sweep_summary.best(children, mode)
+        study = self._log_study(parent_id, Path(study_dir)) if study_dir else None
         links = {
             c.run_id: f"#/experiments/{self._experiment_id()}/runs/{c.run_id}?workflowType=machine_learning"
             for c in children
         }
         with tempfile.TemporaryDirectory(prefix="framework-sweep-") as tmp:
             folder = Path(tmp)
-            files = sweep_summary.write_table(children, swept_keys, objective, folder, also)
-            plot = sweep_summary.plot_objective(children, swept_keys, objective, folder)
-            heatmaps = sweep_summary.plot_heatmaps(children, swept_keys, objective, folder, also)
+            title = str(self.client.get_run(parent_id).info.run_name or "")
+            files = sweep_summary.write_table(
+                # The page is served from the server's get-artifact address: links from its root.
+                children,
+                swept_keys,
+                objective,
+                folder,
+                also,
+                mode=mode,
+                title=title,
+                links={run_id: f"/{link}" for run_id, link in links.items()},
+            )
+            # A study's trials sit anywhere in a continuous space: Optuna's own plots show them.
+            plot = None if study else sweep_summary.plot_objective(children, swept_keys, objective, folder)
+            heatmaps = (
+                [] if study else sweep_summary.plot_heatmaps(children, swept_keys, objective, folder, also)
+            )
             for path in [*files, *([plot] if plot else []), *heatmaps]:
                 self.client.log_artifact(parent_id, str(path))
-        said = sweep_summary.note(children, top, objective, mode, links, [p.name for p in heatmaps])
+        said = sweep_summary.note(children, top, objective, mode, links, [p.name for p in heatmaps], study)
         tags = {"mlflow.note.content": said}
+        if study and "best_params" in study:
+            tags.update({f"best.{k}": str(v) for k, v in study["best_params"].items()})
+            tags["framework.study_name"] = str(study["study_name"])
         metrics = [Metric("sweep/children", float(len(children)), int(time.time() * 1000), 0)]
         if top is not None and top.objective is not None:
             tags.update({"framework.best_child_run_id": top.run_id, "framework.best_child": top.name})
@@ -280,9 +330,20 @@ class MlflowSession:
         self.client.log_batch(parent_id, metrics=metrics, tags=[RunTag(k, v) for k, v in tags.items()])
         statuses: dict[str, int] = {}
         for c in children:
-            statuses[c.status] = statuses.get(c.status, 0) + 1
+            statuses[c.outcome] = statuses.get(c.outcome, 0) + 1
         best = {"best": top.name, "best_value": top.objective} if top is not None else {}
         return {"runs": len(children), "statuses": statuses, **best, "experiment_id": self._experiment_id()}
+
+    def _log_study(self, parent_id: str, folder: Path) -> dict[str, Any] | None:
+        """The sweeper's results (study.json, plots) on the parent, under the folder's name."""
+        if not folder.is_dir():
+            return None
+        self.client.log_artifacts(parent_id, str(folder), folder.name)
+        try:
+            found = json.loads((folder / "study.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return found if isinstance(found, dict) else None
 
     def due(self) -> bool:
         return bool(self._pending) and time.monotonic() - self._last_flush >= self.flush_every_s

@@ -134,19 +134,21 @@ class MlflowTracker:
         )
 
     def how_to_view(self, run_id: str) -> str:
-        """The command (or address) that shows this run in the MLflow UI."""
-        # MLflow 3.17's UI opens an experiment by its GenAI/model-training switch, not by the
-        # experiment's kind tag, unless the address says which.
-        page = (
-            f"#/experiments/{self._experiment_id}/runs/{run_id}?workflowType=machine_learning"
-            if self._experiment_id
-            else ""
-        )
+        """The run's page in the MLflow UI: for a SQLite store, the command that serves and opens it
+        (`python -m framework ui --run ID`), then the page's address, on a line of its own (without
+        the model-training switch, which the page keeps once `ui` has opened it: the line fits 100
+        columns)."""
+        page = f"#/experiments/{self._experiment_id}/runs/{run_id}" if self._experiment_id else ""
         scheme = urllib.parse.urlparse(self.uri).scheme
         if scheme in ("http", "https"):
-            return f"{self.uri.rstrip('/')}/{page}"
+            return f"{self.uri.rstrip('/')}/{page}?workflowType=machine_learning"
         if scheme == "sqlite":
-            return f"mlflow ui --backend-store-uri {self.uri}   (then open http://127.0.0.1:5000/{page})"
+            command = f"python -m framework ui --run {run_id}"
+            if self.uri != absolute_uri(MlflowConfig.uri):
+                command += f" tracking.uri={self.uri}"
+            if self.cfg.experiment != MlflowConfig.experiment:
+                command += f" tracking.experiment={self.cfg.experiment}"
+            return f"{command}\nhttp://127.0.0.1:5000/{page}"
         return f"MLflow run {run_id} in experiment {self.cfg.experiment!r} at {self.uri}"
 
     def start_parent(
@@ -156,6 +158,7 @@ class MlflowTracker:
         tags: Mapping[str, str],
         params: Mapping[str, str],
         start_time: Optional[float] = None,
+        resume_run_id: Optional[str] = None,
     ) -> str:
         run_id: str = self._process.call(
             "start_parent",
@@ -163,6 +166,7 @@ class MlflowTracker:
             tags=dict(tags),
             params=dict(params),
             start_time=start_time,
+            resume_run_id=resume_run_id,
             timeout=self.cfg.start_timeout_s,
         )
         return run_id
@@ -187,7 +191,8 @@ class MlflowTracker:
                 f"  best              {found['best']} ({summary.objective} {found['best_value']:.4g})"
             )
         self._experiment_id = str(found["experiment_id"])
-        lines.append(f"  summary           {self.how_to_view(run_id)}")
+        first, *more = self.how_to_view(run_id).splitlines()
+        lines += [f"  summary           {first}", *(f"                    {line}" for line in more)]
         return "\n".join(lines)
 
     def close(self) -> None:

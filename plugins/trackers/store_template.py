@@ -13,10 +13,16 @@ import contextlib
 import logging
 import os
 import shutil
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 #: Where the empty schemas are kept (default: $XDG_CACHE_HOME/framework, or ~/.cache/framework).
 CACHE_ENV = "FRAMEWORK_CACHE_DIR"
+#: The longest wait for another process's first opening of a store (a migration takes seconds).
+OPEN_TIMEOUT_S = 120.0
+_THREADS = threading.Lock()
 
 log = logging.getLogger("framework.tracking")
 
@@ -45,6 +51,35 @@ def place(path: Path) -> bool:
     finally:
         with contextlib.suppress(OSError):
             partial.unlink()
+
+
+@contextlib.contextmanager
+def first_opening(path: Path) -> Iterator[None]:
+    """Held while a process creates the store at `path` and opens it the first time (when MLflow
+    completes a store's schema), so that no two of this project's processes, nor two threads, build
+    one store at once. The lock is on the store's folder (flock: nothing is left behind); where
+    there is no flock, or after OPEN_TIMEOUT_S, the opening goes ahead unguarded."""
+    with _THREADS:
+        try:
+            import fcntl
+        except ImportError:  # Windows
+            yield
+            return
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            deadline = time.monotonic() + OPEN_TIMEOUT_S
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        log.warning("%s: another process has opened it for %.0f s", path, OPEN_TIMEOUT_S)
+                        break
+                    time.sleep(0.05)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
 
 def _template() -> Path:

@@ -17,6 +17,8 @@ TABLE_HTML = "sweep_summary.html"
 PLOT_PNG = "objective.png"
 HEATMAP_PNG = "heatmap_{}.png"
 SEED = "seed"
+#: framework.trial.STATE_TAG: a child's Optuna trial state.
+TRIAL_STATE_TAG = "framework.trial_state"
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,18 @@ class Child:
     objective: float | None
     also: dict[str, float | None] = field(default_factory=dict)
     """Its last value of each metric of `objective.also` (None: never logged)."""
+    trial_state: str = ""
+    """Its Optuna trial's state (COMPLETE, PRUNED, FAIL) in a hydra/sweeper=optuna sweep; else ''."""
+
+    @property
+    def outcome(self) -> str:
+        """Its status, PRUNED for a trial its pruner stopped (a KILLED run)."""
+        return "PRUNED" if self.trial_state == "PRUNED" else self.status
+
+    @property
+    def finished(self) -> bool:
+        """Whether it ran its whole budget: only these are plotted and compared."""
+        return self.status == "FINISHED"
 
 
 def child_from_run(run: Any, swept_keys: Sequence[str], objective: str, also: Sequence[str] = ()) -> Child:
@@ -44,6 +58,7 @@ def child_from_run(run: Any, swept_keys: Sequence[str], objective: str, also: Se
         params={key: str(data.params.get(key, "")) for key in swept_keys},
         objective=_number(data.metrics.get(objective)),
         also={metric: _number(data.metrics.get(metric)) for metric in also},
+        trial_state=str(data.tags.get(TRIAL_STATE_TAG, "")),
     )
 
 
@@ -58,11 +73,22 @@ def value(child: Child, metric: str, objective: str) -> float | None:
 
 
 def best(children: Sequence[Child], mode: str) -> Child | None:
-    scored = [c for c in children if c.objective is not None and c.status == "FINISHED"]
+    scored = [c for c in children if c.objective is not None and c.finished]
     if not scored:
         return None
     sign = 1.0 if mode == "max" else -1.0
     return max(scored, key=lambda c: sign * (c.objective or 0.0))
+
+
+def ranked(children: Sequence[Child], mode: str) -> list[Child]:
+    """Best first: the finished children by objective, then those that did not finish (or measured
+    nothing), in the order they ran."""
+    sign = -1.0 if mode == "max" else 1.0
+    scored = sorted(
+        (c for c in children if c.finished and c.objective is not None),
+        key=lambda c: sign * (c.objective or 0.0),
+    )
+    return scored + [c for c in children if c not in scored]
 
 
 def write_table(
@@ -71,11 +97,18 @@ def write_table(
     objective: str,
     folder: Path,
     also: Sequence[str] = (),
+    *,
+    mode: str = "max",
+    title: str = "",
+    links: Mapping[str, str] | None = None,
 ) -> list[Path]:
-    """The children as CSV and as an HTML table (which the MLflow UI shows in its artifact view):
-    a column per swept key, the objective, then a column per metric of `also`."""
+    """The children, best first, as CSV and as a page (which the MLflow UI shows in its artifact
+    view): a column per swept key, the objective, then a column per metric of `also`; `links`, each
+    run id's MLflow page."""
     metrics = [objective, *also_metrics(also, objective)]
-    header = ["run", "run_id", *swept_keys, *metrics, "status", "duration_s"]
+    trials = any(c.trial_state for c in children)
+    header = ["run", "run_id", *swept_keys, *metrics, "status", *(["trial"] if trials else []), "duration_s"]
+    order = ranked(children, mode)
     rows = [
         [
             c.name,
@@ -83,23 +116,71 @@ def write_table(
             *(c.params[k] for k in swept_keys),
             *(_cell(value(c, m, objective)) for m in metrics),
             c.status,
+            *([c.trial_state] if trials else []),
             "" if c.duration_s is None else f"{c.duration_s:.1f}",
         ]
-        for c in children
+        for c in order
     ]
     with open(folder / TABLE_CSV, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(header)
         writer.writerows(rows)
-    cells = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows)
+    top = best(children, mode)
+    numeric = {header.index(m) for m in metrics} | {len(header) - 1}
+    labels_ = {k: k.rsplit(".", 1)[-1] for k in swept_keys}
+    head = "".join(
+        f"<th title='{html.escape(h)}'{' class=n' if i in numeric else ''}>"
+        f"{html.escape(labels_.get(h, h))}</th>"
+        for i, h in enumerate(header)
+    )
+    body = []
+    for c, row in zip(order, rows, strict=True):
+        cells = []
+        for i, v in enumerate(row):
+            text = html.escape(v)
+            if i == 0 and c is top:
+                text = f"&#9733; {text}"
+            elif i == 1 and links and c.run_id in links:
+                text = f"<a href='{html.escape(links[c.run_id])}' target='_blank'>{text[:8]}</a>"
+            elif i == 1:
+                text = text[:8]
+            cells.append(f"<td{' class=n' if i in numeric else ''}>{text}</td>")
+        mark = " class=best" if c is top else (" class=out" if not c.finished else "")
+        body.append(f"<tr{mark}>{''.join(cells)}</tr>")
+    counts: dict[str, int] = {}
+    for c in children:
+        counts[c.outcome] = counts.get(c.outcome, 0) + 1
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    better = "higher" if mode == "max" else "lower"
+    found = (
+        f"Best: <b>{html.escape(top.name)}</b>, {html.escape(objective)} = {_cell(top.objective)}."
+        if top is not None
+        else "No run finished with a value of the objective."
+    )
+    heading = html.escape(f"Sweep summary{': ' + title if title else ''}")
     (folder / TABLE_HTML).write_text(
-        "<!doctype html><meta charset='utf-8'><style>table{border-collapse:collapse;font:13px sans-serif}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}</style>"
-        f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>",
+        "<!doctype html><meta charset='utf-8'><meta name='viewport' content='width=device-width'>"
+        f"<title>{heading}</title><style>{TABLE_STYLE}</style>"
+        f"<h1>{heading}</h1><p>Objective <b>{html.escape(objective)}</b> ({mode}: {better} is better). "
+        f"{len(children)} runs ({statuses}). {found} Runs that did not finish are greyed and left out of "
+        "the plots.</p>"
+        f"<div class=scroll><table><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table></div>",
         encoding="utf-8",
     )
     return [folder / TABLE_CSV, folder / TABLE_HTML]
+
+
+#: The summary page's look: compact enough for the MLflow UI's artifact preview (about 900 px wide).
+TABLE_STYLE = (
+    "body{font:13px/1.4 system-ui,sans-serif;margin:12px;color:#1f2328}"
+    "h1{font-size:17px;margin:0 0 6px}p{margin:0 0 10px;max-width:70em}"
+    ".scroll{overflow-x:auto}table{border-collapse:collapse}"
+    "th,td{border-bottom:1px solid #d8dee4;padding:4px 8px;text-align:left;vertical-align:top}"
+    "th{background:#f6f8fa;position:sticky;top:0;white-space:nowrap}"
+    ".n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+    "tr.best td{background:#dafbe1;font-weight:600}tr.out td{color:#8c959f}"
+)
 
 
 def plot_objective(
@@ -110,7 +191,7 @@ def plot_objective(
     Seeds are replicates, not settings: a swept `seed` is averaged over (bars: the lowest and the
     highest run), unless it is the only key swept.
     """
-    scored = [c for c in children if c.objective is not None]
+    scored = [c for c in children if c.objective is not None and c.finished]
     if not scored or not swept_keys:
         return None
     import matplotlib
@@ -184,6 +265,7 @@ def plot_heatmaps(
     axes = heatmap_axes(swept_keys)
     if axes is None:
         return []
+    children = [c for c in children if c.finished]
     paths = []
     for metric in [objective, *also_metrics(also, objective)]:
         counted = [c for c in children if value(c, metric, objective) is not None]
@@ -244,17 +326,27 @@ def note(
     mode: str,
     links: Mapping[str, str],
     heatmaps: Sequence[str] = (),
+    study: Mapping[str, Any] | None = None,
 ) -> str:
     """The parent run's description (markdown): the best child, linked, the count by status, and
     the artifacts to look at."""
     counts: dict[str, int] = {}
     for c in children:
-        counts[c.status] = counts.get(c.status, 0) + 1
+        counts[c.outcome] = counts.get(c.outcome, 0) + 1
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     lines = [f"Sweep of {len(children)} runs ({statuses}); objective: {objective} ({mode})."]
     if top is not None:
         lines.append(f"Best: [{top.name}]({links[top.run_id]}) with {objective} = {top.objective:.6g}.")
-    lines.append(f"Every child: artifacts {TABLE_HTML} and {TABLE_CSV}; the objective: {PLOT_PNG}.")
+    if study is not None:
+        states = ", ".join(f"{n} {s}" for s, n in sorted(study.get("states", {}).items()))
+        lines.append(
+            f"Optuna study `{study.get('study_name')}` ({states}) in {study.get('storage')}: its plots "
+            "(optimization_history, param_importances, parallel_coordinate, slice) are under optuna/, "
+            "all of them in optuna/plots.html."
+        )
+        lines.append(f"Every child: artifacts {TABLE_HTML} and {TABLE_CSV}.")
+    else:
+        lines.append(f"Every child: artifacts {TABLE_HTML} and {TABLE_CSV}; the objective: {PLOT_PNG}.")
     if heatmaps:
         lines.append(f"Heat maps over the two swept settings: {', '.join(heatmaps)}.")
     return "\n\n".join(lines)

@@ -1,0 +1,167 @@
+"""The Optuna study of a `hydra/sweeper=optuna` sweep: its storage, sampler and pruner, by name.
+
+The sweep's process asks for trials and tells their results (framework.optuna_sweeper); each job
+opens the same study to report its evaluations (framework.trial). Both build the pruner from one
+description, so that a job in another process prunes by the sweep's rule.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, OmegaConf, read_write
+
+from framework.errors import ConfigError
+
+if TYPE_CHECKING:
+    import optuna
+
+    from framework.optuna_search_space import SearchSpace
+
+#: sampler name → Optuna's class.
+SAMPLERS = {"tpe": "TPESampler", "cmaes": "CmaEsSampler", "random": "RandomSampler", "grid": "GridSampler"}
+#: pruner name → Optuna's class.
+PRUNERS = {
+    "median": "MedianPruner",
+    "successive_halving": "SuccessiveHalvingPruner",
+    "hyperband": "HyperbandPruner",
+    "none": "NopPruner",
+}
+#: The study's user attributes: its MLflow parent run (a resumed study reopens it), and the pruner
+#: its jobs build (pruner_spec).
+PARENT_ATTR = "framework.parent_run_id"
+PRUNER_ATTR = "framework.pruner"
+#: The file of the study, beside the tracking store (or in the working directory).
+DEFAULT_FILE = "optuna.db"
+#: How long a job waits for the SQLite file another process is writing.
+SQLITE_TIMEOUT_S = 60
+
+
+def check(sweeper: DictConfig) -> None:
+    """Refuse, before anything starts, a sampler or pruner that does not exist."""
+    for field, names in (("sampler", SAMPLERS), ("pruner", PRUNERS)):
+        chosen = str(sweeper.get(field))
+        if chosen not in names:
+            raise ConfigError(f"hydra.sweeper.{field}={chosen} is not one of: {', '.join(names)}")
+    for field in ("n_trials", "n_jobs"):
+        if int(sweeper.get(field)) < 1:
+            raise ConfigError(f"hydra.sweeper.{field}={sweeper.get(field)}: give 1 or more")
+
+
+def storage_url(sweeper: DictConfig, cfg: DictConfig) -> str:
+    """`hydra.sweeper.storage`, else a SQLite file beside the tracking store (a sqlite:/// URI), else
+    in the working directory."""
+    if sweeper.get("storage"):
+        return str(sweeper.storage)
+    uri = OmegaConf.select(cfg, "tracking.uri", default=None)
+    folder = Path.cwd()
+    if isinstance(uri, str) and uri.startswith("sqlite:///"):
+        folder = Path(uri[len("sqlite:///") :]).resolve().parent
+    return f"sqlite:///{folder / DEFAULT_FILE}"
+
+
+def shown(url: str) -> str:
+    """The storage URL without a password, for logs and tags."""
+    return re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", url)
+
+
+def open_storage(url: str) -> optuna.storages.BaseStorage:
+    """Optuna's storage at `url`; a SQLite file waits for other writers rather than failing."""
+    import optuna
+
+    kwargs: dict[str, Any] = {}
+    if url.startswith("sqlite:"):
+        kwargs["engine_kwargs"] = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
+    try:
+        return optuna.storages.RDBStorage(url, **kwargs)
+    except Exception as e:  # a URL SQLAlchemy cannot open: a missing driver, folder or server
+        raise ConfigError(f"hydra.sweeper.storage={shown(url)} cannot be opened: {e}") from None
+
+
+def name_the_study(sweeper: DictConfig) -> str:
+    """`hydra.sweeper.study_name`; a sweep that names none starts a new study, named here (once, in the
+    sweep's config, where the parent run and the sweeper read it)."""
+    if not sweeper.get("study_name"):
+        with read_write(sweeper):
+            sweeper.study_name = time.strftime("study-%Y%m%d-%H%M%S")
+    return str(sweeper.study_name)
+
+
+def recorded_parent(sweeper: DictConfig, cfg: DictConfig) -> str | None:
+    """The MLflow parent run of an existing study named by `hydra.sweeper.study_name` (None: a new one)."""
+    import optuna
+
+    url = storage_url(sweeper, cfg)
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
+        return None
+    try:
+        study = optuna.load_study(study_name=str(sweeper.study_name), storage=open_storage(url))
+    except KeyError:
+        return None
+    parent = study.user_attrs.get(PARENT_ATTR)
+    return str(parent) if parent else None
+
+
+def make_sampler(sweeper: DictConfig, space: SearchSpace) -> optuna.samplers.BaseSampler:
+    """The sampler by name, seeded by `hydra.sweeper.seed`, with `hydra.sweeper.sampler_kwargs`."""
+    import optuna
+
+    name = str(sweeper.sampler)
+    kwargs = _kwargs(sweeper, "sampler_kwargs")
+    kwargs.setdefault("seed", sweeper.get("seed"))
+    if name == "grid":
+        kwargs["search_space"] = space.grid()
+    cls = getattr(optuna.samplers, SAMPLERS[name])
+    return _build(cls, kwargs, f"hydra.sweeper.sampler={name}")
+
+
+def pruner_spec(sweeper: DictConfig, cfg: DictConfig) -> dict[str, Any]:
+    """The pruner by name, with defaults from the run's budget (`total_steps`, `eval.every_steps`)
+    under `hydra.sweeper.pruner_kwargs`: what every job rebuilds its pruner from."""
+    name = str(sweeper.pruner)
+    total = int(OmegaConf.select(cfg, "total_steps", default=0) or 0)
+    every = int(OmegaConf.select(cfg, "eval.every_steps", default=0) or 0)
+    defaults: dict[str, Any] = {}
+    if name == "median":  # rl-zoo3's rule: no pruning in the first third of the budget
+        defaults = {"n_startup_trials": 5, "n_warmup_steps": total // 3}
+    elif name == "successive_halving" and every > 0:
+        defaults = {"min_resource": every}
+    elif name == "hyperband" and every > 0:
+        defaults = {"min_resource": every, "max_resource": max(total, every), "reduction_factor": 3}
+    return {"name": name, "kwargs": {**defaults, **_kwargs(sweeper, "pruner_kwargs")}}
+
+
+def make_pruner(spec: Mapping[str, Any]) -> optuna.pruners.BasePruner:
+    import optuna
+
+    cls = getattr(optuna.pruners, PRUNERS[str(spec["name"])])
+    return _build(cls, dict(spec["kwargs"]), f"hydra.sweeper.pruner={spec['name']}")
+
+
+def _kwargs(sweeper: DictConfig, field: str) -> dict[str, Any]:
+    value = sweeper.get(field)
+    if value is None:
+        return {}
+    data = OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value
+    if not isinstance(data, dict):
+        raise ConfigError(f"hydra.sweeper.{field} must be a mapping, not {value!r}")
+    return {str(k): v for k, v in data.items()}
+
+
+def _build(cls: type, kwargs: dict[str, Any], what: str) -> Any:
+    accepted = inspect.signature(cls).parameters
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        valid = ", ".join(p for p in accepted if p not in ("self", "search_space"))
+        raise ConfigError(f"{what}: {', '.join(unknown)} not accepted by optuna's {cls.__name__} ({valid})")
+    try:
+        return cls(**kwargs)
+    except ImportError as e:  # a sampler's own package missing (cmaes)
+        raise ConfigError(f"{what} needs a package that is not installed: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{what}: {cls.__name__}({kwargs}) refused: {e}") from None

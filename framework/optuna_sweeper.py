@@ -1,0 +1,299 @@
+"""`hydra/sweeper=optuna`: an Optuna study over the command line's search space, asked and told here,
+its trials run as the sweep's jobs by whichever Hydra launcher the command line chose.
+
+    python -m framework -m agent=ppo env=cartpole hydra/sweeper=optuna hydra.sweeper.n_trials=30 \\
+        'agent.hyperparams.learning_rate=tag(log,interval(1e-5,1e-2))' \\
+        'agent.hyperparams.n_epochs=range(3,21)' 'agent.hyperparams.gae_lambda=choice(0.9,0.95,0.98)'
+
+The direction is `objective.mode`, a trial's value its job's `objective.metric`. `n_jobs` trials
+are asked at a time and launched together (joblib and Ray run them in parallel; the basic launcher
+one by one, so it asks one at a time). Each job reports its evaluations to its trial, whose pruner
+may stop it (framework.trial). The same `study_name` adds trials to the study (and its MLflow
+parent). When the sweep ends, the study's results go to the sweep dir's `optuna/` folder (which the
+parent run holds): best trial, each trial's state, and Optuna's plots as PNG and HTML.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import math
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from framework import optuna_study
+from framework.errors import ConfigError
+from framework.interrupts import EXIT_KILLED
+from framework.optuna_search_space import SearchSpace, search_space
+from framework.sweep import PARENT_RUN_ENV, STUDY_DIR
+from framework.trial import TRIAL_ENV
+
+if TYPE_CHECKING:
+    import optuna
+    from hydra.core.utils import JobReturn
+    from hydra.plugins.launcher import Launcher
+
+log = logging.getLogger("framework")
+
+#: Optuna's plots on the parent run: one PNG each, all of them in one interactive page (PLOTS_HTML).
+#: File stem → the function's name (in optuna.visualization and optuna.visualization.matplotlib
+#: alike), and the fewest finished trials it needs.
+PLOTS_HTML = "plots.html"
+PLOTS = {
+    "optimization_history": ("plot_optimization_history", 1),
+    "param_importances": ("plot_param_importances", 2),
+    "parallel_coordinate": ("plot_parallel_coordinate", 1),
+    "slice": ("plot_slice", 1),
+}
+
+
+@dataclass
+class StudySweep:
+    """One invocation of the sweeper: `n_trials` more trials of the study."""
+
+    sweeper: DictConfig
+    """hydra.sweeper: sampler, pruner, n_trials, n_jobs, seed, study_name, storage, params, ..."""
+    config: DictConfig
+    """The sweep's composed config (objective, total_steps, eval, hydra)."""
+    launcher: Launcher
+    validate: Callable[[Sequence[Sequence[str]]], None]
+    """Composes each batch here before launching it (a mistake shows before any job starts)."""
+
+    def run(self, arguments: Sequence[str]) -> list[JobReturn]:
+        optuna_study.check(self.sweeper)
+        params = self.sweeper.get("params")
+        space = search_space(arguments, OmegaConf.to_container(params) if params is not None else None)  # type: ignore[arg-type]
+        mode = str(self.config.objective.mode)
+        if mode not in ("max", "min"):
+            raise ConfigError(f"objective.mode={mode} is not one of: max, min")
+        study = self._study(space, "maximize" if mode == "max" else "minimize")
+        pruner = optuna_study.pruner_spec(self.sweeper, self.config)
+        optuna_study.make_pruner(pruner)  # refused here, not in every job
+        study.set_user_attr(optuna_study.PRUNER_ATTR, pruner)
+        if (
+            pruner["name"] != "none"
+            and int(OmegaConf.select(self.config, "eval.every_steps", default=0) or 0) <= 0
+        ):
+            log.warning(
+                "hydra.sweeper.pruner=%s: eval.every_steps=0, so no trial is evaluated before its end "
+                "and none is pruned",
+                pruner["name"],
+            )
+        n_trials = int(self.sweeper.n_trials)
+        if str(self.sweeper.sampler) == "grid":
+            n_trials = min(n_trials, _grid_left(study, space))
+        # The basic launcher runs a batch's jobs one after another: asking one at a time lets each
+        # trial learn from all before it.
+        batch = 1 if _runs_in_this_process(self.launcher) else int(self.sweeper.n_jobs)
+        returns: list[JobReturn] = []
+        failures = 0
+        log.info(
+            "Optuna study %s in %s: %d trials, %s sampler, %s pruner",
+            study.study_name,
+            optuna_study.shown(self._url),
+            n_trials,
+            self.sweeper.sampler,
+            pruner["name"],
+        )
+        done = 0
+        while done < n_trials:
+            trials = [study.ask(space.distributions) for _ in range(min(batch, n_trials - done))]
+            jobs = [
+                [*space.overrides(t.params), _trial_override(self._url, study.study_name, t)] for t in trials
+            ]
+            try:
+                self.validate(jobs)
+                results = self._launch(jobs, len(returns))
+            except BaseException:  # Ctrl-C, or a batch that cannot run: its trials end FAIL, not RUNNING
+                for t in trials:
+                    study.tell(t, state=_fail(), skip_if_finished=True)
+                self._write_results(study)
+                raise
+            for trial, result in zip(trials, results, strict=False):
+                failures += not self._tell(study, trial, result)
+            returns.extend(r for r in results if r is not None)
+            done += len(trials)
+            rate = failures / done
+            if rate > float(self.sweeper.max_failure_rate):
+                self._write_results(study)
+                raise ConfigError(
+                    f"hydra/sweeper=optuna: {failures} of {done} trials failed, more than "
+                    f"hydra.sweeper.max_failure_rate={self.sweeper.max_failure_rate} allows (their runs say "
+                    "why)"
+                )
+        self._write_results(study)
+        return returns
+
+    @property
+    def _url(self) -> str:
+        return optuna_study.storage_url(self.sweeper, self.config)
+
+    def _study(self, space: SearchSpace, direction: str) -> optuna.Study:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        name = optuna_study.name_the_study(self.sweeper)
+        study = optuna.create_study(
+            storage=optuna_study.open_storage(self._url),
+            sampler=optuna_study.make_sampler(self.sweeper, space),
+            study_name=name,
+            direction=direction,  # type: ignore[arg-type]
+            load_if_exists=True,
+        )
+        if study.direction.name.lower() != direction:
+            raise ConfigError(
+                f"hydra.sweeper.study_name={name}: that study {study.direction.name.lower()}s its objective; "
+                f"objective.mode={self.config.objective.mode} asks the opposite (name a new study)"
+            )
+        parent = os.environ.get(PARENT_RUN_ENV)
+        if parent and study.user_attrs.get(optuna_study.PARENT_ATTR) is None:
+            study.set_user_attr(optuna_study.PARENT_ATTR, parent)
+        study.set_user_attr("objective", str(self.config.objective.metric))
+        return study
+
+    def _launch(self, jobs: list[list[str]], first: int) -> list[JobReturn | None]:
+        """The batch's returns; a job of the basic launcher that failed (its run said why, and
+        exited) is None, and the sweep goes on; one stopped by Ctrl-C ends the sweep."""
+        try:
+            return list(self.launcher.launch(jobs, initial_job_idx=first))
+        except SystemExit as e:
+            if e.code == EXIT_KILLED or len(jobs) > 1:
+                raise
+            return [None]
+
+    def _tell(self, study: optuna.Study, trial: optuna.Trial, result: JobReturn | None) -> bool:
+        """Record the trial's end (a job that pruned itself said so already); False if it failed."""
+        from hydra.core.utils import JobStatus
+        from optuna.trial import TrialState
+
+        value: Any = None
+        if result is not None and result.status == JobStatus.COMPLETED:
+            value = result.return_value
+        stored = study.tell(trial, skip_if_finished=True, **_outcome(value))
+        said = f"trial {trial.number} {stored.state.name}"
+        if stored.state == TrialState.COMPLETE:
+            said += f": {self.config.objective.metric} {stored.value:.4g}"
+        elif stored.state == TrialState.PRUNED:
+            last = stored.last_step
+            said += f" at step {last}" if last is not None else ""
+        log.info(
+            "%s  (%s)",
+            said,
+            " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in trial.params.items()),
+        )
+        return stored.state != TrialState.FAIL
+
+    def _write_results(self, study: optuna.Study) -> None:
+        """The study's results in the sweep dir's STUDY_DIR, for the parent run: study.json and plots."""
+        folder = Path(str(self.config.hydra.sweep.dir)) / STUDY_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        write_results(study, folder, self._url, str(self.config.objective.metric))
+
+
+def write_results(study: optuna.Study, folder: Path, url: str, objective: str) -> dict[str, Any]:
+    """study.json (best trial, every trial's number, state, value and params) and Optuna's plots."""
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    summary: dict[str, Any] = {
+        "study_name": study.study_name,
+        "storage": optuna_study.shown(url),
+        "direction": study.direction.name.lower(),
+        "objective": objective,
+        "states": {
+            s.name: sum(t.state == s for t in trials) for s in TrialState if any(t.state == s for t in trials)
+        },
+        "trials": [
+            {
+                "number": t.number,
+                "state": t.state.name,
+                "value": t.value,
+                "params": t.params,
+                "last_step": t.last_step,
+            }
+            for t in trials
+        ],
+    }
+    if complete:
+        best = study.best_trial
+        summary.update(best_trial=best.number, best_value=best.value, best_params=best.params)
+    (folder / "study.json").write_text(json.dumps(summary, indent=1, default=str))
+    _plots(study, folder, len(complete))
+    return summary
+
+
+def _plots(study: optuna.Study, folder: Path, finished: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import optuna.visualization as interactive
+    import optuna.visualization.matplotlib as static
+
+    sections: list[str] = []
+    for stem, (function, needs) in PLOTS.items():
+        if finished < needs:
+            continue
+        # Optuna's matplotlib plots are marked experimental, and matplotlib remarks on their axes.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            logging.getLogger("matplotlib").setLevel(logging.WARNING)
+            try:
+                # plotly.js once, in the first plot: the page works offline, in MLflow's artifact view too.
+                sections.append(
+                    getattr(interactive, function)(study).to_html(
+                        full_html=False, include_plotlyjs=not sections
+                    )
+                )
+                axes = getattr(static, function)(study)
+                figure = (axes.flat[0] if hasattr(axes, "flat") else axes).get_figure()
+                figure.savefig(folder / f"{stem}.png", dpi=110, bbox_inches="tight")
+                plt.close(figure)
+            except Exception as e:  # a plot Optuna cannot draw from these trials (one value only, say)
+                log.warning("Optuna's %s plot was not drawn: %s", stem, e)
+    if sections:
+        title = html.escape(f"Optuna study {study.study_name}")
+        (folder / PLOTS_HTML).write_text(
+            f"<!doctype html><meta charset='utf-8'><title>{title}</title>"
+            f"<body style='font-family:sans-serif'><h1>{title}</h1>{''.join(sections)}</body>",
+            encoding="utf-8",
+        )
+
+
+def _outcome(value: Any) -> dict[str, Any]:
+    if isinstance(value, int | float) and math.isfinite(float(value)):
+        return {"values": float(value)}
+    return {"state": _fail()}
+
+
+def _fail() -> Any:
+    from optuna.trial import TrialState
+
+    return TrialState.FAIL
+
+
+def _trial_override(url: str, name: str, trial: optuna.Trial) -> str:
+    """The job's own override that tells it which trial it is (framework.trial reads it)."""
+    spec = {"number": trial.number, "trial_id": trial._trial_id, "study": name, "storage": url}
+    text = json.dumps(spec, separators=(",", ":")).replace("\\", "\\\\").replace("'", "\\'")
+    return f"++hydra.job.env_set.{TRIAL_ENV}='{text}'"
+
+
+def _grid_left(study: optuna.Study, space: SearchSpace) -> int:
+    """Grid points not yet tried by the study's finished or running trials."""
+    size = math.prod(len(values) for values in space.grid().values())
+    return max(0, size - len(study.get_trials(deepcopy=False)))
+
+
+def _runs_in_this_process(launcher: Launcher) -> bool:
+    from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+
+    return isinstance(launcher, BasicLauncher)

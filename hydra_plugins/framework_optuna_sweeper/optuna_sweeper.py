@@ -1,0 +1,68 @@
+"""The Hydra plugin of `hydra/sweeper=optuna`: its config (Hydra reads it when it scans its plugins, so it
+stays light) and the Sweeper, which hands the sweep to framework.optuna_sweeper."""
+
+# Optional[...] and Dict[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
+
+
+@dataclass
+class OptunaSweeperConf:
+    _target_: str = "hydra_plugins.framework_optuna_sweeper.optuna_sweeper.OptunaSweeper"
+    sampler: str = "tpe"
+    """tpe, cmaes, random or grid (grid: every swept key a choice(...) or range(...))."""
+    pruner: str = "median"
+    """median, successive_halving, hyperband or none: stops trials on their evaluations."""
+    n_trials: int = 20
+    """Trials this command adds to the study."""
+    n_jobs: int = 1
+    """Trials asked at a time and launched together (in parallel with hydra/launcher=joblib or ray)."""
+    seed: Optional[int] = None
+    """The sampler's seed."""
+    study_name: Optional[str] = None
+    """The study; an existing one gains trials (and keeps its MLflow parent). Default: a new study."""
+    storage: Optional[str] = None
+    """Where the study lives (a database URL every job reaches); default sqlite optuna.db beside the
+    tracking store."""
+    params: Optional[Dict[str, str]] = None
+    """The search space as key: interval(...)/choice(...)/range(...), beside the command line's."""
+    sampler_kwargs: Dict[str, Any] = field(default_factory=dict)
+    """More arguments of Optuna's sampler (e.g. n_startup_trials: 5)."""
+    pruner_kwargs: Dict[str, Any] = field(default_factory=dict)
+    """More arguments of Optuna's pruner (defaults from total_steps and eval.every_steps)."""
+    max_failure_rate: float = 0.0
+    """The share of failed trials that ends the sweep (0: the first failure)."""
+
+
+ConfigStore.instance().store(
+    group="hydra/sweeper", name="optuna", node=OptunaSweeperConf, provider="framework"
+)
+
+
+class OptunaSweeper(Sweeper):
+    """An Optuna study over the command line's search space, its trials the sweep's jobs."""
+
+    def __init__(self, **settings: Any) -> None:
+        self.settings = OmegaConf.create(settings)
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        from hydra.core.plugins import Plugins
+
+        self.hydra_context = hydra_context
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    def sweep(self, arguments: List[str]) -> Any:
+        from framework.optuna_sweeper import StudySweep
+
+        assert self.config is not None and self.launcher is not None
+        return StudySweep(self.settings, self.config, self.launcher, self.validate_batch_is_legal).run(
+            arguments
+        )

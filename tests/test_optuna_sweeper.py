@@ -1,0 +1,273 @@
+"""hydra/sweeper=optuna: the search space in hydra-optuna-sweeper's syntax, trials as the sweep's jobs,
+pruning on the jobs' evaluations, a study resumed by name under the same MLflow parent."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
+
+from framework.errors import ConfigError
+from framework.optuna_search_space import search_space
+from framework.sweep import child_run_name, labels
+from tests.conftest import FAST
+
+SPACE = ["agent.learning_rate=tag(log,interval(1e-4,1e-2))", "agent.batch_size=choice(16,32)"]
+
+
+def test_the_override_syntax_becomes_optunas_distributions() -> None:
+    space = search_space(
+        [
+            "seed=3",
+            "agent.learning_rate=tag(log,interval(1e-5,1e-2))",
+            "agent.gamma=interval(0.9,0.999)",
+            "agent.train_freq=int(interval(1,8))",
+            "agent.batch_size=range(16,65,16)",
+            "agent.policy=choice(MlpPolicy,'Cnn Policy')",
+        ],
+        {"agent.tau": "choice(0.005,0.01)"},
+    )
+    d = space.distributions
+    assert d["agent.learning_rate"] == FloatDistribution(1e-5, 1e-2, log=True)
+    assert d["agent.gamma"] == FloatDistribution(0.9, 0.999)
+    assert d["agent.train_freq"] == IntDistribution(1, 8)
+    # Hydra's range leaves its end out: 16, 32, 48, 64.
+    assert d["agent.batch_size"] == IntDistribution(16, 64, step=16)
+    assert d["agent.tau"] == CategoricalDistribution([0.005, 0.01])
+    assert space.fixed == ["seed=3"]
+    # A category that is not a number goes back to the command line as its override text.
+    policy = d["agent.policy"]
+    assert isinstance(policy, CategoricalDistribution)
+    assert space.overrides({"agent.policy": policy.choices[1], "agent.tau": 0.01}) == [
+        "seed=3",
+        "agent.policy=Cnn\\ Policy",
+        "agent.tau=0.01",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["seed=1"], "needs at least one swept key"),
+        (["agent.learning_rate=interval(0.1,0.01)"], "low < high"),
+        (["agent.learning_rate=tag(log,interval(0,0.1))"], "low > 0"),
+        (["hydra.job.name=choice(a,b)"], "only config values"),
+    ],
+)
+def test_a_search_space_optuna_cannot_sample_is_refused_with_what_would_do(
+    arguments: list[str], said: str
+) -> None:
+    with pytest.raises(ConfigError, match=said):
+        search_space(arguments, None)
+
+
+def test_the_grid_sampler_needs_finite_values() -> None:
+    space = search_space(["a=choice(1,2)", "b=range(0,3)"], None)
+    assert space.grid() == {"a": [1, 2], "b": [0, 1, 2]}
+    with pytest.raises(ConfigError, match="b is an interval"):
+        search_space(["a=choice(1,2)", "b=interval(0,1)"], None).grid()
+
+
+def test_child_names_are_short_and_unique_within_the_sweep() -> None:
+    keys = [
+        "agent.learning_rate",
+        "agent.n_epochs",
+        "a.max_grad_norm",
+        "b.max_gamma_norm",
+        "search.batch_size",
+    ]
+    assert labels(keys) == {
+        "agent.learning_rate": "lr",
+        "agent.n_epochs": "n_epochs",
+        # Both would be `mgn`: each keeps its last part.
+        "a.max_grad_norm": "max_grad_norm",
+        "b.max_gamma_norm": "max_gamma_norm",
+        "search.batch_size": "batch_size",
+    }
+    job = ["agent.learning_rate=0.001368009527972693", "agent.n_epochs=10", "seed=1"]
+    assert (
+        child_run_name(job, ["agent.learning_rate", "agent.n_epochs"], trial=7) == "#7 lr=0.00137 n_epochs=10"
+    )
+    assert child_run_name(["agent.learning_rate=1e-3"], ["agent.learning_rate"]) == "lr=0.001"
+
+
+def _seed_study(storage: str, name: str, steps: list[int]) -> None:
+    """A study whose one finished trial scored far above anything CartPole gives, at every step: the
+    median pruner then stops every later trial at its first evaluation."""
+    study = optuna.create_study(storage=storage, study_name=name, direction="maximize")
+    study.add_trial(
+        optuna.trial.create_trial(
+            params={"agent.learning_rate": 1e-3, "agent.batch_size": 32},
+            distributions={
+                "agent.learning_rate": FloatDistribution(1e-4, 1e-2, log=True),
+                "agent.batch_size": CategoricalDistribution([16, 32]),
+            },
+            value=1e9,
+            intermediate_values={step: 1e9 for step in steps},
+        )
+    )
+
+
+def _runs(tmp_path: Path) -> tuple[Any, list[Any]]:
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("framework")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time ASC"])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1, [(r.info.run_name, r.info.status) for r in runs]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    return parents[0], children
+
+
+@pytest.mark.slow
+def test_trials_are_pruned_on_their_evaluations_and_the_study_resumes_under_the_same_parent(
+    cli: Any, tmp_path: Path
+) -> None:
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    _seed_study(storage, "cartpole", steps=[512, 1024])
+    sweep = ["-m", *FAST, "progress=off", "hydra/sweeper=optuna", "hydra.sweeper.study_name=cartpole", *SPACE]
+    prune_at_once = [
+        "+hydra.sweeper.pruner_kwargs.n_startup_trials=1",
+        "+hydra.sweeper.pruner_kwargs.n_warmup_steps=0",
+    ]
+    r = cli(*sweep, "hydra.sweeper.n_trials=2", "hydra.sweeper.seed=0", *prune_at_once, timeout=240)
+    assert r.returncode == 0, r.output[-3000:]
+    assert "Sweep FINISHED: 2 runs (2 PRUNED)." in r.stdout, r.stdout[-2000:]
+
+    # The study (beside ./mlflow.db by default) has the two new trials, each pruned at its first evaluation.
+    study = optuna.load_study(study_name="cartpole", storage=storage)
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.PRUNED, TrialState.PRUNED]
+    assert [t.last_step for t in trials[1:]] == [512, 512]
+
+    parent, children = _runs(tmp_path)
+    for number, child in enumerate(children, start=1):
+        assert child.info.status == "KILLED"
+        assert child.data.tags["framework.trial_state"] == "PRUNED"
+        assert child.data.tags["framework.trial_number"] == str(number)
+        assert child.info.run_name.startswith(f"#{number} ") and child.info.run_name.endswith(" (pruned)")
+        # It ends with its last metrics: the evaluation that pruned it, not a run to total_steps.
+        history = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").get_metric_history(
+            child.info.run_id, "eval/return_mean"
+        )
+        assert max(m.step for m in history) == 512
+        # Its params are the trial's, whole.
+        assert float(child.data.params["agent.learning_rate"]) == trials[number].params["agent.learning_rate"]
+    first_parent = parent.info.run_id
+
+    # The same command, the same study_name: one more trial, under the same parent; no pruning this time.
+    r = cli(*sweep, "hydra.sweeper.n_trials=1", "hydra.sweeper.pruner=none", timeout=240)
+    assert r.returncode == 0, r.output[-3000:]
+    parent, children = _runs(tmp_path)
+    assert parent.info.run_id == first_parent and parent.info.status == "FINISHED"
+    assert [c.data.tags["framework.trial_state"] for c in children] == ["PRUNED", "PRUNED", "COMPLETE"]
+    assert children[-1].info.status == "FINISHED"
+    assert len(optuna.load_study(study_name="cartpole", storage=storage).trials) == 4
+
+    # The parent holds the study: every trial's state, the best trial, Optuna's plots.
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    found = json.loads(
+        Path(client.download_artifacts(first_parent, "optuna/study.json", str(tmp_path))).read_text()
+    )
+    assert found["states"] == {"COMPLETE": 2, "PRUNED": 2} and found["best_trial"] == 0
+    assert math.isclose(found["best_value"], 1e9)
+    names = {a.path for a in client.list_artifacts(first_parent, "optuna")}
+    for stem in ("optimization_history", "param_importances", "parallel_coordinate", "slice"):
+        assert f"optuna/{stem}.png" in names, names
+    assert "optuna/plots.html" in names
+    assert parent.data.tags["best.agent.batch_size"] == "32"
+    table = Path(client.download_artifacts(first_parent, "sweep_summary.csv", str(tmp_path))).read_text()
+    assert table.count(",PRUNED,") == 2 and table.count(",COMPLETE,") == 1, table
+
+
+@pytest.mark.slow
+def test_a_misnamed_sampler_is_one_message_before_anything_starts(cli: Any, tmp_path: Path) -> None:
+    r = cli("-m", *FAST, "hydra/sweeper=optuna", "hydra.sweeper.sampler=bayes", *SPACE, timeout=120)
+    assert r.returncode == 1
+    assert "hydra.sweeper.sampler=bayes is not one of: tpe, cmaes, random, grid" in r.stderr
+    assert "Traceback" not in r.output
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "multirun").exists()
+
+
+@pytest.mark.slow
+def test_trials_run_in_parallel_through_the_joblib_launcher_on_one_new_study(
+    cli: Any, tmp_path: Path
+) -> None:
+    r = cli(
+        "-m", *FAST, "progress=off", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+        "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2",
+        "hydra.sweeper.pruner=none", *SPACE, timeout=240,
+    )  # fmt: skip
+    assert r.returncode == 0, r.output[-3000:]
+    assert "Sweep FINISHED: 2 runs (2 FINISHED)." in r.stdout, r.stdout[-2000:]
+    parent, children = _runs(tmp_path)
+    assert sorted(c.data.tags["framework.trial_number"] for c in children) == ["0", "1"]
+    # Both jobs ran at once, each in a process of its own.
+    first, second = sorted(children, key=lambda c: c.info.start_time)
+    assert second.info.start_time < first.info.end_time
+    assert first.data.tags["framework.run_dir"] != second.data.tags["framework.run_dir"]
+    (study,) = optuna.get_all_study_summaries(storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    assert study.study_name == parent.data.tags["framework.study_name"] and study.n_trials == 2
+
+
+@pytest.mark.slow
+def test_trials_run_as_ray_tasks_and_are_pruned_there(cli: Any, tmp_path: Path, ray_session: Any) -> None:
+    # The jobs run in the session's Ray workers, which inherit neither this command's directory nor its
+    # environment: each must still reach the study (./optuna.db) and prune by the sweep's pruner.
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    _seed_study(storage, "on-ray", steps=[512, 1024])
+    r = cli(
+        "-m", *FAST, "progress=off", "hydra/launcher=ray",
+        f"hydra.launcher.ray.init.address={ray_session.address}", "hydra/sweeper=optuna",
+        "hydra.sweeper.study_name=on-ray", "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.n_jobs=2", "+hydra.sweeper.pruner_kwargs.n_startup_trials=1",
+        "+hydra.sweeper.pruner_kwargs.n_warmup_steps=0", *SPACE, timeout=240, env={"RAY_AUTH_MODE": "token"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.output[-3000:]
+    assert "Connected to Ray cluster" in r.output
+    states = [t.state for t in optuna.load_study(study_name="on-ray", storage=storage).get_trials()]
+    assert states == [TrialState.COMPLETE, TrialState.PRUNED, TrialState.PRUNED]
+    _, children = _runs(tmp_path)
+    assert sorted(c.data.tags["framework.trial_state"] for c in children) == ["PRUNED", "PRUNED"]
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "cmaes", "random", "grid"])
+def test_every_sampler_is_built_by_its_name(sampler: str) -> None:
+    from omegaconf import OmegaConf
+
+    from framework import optuna_study
+
+    sweeper = OmegaConf.create({"sampler": sampler, "seed": 3, "sampler_kwargs": {}})
+    built = optuna_study.make_sampler(sweeper, search_space(["a=choice(1,2)", "b=range(0,3)"], None))
+    assert type(built).__name__ == optuna_study.SAMPLERS[sampler]
+
+
+def test_every_pruner_takes_its_resources_from_the_runs_budget() -> None:
+    from omegaconf import OmegaConf
+
+    from framework import optuna_study
+
+    cfg = OmegaConf.create({"total_steps": 90_000, "eval": {"every_steps": 10_000}})
+    specs = {
+        name: optuna_study.pruner_spec(OmegaConf.create({"pruner": name, "pruner_kwargs": {}}), cfg)
+        for name in optuna_study.PRUNERS
+    }
+    assert specs["median"]["kwargs"] == {"n_startup_trials": 5, "n_warmup_steps": 30_000}
+    assert specs["successive_halving"]["kwargs"] == {"min_resource": 10_000}
+    assert specs["hyperband"]["kwargs"] == {
+        "min_resource": 10_000,
+        "max_resource": 90_000,
+        "reduction_factor": 3,
+    }
+    for name, spec in specs.items():
+        assert type(optuna_study.make_pruner(spec)).__name__ == optuna_study.PRUNERS[name]
+    wrong = OmegaConf.create({"pruner": "median", "pruner_kwargs": {"patience": 3}})
+    with pytest.raises(ConfigError, match="patience not accepted by optuna's MedianPruner"):
+        optuna_study.make_pruner(optuna_study.pruner_spec(wrong, cfg))

@@ -44,10 +44,12 @@ class Search:
 
 
 def run(name: str, out: Path, total_steps: int, every: int, episodes: int, extra: list[str]) -> Search:
-    """One sweep command in its own directory; its study read back."""
-    import optuna
+    """One sweep command in its own directory (skipped where its study is there already, finished:
+    --out of an earlier run); its study read back."""
 
     folder = out / name
+    if (folder / "optuna.db").exists() and (folder / "wall_s.txt").exists():
+        return _read(name, folder, total_steps, float((folder / "wall_s.txt").read_text()))
     folder.mkdir(parents=True, exist_ok=True)
     space = [f"{key}=choice({','.join(values)})" for key, values in SPACE.items()]
     cmd = [
@@ -63,6 +65,13 @@ def run(name: str, out: Path, total_steps: int, every: int, episodes: int, extra
     wall = time.perf_counter() - started
     if code != 0:
         raise SystemExit(f"{name}: the sweep failed ({folder / 'sweep.log'})")
+    (folder / "wall_s.txt").write_text(f"{wall:.1f}")
+    return _read(name, folder, total_steps, wall)
+
+
+def _read(name: str, folder: Path, total_steps: int, wall: float) -> Search:
+    import optuna
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{folder / 'optuna.db'}")
     trials = study.get_trials(deepcopy=False)

@@ -176,7 +176,12 @@ class StudySweep:
         value: Any = None
         if result is not None and result.status == JobStatus.COMPLETED:
             value = result.return_value
-        stored = study.tell(trial, skip_if_finished=True, **_outcome(value))
+        try:
+            stored = study.tell(trial, skip_if_finished=True, **_outcome(value))
+        except RuntimeError:
+            # The grid sampler stops the study once its last point is told (Study.stop, which only an
+            # optimize loop takes); the trial's result is stored by then.
+            stored = study.get_trials(deepcopy=False)[trial.number]
         said = f"trial {trial.number} {stored.state.name}"
         if stored.state == TrialState.COMPLETE:
             said += f": {self.config.objective.metric} {stored.value:.4g}"

@@ -137,7 +137,7 @@ class RunContext:
         due = self.progress.update(step)
         if self._eval_at_start:  # before any metric is logged (see EvalConfig.at_start)
             self._eval_at_start = False
-            self.evaluate(agent, step)
+            self.evaluate(agent, step, before_training=True)
         if due:
             now = time.perf_counter()
             t0, s0 = self._perf_mark
@@ -151,7 +151,9 @@ class RunContext:
             self.save_checkpoint(step, agent)
         return not self.stop.is_set()
 
-    def evaluate(self, agent: Agent, step: int, *, video_dir: Path | None = None) -> dict[str, float]:
+    def evaluate(
+        self, agent: Agent, step: int, *, video_dir: Path | None = None, before_training: bool = False
+    ) -> dict[str, float]:
         """The agent's evaluation, logged as eval/* at `step`: its own (an EvaluatingAgent), else
         episodes of its `act` on the eval env, or on each of the env's evaluation variants (each
         logged as eval/<variant>/*, all of them pooled as eval/*). With `video_dir`, a video
@@ -179,7 +181,10 @@ class RunContext:
             )
         self.log_metrics(dict(sorted(metrics.items(), key=lambda item: item[0] != objective)), step)
         self.progress.set_eval(metrics)
-        if self.trial is not None and self.trial.report(metrics, step, final=step >= self.total_steps):
+        # The untrained agent's score says nothing of its settings (and a pruner compares each trial's
+        # best score so far: a lucky one before training would keep it from ever being pruned).
+        report = self.trial is not None and not before_training
+        if report and self.trial.report(metrics, step, final=step >= self.total_steps):  # type: ignore[union-attr]
             self.stop.set()  # pruned: the run ends here (see framework.trial)
         return metrics
 

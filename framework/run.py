@@ -238,10 +238,9 @@ def _execute(
     except BaseException as e:
         trace = traceback.format_exc()
         (run_dir / "traceback.txt").write_text(trace)
-        if ctx.trial is not None:
-            tracker.set_tags(ctx.trial.tags("FAIL"))
         saved = _last_checkpoint(ctx, agent)
-        _end_safely(tracker, run_dir, saved, "FAILED", trace)
+        tags = ctx.trial.tags("FAIL") if ctx.trial is not None else {}
+        _end_safely(tracker, run_dir, saved, "FAILED", trace, tags)
         ctx.close()
         if not isinstance(e, Exception):
             raise
@@ -422,13 +421,21 @@ def _last_checkpoint(ctx: RunContext, agent: Agent) -> Path | None:
     return ctx.checkpointer.latest()
 
 
-def _end_safely(tracker: Tracker, run_dir: Path, saved: Path | None, status: str, trace: str = "") -> None:
-    """End the run KILLED or FAILED; a tracker that fails too must not hide the original error."""
+def _end_safely(
+    tracker: Tracker,
+    run_dir: Path,
+    saved: Path | None,
+    status: str,
+    trace: str = "",
+    tags: dict[str, str] | None = None,
+) -> None:
+    """End the run KILLED or FAILED (with `tags`: an Optuna trial's state, say); a tracker that fails
+    too must not hide the original error."""
     end_time = time.time()
     try:
         if trace:
             tracker.log_artifact(run_dir / "traceback.txt")
-            tracker.set_tags({"framework.error": trace.strip().splitlines()[-1][:5000]})
+            tracker.set_tags({**(tags or {}), "framework.error": trace.strip().splitlines()[-1][:5000]})
         _log_artifacts(tracker, run_dir, saved)
     except Exception:
         log.exception("could not log the artifacts of a %s run", status)

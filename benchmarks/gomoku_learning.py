@@ -111,7 +111,7 @@ def start(
     before_s = 0.0
     if resume and (run_dir / SPENT_FILE).exists():
         before_s = float(json.loads((run_dir / SPENT_FILE).read_text())["seconds"])
-        first = [f"resume={run_dir}"]
+        first = [f"resume={run_dir}", "tracking=none"]
     else:
         first = [f"experiment={preset}", "tracking=none"]
     cmd = [

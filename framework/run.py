@@ -230,7 +230,9 @@ def _execute(
         _end_safely(tracker, run_dir, saved, "KILLED")
         ctx.close()
         again = f"python -m framework resume={run_dir.resolve()}"
-        if not _untracked(tracker):  # a tracked run also continues by its id, from any directory
+        if _untracked(tracker):  # resume= tracks with MLflow unless told otherwise
+            again += " tracking=none"
+        else:  # a tracked run also continues by its id, from any directory
             again += f"\nor python -m framework resume={run_id}"
         extra = [("checkpoint", str(saved)), ("continue with", again)]
         say(summary.text("KILLED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, extra=extra))

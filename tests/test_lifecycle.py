@@ -169,7 +169,7 @@ def test_a_killed_untracked_run_prints_a_resume_command_that_works(tmp_path: Pat
     assert command[:3] == ["python", "-m", "framework"] and command[3].startswith("resume=/")
     killed = int(re.search(r"Run KILLED at step (\d+)", out).group(1))  # type: ignore[union-attr]
     r = subprocess.run(
-        [sys.executable, *command[1:], f"total_steps={killed + 1024}", "tracking=none"],
+        [sys.executable, *command[1:], f"total_steps={killed + 1024}"],  # the command as printed
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]

@@ -6,7 +6,9 @@ hydra.sweeper.sampler=grid hydra.sweeper.pruner=none`: Hydra's grid, recorded as
 repeat of the search runs `--trials` trials of `hydra/sweeper=optuna` (TPE, median pruner) over the
 same choices, with its own seed. Both through the joblib launcher, two jobs at a time, each command
 as a user types it. For each search: its best objective as a fraction of the grid's best, and the env
-steps it took as a fraction of the grid's (a pruned trial counts the steps up to its last evaluation).
+steps it took as a fraction of the grid's (a pruned trial counts the steps up to its last evaluation;
+a trial that repeats a finished trial's params is not run again, `hydra.sweeper.skip_duplicates`, and
+counts none: `repeats`).
 
     python benchmarks/hpo.py                        # the grid, then 3 repeats of the search
     python benchmarks/hpo.py --repeats 1 --trials 12 --out DIR
@@ -25,6 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from framework.optuna_sweeper import DUPLICATE_ATTR
+
 SPACE = {
     "agent.hyperparams.learning_rate": ["1e-4", "3e-4", "1e-3", "3e-3"],
     "agent.hyperparams.n_epochs": ["5", "10", "20"],
@@ -40,6 +44,7 @@ class Search:
     steps: int
     trials: int
     pruned: int
+    duplicates: int
     wall_s: float
 
 
@@ -75,11 +80,12 @@ def _read(name: str, folder: Path, total_steps: int, wall: float) -> Search:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{folder / 'optuna.db'}")
     trials = study.get_trials(deepcopy=False)
+    run = [t for t in trials if DUPLICATE_ATTR not in t.user_attrs]  # a duplicate took its twin's result
     steps = sum(
-        total_steps if t.state == optuna.trial.TrialState.COMPLETE else (t.last_step or 0) for t in trials
+        total_steps if t.state == optuna.trial.TrialState.COMPLETE else (t.last_step or 0) for t in run
     )
     pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in trials)
-    return Search(name, float(study.best_value), steps, len(trials), pruned, wall)
+    return Search(name, float(study.best_value), steps, len(trials), pruned, len(trials) - len(run), wall)
 
 
 def main() -> None:
@@ -118,8 +124,8 @@ def main() -> None:
         f"\nPPO on CartPole, {size} settings, {args.total_steps} steps each, {OBJECTIVE} over "
         f"{args.episodes} episodes"
     )
-    columns = [("search", 16), ("trials", 6), ("pruned", 6), ("best", 8), ("of best", 8), ("env steps", 10),
-               ("of steps", 8), ("wall", 8)]  # fmt: skip
+    columns = [("search", 16), ("trials", 6), ("pruned", 6), ("repeats", 7), ("best", 8), ("of best", 8),
+               ("env steps", 10), ("of steps", 8), ("wall", 8)]  # fmt: skip
     print(" ".join(name.ljust(w) if name == "search" else name.rjust(w) for name, w in columns))
     ratios = []
     for s in [grid, *searches]:
@@ -127,8 +133,8 @@ def main() -> None:
         if s is not grid:
             ratios.append((of_best, of_steps))
         print(
-            f"{s.name:<16} {s.trials:>6} {s.pruned:>6} {s.best:>8.1f} {of_best:>8.2f} {s.steps:>10,} "
-            f"{of_steps:>8.2f} {s.wall_s / 60:>6.1f} m"
+            f"{s.name:<16} {s.trials:>6} {s.pruned:>6} {s.duplicates:>7} {s.best:>8.1f} {of_best:>8.2f} "
+            f"{s.steps:>10,} {of_steps:>8.2f} {s.wall_s / 60:>6.1f} m"
         )
     best = statistics.median(r[0] for r in ratios)
     steps = statistics.median(r[1] for r in ratios)

@@ -30,10 +30,16 @@ FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
 USER_FULL_ERROR_ENV = "FRAMEWORK_FULL_ERROR"
 
 
+#: The process id of the command's own process, which its jobs' processes (joblib's, Ray's) are not.
+COMMAND_PID_ENV = "FRAMEWORK_COMMAND_PID"
+
+
 class JobFailed(Exception):
-    """A sweep's job that failed in a Ray worker, raised there instead of sys.exit(1): that would end the
-    worker, which Ray reports as a WorkerCrashedError with a traceback of its own. Hydra's Ray launcher
-    hands it back to the sweep's process, where main() exits 1 with `message` (None: the job said why)."""
+    """A sweep's job that failed in a launcher's worker (joblib's, Ray's), raised there instead of
+    sys.exit(1): that would end the worker, which the launcher reports as a crash with a traceback of
+    its own, losing the other jobs' results. The launcher hands it back to the sweep's process as the
+    job's FAILED return: a grid sweep exits 1 with `message` (None: the job said why) in main(), an
+    Optuna sweep tells the trial FAIL and says why."""
 
     def __init__(self, message: str | None) -> None:
         super().__init__(message)
@@ -129,6 +135,7 @@ def main() -> None:
     """`python -m framework OVERRIDES`: a mistake is one message and exit status 1, a bug a traceback."""
     full = os.environ.get(FULL_ERROR_ENV) == "1"
     os.environ[USER_FULL_ERROR_ENV] = "1" if full else "0"
+    os.environ[COMMAND_PID_ENV] = str(os.getpid())
     # Hydra then re-raises what it would print; what a user sees is decided here.
     os.environ[FULL_ERROR_ENV] = "1"
     try:
@@ -159,9 +166,9 @@ def _refuse(message: str) -> None:
 
 
 def _fail_job(message: str | None) -> None:
-    """End a job that failed: exit status 1 after `message` (None: already said); in a Ray worker, a
-    JobFailed for the sweep's process to report."""
-    if _in_ray_worker():
+    """End a job that failed: exit status 1 after `message` (None: already said); in a launcher's
+    worker, a JobFailed for the sweep's process to report."""
+    if _in_ray_worker() or os.environ.get(COMMAND_PID_ENV, str(os.getpid())) != str(os.getpid()):
         raise JobFailed(message)
     if message is not None:
         _refuse(message)

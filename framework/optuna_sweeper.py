@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("framework")
 
+#: A trial not run because a finished one had its params: the user attribute naming that one.
+DUPLICATE_ATTR = "duplicate_of"
 #: Optuna's plots on the parent run: one PNG each, all of them in one interactive page (PLOTS_HTML).
 #: File stem → the function's name (in optuna.visualization and optuna.visualization.matplotlib
 #: alike), and the fewest finished trials it needs.
@@ -105,28 +107,33 @@ class StudySweep:
         done = 0
         while done < n_trials:
             trials = [study.ask(space.distributions) for _ in range(min(batch, n_trials - done))]
+            to_run, twins = _split_duplicates(study, trials) if self.sweeper.skip_duplicates else (trials, [])
             jobs = [
-                [*space.overrides(t.params), _trial_override(self._url, study.study_name, t)] for t in trials
+                [*space.overrides(t.params), _trial_override(self._url, study.study_name, t)] for t in to_run
             ]
             try:
-                self.validate(jobs)
-                results = self._launch(jobs, len(returns))
+                if jobs:
+                    self.validate(jobs)
+                results = self._launch(jobs, len(returns)) if jobs else []
             except BaseException:  # Ctrl-C, or a batch that cannot run: its trials end FAIL, not RUNNING
                 for t in trials:
-                    study.tell(t, state=_fail(), skip_if_finished=True)
+                    _tell_safely(study, t, state=_fail())
                 self._write_results(study)
                 raise
-            for trial, result in zip(trials, results, strict=False):
+            for trial, result in zip(to_run, results, strict=False):
                 failures += not self._tell(study, trial, result)
+            for trial, twin in twins:
+                self._copy(study, trial, twin)
             returns.extend(r for r in results if r is not None)
             done += len(trials)
-            rate = failures / done
-            if rate > float(self.sweeper.max_failure_rate):
+            # The share is of the trials asked for, not of those run so far: a first trial that fails
+            # does not end a sweep that allows some to.
+            if failures > float(self.sweeper.max_failure_rate) * n_trials:
                 self._write_results(study)
                 raise ConfigError(
                     f"hydra/sweeper=optuna: {failures} of {done} trials failed, more than "
-                    f"hydra.sweeper.max_failure_rate={self.sweeper.max_failure_rate} allows (their runs say "
-                    "why)"
+                    f"hydra.sweeper.max_failure_rate={self.sweeper.max_failure_rate} of {n_trials} allows "
+                    "(their runs say why)"
                 )
         self._write_results(study)
         return returns
@@ -176,13 +183,11 @@ class StudySweep:
         value: Any = None
         if result is not None and result.status == JobStatus.COMPLETED:
             value = result.return_value
-        try:
-            stored = study.tell(trial, skip_if_finished=True, **_outcome(value))
-        except RuntimeError:
-            # The grid sampler stops the study once its last point is told (Study.stop, which only an
-            # optimize loop takes); the trial's result is stored by then.
-            stored = study.get_trials(deepcopy=False)[trial.number]
+        stored = _tell_safely(study, trial, **_outcome(value))
         said = f"trial {trial.number} {stored.state.name}"
+        why = _why_it_failed(result)
+        if why:
+            said += f": {why}"
         if stored.state == TrialState.COMPLETE:
             said += f": {self.config.objective.metric} {stored.value:.4g}"
         elif stored.state == TrialState.PRUNED:
@@ -194,6 +199,28 @@ class StudySweep:
             " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in trial.params.items()),
         )
         return stored.state != TrialState.FAIL
+
+    def _copy(self, study: optuna.Study, trial: optuna.Trial, twin: int) -> None:
+        """A duplicate trial takes its twin's evaluations and end (a twin that failed: FAIL)."""
+        from optuna.trial import TrialState
+
+        source = study.get_trials(deepcopy=False)[twin]
+        trial.set_user_attr(DUPLICATE_ATTR, twin)
+        for step, value in sorted(source.intermediate_values.items()):
+            trial.report(value, step)
+        if source.state == TrialState.COMPLETE:
+            study.tell(trial, source.value)
+            said = f"COMPLETE: {self.config.objective.metric} {source.value:.4g}"
+        else:
+            study.tell(trial, state=source.state if source.state == TrialState.PRUNED else _fail())
+            said = source.state.name
+        log.info(
+            "trial %d repeats trial %d's params: not run again, %s (hydra.sweeper.skip_duplicates=false "
+            "runs it)",
+            trial.number,
+            twin,
+            said,
+        )
 
     def _write_results(self, study: optuna.Study) -> None:
         """The study's results in the sweep dir's STUDY_DIR, for the parent run: study.json and plots."""
@@ -223,6 +250,7 @@ def write_results(study: optuna.Study, folder: Path, url: str, objective: str) -
                 "value": t.value,
                 "params": t.params,
                 "last_step": t.last_step,
+                **({DUPLICATE_ATTR: t.user_attrs[DUPLICATE_ATTR]} if DUPLICATE_ATTR in t.user_attrs else {}),
             }
             for t in trials
         ],
@@ -273,6 +301,29 @@ def _plots(study: optuna.Study, folder: Path, finished: int) -> None:
         )
 
 
+def _tell_safely(study: optuna.Study, trial: optuna.Trial, **outcome: Any) -> optuna.trial.FrozenTrial:
+    try:
+        return study.tell(trial, skip_if_finished=True, **outcome)
+    except RuntimeError:
+        # The grid sampler stops the study once its last point is told (Study.stop, which only an
+        # optimize loop takes); the trial's result is stored by then.
+        return study.get_trials(deepcopy=False)[trial.number]
+
+
+def _why_it_failed(result: JobReturn | None) -> str | None:
+    """What a job that failed in a launcher's worker said (one that failed here said it itself)."""
+    from hydra.core.utils import JobStatus
+
+    from framework.app import JobFailed
+
+    if result is None or result.status != JobStatus.FAILED:
+        return None
+    error = result._return_value  # the exception: JobReturn.return_value raises it
+    if isinstance(error, JobFailed):
+        return error.message  # None: the job printed why
+    return f"{type(error).__name__}: {error}"
+
+
 def _outcome(value: Any) -> dict[str, Any]:
     if isinstance(value, int | float) and math.isfinite(float(value)):
         return {"values": float(value)}
@@ -283,6 +334,33 @@ def _fail() -> Any:
     from optuna.trial import TrialState
 
     return TrialState.FAIL
+
+
+def _split_duplicates(
+    study: optuna.Study, trials: list[optuna.Trial]
+) -> tuple[list[optuna.Trial], list[tuple[optuna.Trial, int]]]:
+    """The batch's trials to run, and each duplicate's twin: a finished trial with the same params
+    (complete or pruned), or one of this batch run before it."""
+    from optuna.trial import TrialState
+
+    finished: dict[str, int] = {}  # the trial that ran, for each params
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        if DUPLICATE_ATTR not in t.user_attrs:
+            finished.setdefault(_key(t.params), t.number)
+    to_run: list[optuna.Trial] = []
+    twins: list[tuple[optuna.Trial, int]] = []
+    for trial in trials:
+        twin = finished.get(_key(trial.params))
+        if twin is None:
+            to_run.append(trial)
+            finished[_key(trial.params)] = trial.number
+        else:
+            twins.append((trial, twin))
+    return to_run, twins
+
+
+def _key(params: dict[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True, default=str)
 
 
 def _trial_override(url: str, name: str, trial: optuna.Trial) -> str:

@@ -98,7 +98,9 @@ def test_child_names_are_short_and_unique_within_the_sweep() -> None:
     assert child_run_name(["agent.learning_rate=1e-3"], ["agent.learning_rate"]) == "lr=0.001"
 
 
-def _seed_study(storage: str, name: str, steps: list[int]) -> None:
+def _seed_study(
+    storage: str, name: str, steps: list[int], system_attrs: dict[str, Any] | None = None
+) -> None:
     """A study whose one finished trial scored far above anything CartPole gives, at every step: the
     median pruner then stops every later trial at its first evaluation."""
     study = optuna.create_study(storage=storage, study_name=name, direction="maximize")
@@ -111,8 +113,30 @@ def _seed_study(storage: str, name: str, steps: list[int]) -> None:
             },
             value=1e9,
             intermediate_values={step: 1e9 for step in steps},
+            system_attrs=system_attrs,
         )
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pruner", ["successive_halving", "hyperband"])
+def test_successive_halving_and_hyperband_stop_trials_at_their_first_rung(
+    cli: Any, tmp_path: Path, pruner: str
+) -> None:
+    # The seeded trial completed the first rung (512 steps: eval.every_steps) far above anything CartPole
+    # gives; of two trials at a rung one goes on (a reduction factor of 3 or 4), and it is not ours.
+    # Hyperband over 512..1024 steps, by a factor of 3, has one bracket: successive halving from 512.
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    _seed_study(storage, "rungs", steps=[512, 1024], system_attrs={"completed_rung_0": 1e9})
+    r = cli(
+        "-m", *FAST, "progress=off", "tracking=none", "hydra/sweeper=optuna",
+        f"hydra.sweeper.pruner={pruner}", "hydra.sweeper.n_trials=1", "hydra.sweeper.study_name=rungs",
+        *SPACE, timeout=240,
+    )  # fmt: skip
+    assert r.returncode == 0, r.output[-3000:]
+    trials = optuna.load_study(study_name="rungs", storage=storage).get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.PRUNED]
+    assert trials[1].last_step == 512
 
 
 def _runs(tmp_path: Path) -> tuple[Any, list[Any]]:
@@ -284,3 +308,99 @@ def test_the_grid_sampler_runs_each_point_once_and_ends_the_sweep_finished(cli: 
     trials = optuna.load_study(study_name="grid", storage=f"sqlite:///{tmp_path / 'optuna.db'}").get_trials()
     assert sorted(t.params["agent.batch_size"] for t in trials) == [16, 32]  # n_trials=5: the grid has 2
     assert all(t.state == TrialState.COMPLETE for t in trials)
+
+
+def test_a_trial_with_a_finished_trials_params_is_a_duplicate_of_it_even_within_a_batch() -> None:
+    from framework.optuna_sweeper import _split_duplicates
+
+    study = optuna.create_study()
+    space = {"a": CategoricalDistribution([1, 2, 3])}
+    study.enqueue_trial({"a": 1})
+    first = study.ask(space)
+    study.tell(first, 0.5)
+    for a in (1, 3, 3):
+        study.enqueue_trial({"a": a})
+    batch = [study.ask(space) for _ in range(3)]
+    to_run, twins = _split_duplicates(study, batch)
+    assert to_run == [batch[1]]
+    assert twins == [(batch[0], first.number), (batch[2], batch[1].number)]
+    # A failed trial is no twin: its params run again.
+    study.enqueue_trial({"a": 2})
+    failed = study.ask(space)
+    study.tell(failed, state=TrialState.FAIL)
+    study.enqueue_trial({"a": 2})
+    retry = study.ask(space)
+    assert _split_duplicates(study, [retry]) == ([retry], [])
+
+
+@pytest.mark.slow
+def test_a_trial_that_repeats_a_finished_trials_params_is_not_run_again(cli: Any, tmp_path: Path) -> None:
+    # Four trials over two settings: the sampler repeats itself, and a run with the same params and seed
+    # would repeat its result.
+    r = cli(
+        "-m", *FAST, "progress=off", "hydra/sweeper=optuna", "hydra.sweeper.sampler=random",
+        "hydra.sweeper.seed=0", "hydra.sweeper.pruner=none", "hydra.sweeper.n_trials=4",
+        "hydra.sweeper.study_name=twice", "agent.batch_size=choice(16,32)", timeout=240,
+    )  # fmt: skip
+    assert r.returncode == 0, r.output[-3000:]
+    trials = optuna.load_study(study_name="twice", storage=f"sqlite:///{tmp_path / 'optuna.db'}").get_trials()
+    assert len(trials) == 4 and all(t.state == TrialState.COMPLETE for t in trials)
+    ran = [t for t in trials if "duplicate_of" not in t.user_attrs]
+    assert sorted(t.params["agent.batch_size"] for t in ran) == [16, 32]
+    for t in trials:
+        if t not in ran:
+            twin = trials[t.user_attrs["duplicate_of"]]
+            assert twin in ran and twin.params == t.params
+            assert t.value == twin.value and t.intermediate_values == twin.intermediate_values
+            assert f"trial {t.number} repeats trial {twin.number}'s params: not run again" in r.output
+    _, children = _runs(tmp_path)
+    numbers = sorted(c.data.tags["framework.trial_number"] for c in children)
+    assert numbers == sorted(str(t.number) for t in ran)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["basic", "joblib"])
+def test_failed_trials_end_the_sweep_only_past_max_failure_rate(
+    cli: Any, tmp_path: Path, launcher: str
+) -> None:
+    place = (
+        ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "hydra.sweeper.n_jobs=2"]
+        if launcher == "joblib"
+        else []
+    )
+    _check_max_failure_rate(cli, tmp_path, place, {})
+
+
+@pytest.mark.slow
+def test_failed_trials_on_ray_end_the_sweep_only_past_max_failure_rate(
+    cli: Any, tmp_path: Path, ray_session: Any
+) -> None:
+    place = [
+        "hydra/launcher=ray",
+        f"hydra.launcher.ray.init.address={ray_session.address}",
+        "hydra.sweeper.n_jobs=2",
+    ]
+    _check_max_failure_rate(cli, tmp_path, place, {"RAY_AUTH_MODE": "token"})
+
+
+def _check_max_failure_rate(cli: Any, tmp_path: Path, place: list[str], env: dict[str, str]) -> None:
+    # batch_size=0 is refused by the job (not by composing the config): that trial fails.
+    sweep = [
+        "-m", *FAST, "progress=off", "tracking=none", "hydra/sweeper=optuna", "hydra.sweeper.sampler=grid",
+        "hydra.sweeper.pruner=none", "agent.batch_size=choice(0,16)", *place,
+    ]  # fmt: skip
+    allowed = ["hydra.sweeper.study_name=allowed", "hydra.sweeper.max_failure_rate=0.5"]
+    r = cli(*sweep, *allowed, timeout=240, env=env)
+    assert r.returncode == 0, r.output[-3000:]
+    assert "agent.batch_size=0 must be >= 1" in r.output
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    trials = optuna.load_study(study_name="allowed", storage=storage).get_trials()
+    assert {t.params["agent.batch_size"]: t.state for t in trials} == {
+        0: TrialState.FAIL,
+        16: TrialState.COMPLETE,
+    }
+    # By default the first failure ends the sweep, with one message.
+    r = cli(*sweep, "hydra.sweeper.study_name=strict", timeout=240, env=env)
+    assert r.returncode == 1
+    assert "trials failed, more than hydra.sweeper.max_failure_rate=0.0 of 2 allows" in r.stderr
+    assert "Traceback" not in r.output

@@ -36,7 +36,11 @@ class OptunaSweeperConf:
     pruner_kwargs: Dict[str, Any] = field(default_factory=dict)
     """More arguments of Optuna's pruner (defaults from total_steps and eval.every_steps)."""
     max_failure_rate: float = 0.0
-    """The share of failed trials that ends the sweep (0: the first failure)."""
+    """The share of n_trials that may fail: one more failure ends the sweep (0: the first)."""
+    skip_duplicates: bool = True
+    """A trial whose params equal a finished trial's is not run again: it takes that trial's
+    evaluations and end (a run with the same params and seed repeats its result). false where runs
+    vary (no fixed seed, a GPU's nondeterminism)."""
 
 
 ConfigStore.instance().store(

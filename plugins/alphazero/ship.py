@@ -40,13 +40,15 @@ def ship(run: Path, dest: Path, about: str) -> dict[str, Any]:
     if dest.exists():
         shutil.rmtree(dest)
     (dest / AGENT_DIR).mkdir(parents=True)
-    shutil.copy(checkpoint / CONFIG_FILE, dest / CONFIG_FILE)
+    config = OmegaConf.load(checkpoint / CONFIG_FILE)
+    config.resume = None  # a run resumed to its end: where it resumed from is this machine's path
+    OmegaConf.save(config, dest / CONFIG_FILE)
     (dest / STATE_FILE).write_text(
         json.dumps({"step": state["step"], "seed": state.get("seed", 0)}, indent=1)
     )
     torch.save({"best": weights["best"]}, dest / AGENT_DIR / WEIGHTS_FILE)
     (dest / AGENT_DIR / AGENT_STATE_FILE).write_text(json.dumps(agent_state, indent=1))
-    env = OmegaConf.select(OmegaConf.load(checkpoint / CONFIG_FILE), "env", default=None) or {}
+    env = OmegaConf.select(config, "env", default=None) or {}
     provenance = {
         "board_size": env.get("board_size"),
         "n_in_row": env.get("n_in_row"),

@@ -28,6 +28,9 @@ def test_a_shipped_agent_is_small_and_says_how_it_was_trained(name: str) -> None
     provenance = json.loads((folder / "provenance.json").read_text())
     assert provenance["step"] > 0 and provenance["games"] > 0
     assert "python -m framework experiment=" in provenance["about"]
+    # Nothing of the machine it was trained on: a run resumed to its end ships as a run.
+    config = (folder / "config.yaml").read_text()
+    assert "resume: null" in config and "/work/" not in config and "/tmp/" not in config
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from framework import config, ray_runtime
 from framework.contracts import SweepSummarySpec, Tracker
+from framework.errors import ConfigError
 from framework.provenance import flatten
 
 #: Environment variables that hand the sweep's parent run and swept keys to its jobs (in-process or spawned).
@@ -163,7 +164,12 @@ class SweepParentRun(Callback):
         if optuna:
             from framework import optuna_study
 
-            optuna_study.check(config.hydra.sweeper)  # a misnamed sampler is said before a parent exists
+            try:
+                optuna_study.check(config.hydra.sweeper)
+            except ConfigError:
+                # No parent for a sweep that cannot start; the sweeper says why, in one message (what a
+                # callback raises, Hydra only turns into a warning).
+                return
             optuna_study.name_the_study(config.hydra.sweeper)
         section = _tracking(config)
         if section is None:

@@ -209,10 +209,10 @@ class StudySweep:
         for step, value in sorted(source.intermediate_values.items()):
             trial.report(value, step)
         if source.state == TrialState.COMPLETE:
-            study.tell(trial, source.value)
+            _tell_safely(study, trial, values=source.value)
             said = f"COMPLETE: {self.config.objective.metric} {source.value:.4g}"
         else:
-            study.tell(trial, state=source.state if source.state == TrialState.PRUNED else _fail())
+            _tell_safely(study, trial, state=source.state if source.state == TrialState.PRUNED else _fail())
             said = source.state.name
         log.info(
             "trial %d repeats trial %d's params: not run again, %s (hydra.sweeper.skip_duplicates=false "

@@ -11,19 +11,18 @@ from __future__ import annotations
 import logging
 import os
 import random
-import sys
 import threading
 import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from framework import __version__, config, contracts, ray_runtime, registry, trial
+from framework import __version__, config, ray_runtime, trial
+from framework.building import build_plugin, null_tracker, search_plugin, setup_torch, untracked
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, Checkpointer
 from framework.context import RunContext
 from framework.contracts import (
@@ -86,7 +85,7 @@ def run(
     tracking = config.plugin_section(cfg, "tracking")
     # The tracker starts first: a tracker that works in the background gets going while the
     # plugins below are imported and checked; it writes nothing until start_run.
-    tracker: Tracker = build_plugin(tracking, "tracker") if tracking else _null_tracker()
+    tracker: Tracker = build_plugin(tracking, "tracker") if tracking else null_tracker()
     stop = threading.Event()  # set by the first Ctrl-C, or by SIGTERM
     with sigterm_as_interrupt(stop):
         try:
@@ -114,7 +113,7 @@ def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_di
     built_buffer: Buffer | None = build_plugin(buffer, "buffer") if buffer else None
     agent = _required(cfg, "agent")
     built_agent: Agent = build_plugin(agent, "agent")
-    built_search = _search_plugin(search, env, env_plugin, agent.name, built_agent) if search else None
+    built_search = search_plugin(search, env, env_plugin, agent.name, built_agent) if search else None
     device = setup_torch(str(cfg.device), int(cfg.threads), int(cfg.seed))
     plugins = {"env": env.name, "agent": agent.name}
     plugins.update({s: v.name for s, v in (("buffer", buffer), ("search", search)) if v is not None})
@@ -230,7 +229,7 @@ def _execute(
         _end_safely(tracker, run_dir, saved, "KILLED")
         ctx.close()
         again = f"python -m framework resume={run_dir.resolve()}"
-        if _untracked(tracker):  # resume= tracks with MLflow unless told otherwise
+        if untracked(tracker):  # resume= tracks with MLflow unless told otherwise
             again += " tracking=none"
         else:  # a tracked run also continues by its id, from any directory
             again += f"\nor python -m framework resume={run_id}"
@@ -302,55 +301,10 @@ def _end_pruned(ctx: RunContext, agent: Agent, summary: RunSummary) -> dict[str,
     return ctx.last_eval
 
 
-def _untracked(tracker: Tracker) -> bool:
-    from framework.null_tracker import NullTracker
-
-    return isinstance(tracker, NullTracker)
-
-
 def _required(cfg: DictConfig, section: str) -> config.Section:
     found = config.plugin_section(cfg, section)
     assert found is not None  # check_root guarantees env and agent
     return found
-
-
-def build_plugin(section: config.Section, kind: str) -> Any:
-    """The plugin constructed from its typed config; a value it refuses is a ConfigError."""
-    try:
-        plugin = section.plugin(section.cfg)
-    except ConfigError:
-        raise
-    except ValueError as e:  # a plugin's constructor checks its config values
-        raise ConfigError(str(e)) from None
-    problems = contracts.check_instance(kind, plugin)
-    if problems:
-        raise registry.RegistryError(
-            f"The {kind} plugin {section.name!r} does not satisfy its contract: " + "; ".join(problems)
-        )
-    return plugin
-
-
-def _search_plugin(
-    section: config.Section, env: config.Section, env_plugin: EnvPlugin, agent_name: str, agent: Agent
-) -> SearchPlugin:
-    """The run's search plugin, its config checked; refuses what cannot search."""
-    if not isinstance(env_plugin, GameEnvPlugin):
-        if isinstance(agent, SearchAgent):
-            raise ConfigError(
-                f"agent={agent_name} plays by tree search over a board game's rules, and env={env.name} "
-                "gives none: choose a board game env (env=gomoku)"
-            )
-        raise ConfigError(
-            f"search={section.name} searches a board game's tree, and env={env.name} gives no game rules "
-            "(choose env=gomoku, or drop search= with ~search)"
-        )
-    if not isinstance(agent, SearchAgent):
-        raise ConfigError(
-            f"search={section.name} needs an agent that plays by search (agent=alphazero); "
-            f"agent={agent_name} does not: drop search= (or use ~search)"
-        )
-    plugin: SearchPlugin = build_plugin(section, "search")
-    return plugin
 
 
 def _searches(plan: Plan, stop: threading.Event) -> RunSearches | None:
@@ -361,12 +315,6 @@ def _searches(plan: Plan, stop: threading.Event) -> RunSearches | None:
     return RunSearches(
         plan.search, plan.env.game, plan.agent.evaluator, device=plan.device, should_stop=stop.is_set
     )
-
-
-def _null_tracker() -> Tracker:
-    from framework.null_tracker import NullTracker
-
-    return NullTracker(None)
 
 
 def _run_name(cfg: DictConfig, env_name: str) -> str:
@@ -384,33 +332,6 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     os.environ.setdefault("PYTHONHASHSEED", str(seed))
-
-
-def setup_torch(device: str, threads: int, seed: int) -> str:
-    """Seed and configure torch if a plugin brought it in; resolve `auto` to the GPU when present."""
-    if "torch" not in sys.modules:
-        return "cpu" if device == "auto" else device
-    import torch
-
-    torch.manual_seed(seed)
-    if threads > 0:
-        torch.set_num_threads(threads)
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        chosen = torch.device(device)
-    except RuntimeError:
-        raise ConfigError(
-            f"device={device!r} is not valid; choose auto (the GPU when there is one), cpu, cuda or cuda:N"
-        ) from None
-    if chosen.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(
-            f"device={device} but torch {torch.__version__} finds no CUDA GPU here; "
-            "use device=auto (the GPU when there is one) or device=cpu"
-        )
-    if chosen.type == "cuda" and chosen.index is not None and chosen.index >= torch.cuda.device_count():
-        raise ConfigError(f"device={device}: torch finds {torch.cuda.device_count()} GPU(s), numbered from 0")
-    return device
 
 
 def _last_checkpoint(ctx: RunContext, agent: Agent) -> Path | None:

@@ -5,7 +5,8 @@ RUN is a run directory (or one of its checkpoints), a tracked run id, as for `re
 of a trained agent a plugin ships (entry-point group `framework.trained`: the name, and the package
 that holds its checkpoint). The command line may change how the agent searches
 (`search.num_simulations=800`, `search=NAME`), the device, threads and seed; what the agent was
-trained as (`env.*`, `agent.*`) stays as it ran.
+trained as (`env.*`, `agent.*`) stays as it ran. Unless told, it searches `PLAY_SIMULATIONS` a move
+(or the run's own number, where larger), not the small trees self-play searched.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ from framework.searches import RunSearches
 #: Root keys a command line may set on a trained run; and the sections (ray: where search=ray_async runs).
 ROOT_KEYS = ("seed", "device", "threads")
 SECTIONS = ("search", "tracking", "ray")
+#: Simulations a move a trained agent searches unless the command line sets `search.num_simulations`
+#: (the run's own number where it is larger): self-play searches small trees to make many games
+#: (the Gomoku presets: 32 a move), a player searches as deep as the strength the README reports.
+PLAY_SIMULATIONS = 400
 
 
 @dataclass
@@ -131,8 +136,8 @@ def _parse(overrides: Sequence[str], command: str) -> list[tuple[str, Any]]:
 
 def _tracked_checkpoint(run_id: str, overrides: list[tuple[str, Any]], temp: Path) -> Path:
     """The last checkpoint of a tracked run: its run directory's, else rebuilt from its artifacts."""
+    from framework.building import build_plugin
     from framework.resume import download_checkpoint
-    from framework.run import build_plugin
 
     cfg = _compose_tracking(overrides)
     section = config.plugin_section(cfg, "tracking")
@@ -166,12 +171,13 @@ def _compose_tracking(overrides: list[tuple[str, Any]]) -> DictConfig:
 
 
 def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, command: str) -> TrainedPlayer:
-    from framework.run import build_plugin, setup_torch
+    from framework.building import build_plugin, setup_torch
 
     state = read_state(checkpoint)
     saved = OmegaConf.load(checkpoint / CONFIG_FILE)
     assert isinstance(saved, DictConfig)
     cfg = _with_overrides(saved, overrides)
+    _play_simulations(cfg, chosen=any(key == "search.num_simulations" for key, _ in overrides))
     config.check_root(cfg)
     ray_runtime.configure(cfg.get("ray"))
     env_section, agent_section = config.plugin_section(cfg, "env"), config.plugin_section(cfg, "agent")
@@ -205,6 +211,21 @@ def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, comma
         label=label,
     )
     return player
+
+
+def _play_simulations(cfg: DictConfig, *, chosen: bool) -> None:
+    """`search.num_simulations` a player searches: the command line's, else PLAY_SIMULATIONS or the
+    run's own (a schedule's last value), whichever is larger."""
+    search = cfg.get("search")
+    if chosen or not isinstance(search, DictConfig) or search.get("num_simulations") is None:
+        return
+    from framework.schedules import final_value
+
+    try:
+        trained = final_value(search.num_simulations, name="search.num_simulations")
+    except ValueError:
+        return  # the search plugin's own check says what is wrong with it
+    search.num_simulations = max(int(trained), PLAY_SIMULATIONS)
 
 
 def _with_overrides(saved: DictConfig, overrides: list[tuple[str, Any]]) -> DictConfig:

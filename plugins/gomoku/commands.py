@@ -22,8 +22,8 @@ from framework.errors import ConfigError
 #: The launcher --write-brain writes (a Gomocup manager takes programs named pbrain-*).
 BRAIN_NAME = "pbrain-framework"
 OVERRIDES_HELP = (
-    "overrides after RUN: search.* (search.num_simulations=800), search=NAME, device=cpu, threads=N, seed=N; "
-    "tracking.* to find a run id in another store"
+    "overrides after RUN: search.* (search.num_simulations=800; 400 unless set), search=NAME, device=cpu, "
+    "threads=N, seed=N; tracking.* to find a run id in another store"
 )
 
 

@@ -242,6 +242,8 @@ def test_the_brain_is_found_by_its_tracked_run_id_even_when_its_directory_is_gon
     assert brain.answer(timeout=120) == "OK"
     brain.send("BEGIN")
     assert MOVE.match(brain.answer())
+    # The run self-played at 8 simulations a move; a player searches PLAY_SIMULATIONS unless told.
+    assert any("simulations 400 " in m for m in brain.messages), brain.messages
     brain.send("END")
     assert brain.process.wait(timeout=30) == 0
     # Without the run directory, the checkpoint comes from the run's artifacts.

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from framework import registry
-from framework.trained import shipped_checkpoint
+from framework.trained import PLAY_SIMULATIONS, load_trained, shipped_checkpoint
 from tests.alphazero.test_play_cli import MOVE, Brain
 
 SHIPPED = registry.names("trained")
@@ -48,3 +48,30 @@ def test_a_shipped_agent_plays_by_its_name_from_any_directory(
     brain.send("END")
     assert brain.process.wait(timeout=30) == 0
     assert not list(tmp_path.iterdir()), "playing a shipped agent writes nothing where it runs"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [((), PLAY_SIMULATIONS), (("search.num_simulations=32",), 32), (("search.num_simulations=1000",), 1000)],
+)
+def test_a_trained_agent_searches_as_a_player_unless_told(overrides: tuple[str, ...], expected: int) -> None:
+    """The preset self-played 32 simulations a move; its player searches PLAY_SIMULATIONS (the
+    strength the README reports), or what the command line says."""
+    with load_trained("gomoku_15x15", overrides) as player:
+        assert player.cfg.search.num_simulations == expected
+        assert player.engine().num_simulations == expected  # type: ignore[attr-defined]
+
+
+def test_a_scheduled_simulation_count_plays_at_its_last_value_or_more() -> None:
+    from omegaconf import OmegaConf
+
+    from framework.trained import _play_simulations
+
+    ramp = {"kind": "linear", "start": 50, "end": 800, "fraction": 0.5}
+    for spec, expected in ((ramp, 800), ({**ramp, "end": 200}, PLAY_SIMULATIONS), (16, PLAY_SIMULATIONS)):
+        cfg = OmegaConf.create({"search": {"num_simulations": spec}})
+        _play_simulations(cfg, chosen=False)
+        assert cfg.search.num_simulations == expected
+    chosen = OmegaConf.create({"search": {"num_simulations": 16}})
+    _play_simulations(chosen, chosen=True)
+    assert chosen.search.num_simulations == 16

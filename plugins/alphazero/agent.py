@@ -59,6 +59,12 @@ class AlphaZeroAgent:
                 "agent=alphazero keeps its own replay of self-play positions (agent.replay_size); "
                 "drop buffer="
             )
+        if self.cfg.random_openings > 0 and not env.opening(np.random.default_rng(0)):
+            raise ConfigError(
+                f"agent.random_openings={self.cfg.random_openings} starts self-play games from the env's "
+                "random openings, and this env gives none (for gomoku: env.eval_opening_stones >= 1), "
+                "or set agent.random_openings=0"
+            )
         workers = getattr(getattr(search, "cfg", None), "workers", 0)
         if self.cfg.runner == "single" and isinstance(search, DistributedSearch) and workers:
             raise ConfigError(
@@ -265,6 +271,11 @@ def _validate(cfg: AlphaZeroConfig) -> None:
         raise ConfigError(
             f"agent.full_search_fraction={cfg.full_search_fraction} must be in (0, 1] "
             "(1: every move a full search)"
+        )
+    if not 0.0 <= cfg.random_openings <= 1.0:
+        raise ConfigError(
+            f"agent.random_openings={cfg.random_openings} must be in [0, 1] (0: every self-play game "
+            "from the game's start)"
         )
     if cfg.full_search_fraction < 1.0 and cfg.fast_simulations < 1:
         raise ConfigError(

@@ -17,6 +17,7 @@ from .config import AlphaZeroConfig
 from .selfplay import (
     GameRecord,
     MoveChoice,
+    Openings,
     PlayoutCap,
     SelfPlayRunner,
     VectorizeRunner,
@@ -40,6 +41,19 @@ def schedules(agent: AlphaZeroConfig, search: Any, total_steps: int) -> dict[str
         raise ConfigError(str(e)) from None
 
 
+#: Random openings drawn for self-play (each game's from among them): enough to hold every 2-stone
+#: opening of a 9x9 board's centre, and most of a 15x15 one's.
+OPENING_POOL = 4096
+
+
+def openings(cfg: AlphaZeroConfig, env: Any, rng: np.random.Generator) -> Openings:
+    """The openings self-play games start from (agent.random_openings of them; a plain list, so that
+    self-play workers take it with them)."""
+    if cfg.random_openings <= 0:
+        return Openings()
+    return Openings(cfg.random_openings, [list(env.opening(rng)) for _ in range(OPENING_POOL)])
+
+
 class SelfPlayCollector:
     """Where the run's self-play games come from, and the settings they are played with."""
 
@@ -48,10 +62,13 @@ class SelfPlayCollector:
         self.schedules = schedules(cfg, ctx.cfg.search, ctx.total_steps)
         choice = MoveChoice(1.0, cfg.temperature_moves)
         cap = PlayoutCap(cfg.full_search_fraction, cfg.fast_simulations)
+        starts = openings(cfg, ctx.env_plugin, rng)
         self.workers: SelfPlaySource | None = None
         self.runner: SelfPlaySource
         if cfg.runner == "single":
-            self.runner = SelfPlayRunner(game, ctx.search, choice, rng, noise=cfg.noise, cap=cap)
+            self.runner = SelfPlayRunner(
+                game, ctx.search, choice, rng, noise=cfg.noise, cap=cap, openings=starts
+            )
             return
         plugin = ctx.searches.plugin
         if isinstance(plugin, DistributedSearch):
@@ -62,12 +79,20 @@ class SelfPlayCollector:
                 n_games=cfg.parallel_games,
                 noise=cfg.noise,
                 cap=cap,
+                openings=starts,
             )
             self.workers = plugin.self_play(
                 ctx.inference, make, game=game, seed=int(rng.integers(2**31)), should_stop=ctx.stop.is_set
             )
         self.runner = self.workers or VectorizeRunner(
-            game, ctx.search, choice, rng, n_games=cfg.parallel_games, noise=cfg.noise, cap=cap
+            game,
+            ctx.search,
+            choice,
+            rng,
+            n_games=cfg.parallel_games,
+            noise=cfg.noise,
+            cap=cap,
+            openings=starts,
         )
 
     def settings(self, step: int) -> dict[str, float]:

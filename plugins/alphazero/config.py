@@ -32,6 +32,10 @@ class AlphaZeroConfig:
     fast_simulations, without noise, and are not recorded. 1: every move is a full one."""
     fast_simulations: int = 20
     """With full_search_fraction < 1: the simulations of a fast search."""
+    random_openings: float = 0.0
+    """The share of self-play games that start from one of the env's random openings (those its
+    evaluations start from: env.eval_opening_stones for gomoku) rather than the game's start, for
+    varied positions (KataGo's opening diversity); the opening's moves are not recorded. 0: none."""
     replay_size: int = 100_000
     """Positions kept for training (each sampled under a random one of the 8 board symmetries)."""
     min_replay: int = 2_000

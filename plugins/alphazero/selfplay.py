@@ -80,8 +80,26 @@ class PlayoutCap:
         return rng.random(n) < self.full_fraction
 
 
+@dataclass
+class Openings:
+    """Where self-play games start: a share `fraction` of them from one of `moves`, random openings
+    of the env (KataGo's opening diversity: positions the game's start would rarely reach), the
+    others from the game's start. The opening's moves are not searched and not recorded."""
+
+    fraction: float = 0.0
+    moves: list[list[int]] = field(default_factory=list)
+
+    def start(self, game: Any, rng: np.random.Generator) -> Any:
+        state = game.new_state()
+        if self.moves and self.fraction > 0 and rng.random() < self.fraction:
+            for move in self.moves[int(rng.integers(len(self.moves)))]:
+                state.play(move)
+        return state
+
+
 class _Runner:
-    """What both runners share: the search, the move choice, the playout cap and the settings."""
+    """What both runners share: the search, the move choice, the playout cap, the openings and the
+    settings."""
 
     def __init__(
         self,
@@ -92,9 +110,15 @@ class _Runner:
         *,
         noise: bool,
         cap: PlayoutCap | None = None,
+        openings: Openings | None = None,
     ) -> None:
         self.game, self.engine, self.choice, self.rng, self.noise = game, engine, choice, rng, noise
         self.cap = cap or PlayoutCap()
+        self.openings = openings or Openings()
+
+    def new_state(self) -> Any:
+        """The start of a new game: the game's start, or one of the openings."""
+        return self.openings.start(self.game, self.rng)
 
     def configure(self, settings: Mapping[str, float]) -> None:
         """The schedules' values of the moment: temperature, dirichlet_epsilon, num_simulations."""
@@ -142,9 +166,10 @@ class SelfPlayRunner(_Runner):
         *,
         noise: bool,
         cap: PlayoutCap | None = None,
+        openings: Openings | None = None,
     ) -> None:
-        super().__init__(game, engine, choice, rng, noise=noise, cap=cap)
-        self.state = game.new_state()
+        super().__init__(game, engine, choice, rng, noise=noise, cap=cap, openings=openings)
+        self.state = self.new_state()
         self.record = GameRecord()
 
     def step(self) -> tuple[int, list[GameRecord]]:
@@ -152,7 +177,7 @@ class SelfPlayRunner(_Runner):
         if not self._play([self.state], [self.record]):
             return 1, []
         record = self.record
-        self.state, self.record = self.game.new_state(), GameRecord()
+        self.state, self.record = self.new_state(), GameRecord()
         return 1, [record]
 
 
@@ -169,9 +194,10 @@ class VectorizeRunner(_Runner):
         n_games: int,
         noise: bool,
         cap: PlayoutCap | None = None,
+        openings: Openings | None = None,
     ) -> None:
-        super().__init__(game, engine, choice, rng, noise=noise, cap=cap)
-        self.states = [game.new_state() for _ in range(n_games)]
+        super().__init__(game, engine, choice, rng, noise=noise, cap=cap, openings=openings)
+        self.states = [self.new_state() for _ in range(n_games)]
         self.records = [GameRecord() for _ in range(n_games)]
 
     def step(self) -> tuple[int, list[GameRecord]]:
@@ -179,7 +205,7 @@ class VectorizeRunner(_Runner):
         finished = []
         for i in self._play(self.states, self.records):
             finished.append(self.records[i])
-            self.states[i], self.records[i] = self.game.new_state(), GameRecord()
+            self.states[i], self.records[i] = self.new_state(), GameRecord()
         return len(self.states), finished
 
 
@@ -192,8 +218,16 @@ def vectorize_runner(
     n_games: int,
     noise: bool,
     cap: PlayoutCap | None = None,
+    openings: Openings | None = None,
 ) -> VectorizeRunner:
     """A VectorizeRunner over `engine` (picklable as a partial: what a self-play worker runs)."""
     return VectorizeRunner(
-        game, engine, choice, np.random.default_rng(seed), n_games=n_games, noise=noise, cap=cap
+        game,
+        engine,
+        choice,
+        np.random.default_rng(seed),
+        n_games=n_games,
+        noise=noise,
+        cap=cap,
+        openings=openings,
     )

@@ -96,8 +96,13 @@ def test_ctrl_c_during_an_evaluation_stops_the_run_within_seconds(tmp_path: Path
 
 
 def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -> None:
-    # With a Gumbel root and playout cap randomisation, which the resumed run keeps.
-    learning = ["search.root=gumbel", "agent.full_search_fraction=0.5", "agent.fast_simulations=4"]
+    # With a Gumbel root, playout cap randomisation and random openings, which the resumed run keeps.
+    learning = [
+        "search.root=gumbel",
+        "agent.full_search_fraction=0.5",
+        "agent.fast_simulations=4",
+        "agent.random_openings=0.5",
+    ]
     first = cli(*SHORT, *learning, "hydra.run.dir=outputs/a")
     assert first.returncode == 0, first.output[-3000:]
     client, run = only_run(tmp_path)
@@ -147,6 +152,15 @@ def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -
         (
             ["experiment=gomoku_6x6", "search.num_simulations={kind: linear, start: 50, end: 0, steps: 10}"],
             "search.num_simulations={'kind': 'linear', 'start': 50, 'end': 0, 'steps': 10} must be >= 1",
+        ),
+        (
+            ["experiment=gomoku_6x6", "agent.random_openings=1.5"],
+            "agent.random_openings=1.5 must be in [0, 1]",
+        ),
+        (
+            ["experiment=gomoku_6x6", "agent.random_openings=0.5", "env.eval_opening_stones=0"],
+            "agent.random_openings=0.5 starts self-play games from the env's random openings, and this env "
+            "gives none",
         ),
         (
             ["experiment=gomoku_6x6", "search.inference.backend=tensorrt"],

@@ -10,7 +10,13 @@ from framework.matches import FixedPlayer, MatchResult, MatchStopped, play_match
 from framework_plugins.alphazero.arena import SearchPlayer
 from framework_plugins.alphazero.network import NetworkEvaluator, PolicyValueNet
 from framework_plugins.alphazero.replay import PositionReplay
-from framework_plugins.alphazero.selfplay import MoveChoice, PlayoutCap, SelfPlayRunner, VectorizeRunner
+from framework_plugins.alphazero.selfplay import (
+    MoveChoice,
+    Openings,
+    PlayoutCap,
+    SelfPlayRunner,
+    VectorizeRunner,
+)
 from framework_plugins.gomoku.opponents import make_opponent
 from framework_plugins.gomoku.rules import Gomoku
 from framework_plugins.mcts.config import SequentialConfig
@@ -117,6 +123,37 @@ def test_playout_cap_randomisation_records_only_the_full_searches_made_with_nois
     for record in records:
         for pi in record.policies:
             assert pi.sum() == pytest.approx(1.0) and np.allclose(pi * 24, np.round(pi * 24), atol=1e-4)
+
+
+def test_random_openings_start_their_share_of_games_and_are_not_recorded() -> None:
+    rng = np.random.default_rng(3)
+    pool = [GAME.random_opening(rng, 2) for _ in range(16)]
+    runner = VectorizeRunner(
+        GAME,
+        engine(sims=4),
+        MoveChoice(1.0, 36),
+        np.random.default_rng(0),
+        n_games=8,
+        noise=True,
+        openings=Openings(0.5, pool),
+    )
+    records = []
+    while len(records) < 60:
+        records += runner.step()[1]
+    starts = []
+    for record in records:
+        first = record.planes[0]
+        stones = [int(a) for a in np.flatnonzero(first[0].ravel() + first[1].ravel())]
+        assert len(record) == record.moves  # every searched move recorded, the opening's none
+        if stones:  # black's and white's stone, black to move: one of the pool's openings
+            assert len(stones) == 2 and sorted(stones) in [sorted(o) for o in pool]
+            assert record.players[0] == 1
+        starts.append(bool(stones))
+    assert 0.3 < np.mean(starts) < 0.7
+    plain = VectorizeRunner(
+        GAME, engine(sims=4), MoveChoice(1.0, 36), np.random.default_rng(0), n_games=8, noise=True
+    )
+    assert all(not s.moves for s in plain.states)
 
 
 def test_a_search_player_beats_a_random_player_and_results_are_from_the_first_players_view() -> None:

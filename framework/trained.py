@@ -6,7 +6,10 @@ of a trained agent a plugin ships (entry-point group `framework.trained`: the na
 that holds its checkpoint). The command line may change how the agent searches
 (`search.num_simulations=800`, `search=NAME`), the device, threads and seed; what the agent was
 trained as (`env.*`, `agent.*`) stays as it ran. Unless told, it searches `PLAY_SIMULATIONS` a move
-(or the run's own number, where larger), not the small trees self-play searched.
+(or the run's own number, where larger), not the small trees self-play searched; it plays on this
+machine's GPU where it has one, else its CPU (`device=auto`), and starts no self-play workers
+(`search.workers=0`): the run's device and workers name the machine it trained on, and a network
+trained on a GPU with many workers plays anywhere.
 """
 
 from __future__ import annotations
@@ -177,7 +180,7 @@ def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, comma
     saved = OmegaConf.load(checkpoint / CONFIG_FILE)
     assert isinstance(saved, DictConfig)
     cfg = _with_overrides(saved, overrides)
-    _play_simulations(cfg, chosen=any(key == "search.num_simulations" for key, _ in overrides))
+    _as_player(cfg, chosen={key for key, _ in overrides})
     config.check_root(cfg)
     ray_runtime.configure(cfg.get("ray"))
     env_section, agent_section = config.plugin_section(cfg, "env"), config.plugin_section(cfg, "agent")
@@ -211,6 +214,17 @@ def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, comma
         label=label,
     )
     return player
+
+
+def _as_player(cfg: DictConfig, *, chosen: set[str]) -> None:
+    """What the run's config says of its training machine and self-play, made a player's (unless
+    the command line says): PLAY_SIMULATIONS, this machine's device, no self-play workers."""
+    _play_simulations(cfg, chosen="search.num_simulations" in chosen)
+    if "device" not in chosen:
+        cfg.device = "auto"
+    search = cfg.get("search")
+    if "search.workers" not in chosen and isinstance(search, DictConfig) and "workers" in search:
+        search.workers = 0  # a player's search runs in its own process: no games to self-play
 
 
 def _play_simulations(cfg: DictConfig, *, chosen: bool) -> None:

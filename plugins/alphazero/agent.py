@@ -107,7 +107,7 @@ class AlphaZeroAgent:
                 self.counters["step"] = step
                 if since_train >= cfg.train_every and learner.ready():
                     since_train = 0
-                    self._train(ctx)
+                    self._train(ctx, step)
                     self._log(ctx, collector, step, clock)
                     clock = (time.perf_counter(), self._simulations(ctx, collector), self.counters["games"])
                     if cfg.gating and self.counters["phases"] % cfg.gate_every == 0:
@@ -182,12 +182,17 @@ class AlphaZeroAgent:
             self.rng = np.random.default_rng(ctx.seed)
         self.learner.setup(game, ctx.device)
 
-    def _train(self, ctx: RunContext) -> None:
-        self.learner.train_phase(self.rng)
+    def _train(self, ctx: RunContext, step: int) -> None:
+        self.learner.train_phase(self.rng, self._learning_rate(ctx, step))
         self.counters["phases"] += 1
         self.counters["updates"] += self.cfg.updates_per_phase
         if not self.cfg.gating:  # self-play uses the trained network itself
             ctx.inference.publish(BEST, self.learner.weights("best"))
+
+    def _learning_rate(self, ctx: RunContext, step: int) -> float:
+        """agent.learning_rate at `step` (a schedule's fraction is of the run's total_steps)."""
+        spec, total = self.cfg.learning_rate, ctx.total_steps
+        return float(build_schedule(spec, name="agent.learning_rate", total_steps=total)(step))
 
     def _gate(self, ctx: RunContext, game: Any, step: int) -> None:
         """The trained network against the best in an arena; it replaces the best if it scores enough."""
@@ -223,6 +228,7 @@ class AlphaZeroAgent:
         metrics["selfplay/games"] = float(self.counters["games"])
         metrics["selfplay/weights_version"] = float(ctx.inference.version(BEST))
         metrics["train/updates"] = float(self.counters["updates"])
+        metrics["train/learning_rate"] = self._learning_rate(ctx, step)
         metrics["train/replay_positions"] = float(len(self.learner.replay or ()))
         metrics.update({f"train/{key}": value for key, value in collector.settings(step).items()})
         if now > clock[0] and sims > 0:
@@ -263,8 +269,14 @@ def _validate(cfg: AlphaZeroConfig) -> None:
         raise ConfigError(f"agent.temperature={cfg.temperature} must be >= 0")
     if not 0.0 <= cfg.gate_threshold <= 1.0:
         raise ConfigError(f"agent.gate_threshold={cfg.gate_threshold} must be in [0, 1]")
-    if cfg.learning_rate <= 0:
-        raise ConfigError(f"agent.learning_rate={cfg.learning_rate} must be > 0")
+    try:
+        learning_rate = build_schedule(cfg.learning_rate, name="agent.learning_rate", total_steps=1)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if learning_rate(0) <= 0 or learning_rate(2**62) < 0:
+        raise ConfigError(
+            f"agent.learning_rate={cfg.learning_rate} must be > 0 (a schedule: > 0 at the start, >= 0 after)"
+        )
     if cfg.eval_simulations is not None and cfg.eval_simulations < 1:
         raise ConfigError(f"agent.eval_simulations={cfg.eval_simulations} must be >= 1, or null")
     if not 0.0 < cfg.full_search_fraction <= 1.0:

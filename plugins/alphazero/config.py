@@ -46,8 +46,9 @@ class AlphaZeroConfig:
     """Gradient steps per training phase."""
     batch_size: int = 256
     """Positions per gradient step."""
-    learning_rate: float = 2.0e-3
-    """Adam's learning rate."""
+    learning_rate: Any = 2.0e-3
+    """Adam's learning rate: a number, or a schedule over the run's steps, set at each training
+    phase ({kind: linear, start: 2.0e-3, end: 2.0e-4, fraction: 1.0}: a tenth of it by the end)."""
     l2: float = 1.0e-4
     """L2 weight penalty (Adam's weight_decay)."""
     gating: bool = True

@@ -53,7 +53,8 @@ class Learner:
         if self.best is None or not cfg.gating:
             self.best = self.net if not cfg.gating else copy.deepcopy(self.net)
         self.best.to(self.device).eval()
-        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=cfg.learning_rate, weight_decay=cfg.l2)
+        # The rate of each phase is train_phase's (agent.learning_rate may be a schedule).
+        self.optimizer = torch.optim.Adam(self.net.parameters(), weight_decay=cfg.l2)
         if self._restored is not None:
             if self._restored.get("optimizer"):
                 self.optimizer.load_state_dict(self._restored["optimizer"])
@@ -86,10 +87,12 @@ class Learner:
         ):
             self.stats.setdefault(key, []).append(value)
 
-    def train_phase(self, rng: np.random.Generator) -> None:
+    def train_phase(self, rng: np.random.Generator, learning_rate: float) -> None:
         """`updates_per_phase` gradient steps on batches of the replay (cross-entropy to π, MSE to z)."""
         cfg, net, optimizer, replay = self.cfg, self.net, self.optimizer, self.replay
         assert net is not None and optimizer is not None and replay is not None
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate
         net.train()
         for _ in range(cfg.updates_per_phase):
             planes, policy, value = replay.sample(cfg.batch_size, rng)

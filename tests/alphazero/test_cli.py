@@ -102,6 +102,7 @@ def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -
         "agent.full_search_fraction=0.5",
         "agent.fast_simulations=4",
         "agent.random_openings=0.5",
+        "agent.learning_rate={kind: linear, start: 0.002, end: 0.0, fraction: 1.0}",
     ]
     first = cli(*SHORT, *learning, "hydra.run.dir=outputs/a")
     assert first.returncode == 0, first.output[-3000:]
@@ -111,6 +112,11 @@ def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -
     )
     # About half the moves of each game were full searches, recorded.
     assert 0.35 < run.data.metrics["selfplay/recorded_share"] < 0.65
+    # The learning rate's schedule over the run's steps, down to its end at the last step.
+    history = sorted(client.get_metric_history(run.info.run_id, "train/learning_rate"), key=lambda m: m.step)
+    rates = [m.value for m in history]
+    assert rates[0] > rates[-1] and rates == sorted(rates, reverse=True), rates
+    assert rates[-1] == pytest.approx(0.002 * max(0.0, 1 - history[-1].step / 640))
     games = run.data.metrics["selfplay/games"]
     positions = run.data.metrics["train/replay_positions"]
     again = cli(f"resume={run.info.run_id}", "total_steps=960", "hydra.run.dir=outputs/b")
@@ -161,6 +167,10 @@ def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -
             ["experiment=gomoku_6x6", "agent.random_openings=0.5", "env.eval_opening_stones=0"],
             "agent.random_openings=0.5 starts self-play games from the env's random openings, and this env "
             "gives none",
+        ),
+        (
+            ["experiment=gomoku_6x6", "agent.learning_rate={kind: linear, start: 0.002, end: -1, steps: 10}"],
+            "must be > 0 (a schedule: > 0 at the start, >= 0 after)",
         ),
         (
             ["experiment=gomoku_6x6", "search.inference.backend=tensorrt"],

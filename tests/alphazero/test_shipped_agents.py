@@ -75,3 +75,57 @@ def test_a_scheduled_simulation_count_plays_at_its_last_value_or_more() -> None:
     chosen = OmegaConf.create({"search": {"num_simulations": 16}})
     _play_simulations(chosen, chosen=True)
     assert chosen.search.num_simulations == 16
+
+
+def gpu_run(tmp_path: Path, **search: object) -> Path:
+    """The shipped 15x15 agent as a run trained on a big GPU machine: device=cuda, `search` set."""
+    import shutil
+
+    from omegaconf import OmegaConf
+
+    run = tmp_path / "gpu-run"
+    shutil.copytree(shipped_checkpoint("gomoku_15x15"), run, ignore=shutil.ignore_patterns("__pycache__"))
+    config = OmegaConf.load(run / "config.yaml")
+    config.device = "cuda"
+    config.search = {**OmegaConf.to_container(config.search), **search}  # type: ignore[dict-item]
+    OmegaConf.save(config, run / "config.yaml")
+    return run
+
+
+def test_a_network_trained_on_a_gpu_plays_on_the_machine_at_hand(tmp_path: Path) -> None:
+    """`device=cuda` in a run's config names the machine it trained on: a player takes this machine's
+    GPU where there is one, else its CPU, unless the command line names a device."""
+    import torch
+
+    from framework.errors import ConfigError
+
+    run = gpu_run(tmp_path)
+    here = "cuda" if torch.cuda.is_available() else "cpu"
+    with load_trained(str(run), ("search.num_simulations=8",)) as player:
+        assert player.device == here and player.cfg.device == "auto"
+        weights = next(player.agent.learner.best.parameters())  # type: ignore[attr-defined]
+        assert weights.device.type == here
+        counts = player.engine().search([player.game.new_state()], add_noise=False)[0]
+        assert counts.sum() == 8  # the network answers the search on this machine
+    if here == "cpu":
+        with pytest.raises(ConfigError, match="finds no CUDA GPU"):
+            load_trained(str(run), ("device=cuda",))
+
+
+def test_a_run_that_self_played_in_many_workers_plays_without_them(tmp_path: Path) -> None:
+    """search=ray_async with 8 self-play workers on a 16-core machine: a player self-plays nothing,
+    so it asks this 2-core machine for none of them (the inference actor alone), unless told."""
+    from omegaconf import OmegaConf
+
+    from framework.errors import ConfigError
+    from framework_plugins.mcts.config import RayAsyncConfig
+
+    defaults = OmegaConf.to_container(OmegaConf.structured(RayAsyncConfig))
+    assert isinstance(defaults, dict)
+    run = gpu_run(tmp_path, **{**defaults, "name": "ray_async", "workers": 8, "batch_size": 128})
+    with load_trained(str(run)) as player:  # no engine made: no Ray started
+        assert player.cfg.search.name == "ray_async"
+        assert player.cfg.search.workers == 0 and player.cfg.search.batch_size == 128
+        assert not player.searches.started
+    with pytest.raises(ConfigError, match="8 self-play worker"):
+        load_trained(str(run), ("search.workers=8", "ray.num_cpus=2"))

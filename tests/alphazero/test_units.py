@@ -232,3 +232,28 @@ def test_the_runner_plays_with_the_schedules_values_of_each_step() -> None:
         local_search(search, game=GAME, evaluator_factory=uniform_evaluator(GAME), seed=0).num_simulations
         == 32
     )
+
+
+def test_each_training_phase_steps_at_the_learning_rate_it_is_given() -> None:
+    """agent.learning_rate may be a schedule: a phase at rate 0 leaves the network as it was, and
+    rates in proportion move it in proportion (Adam's first steps are about lr a weight)."""
+    from framework_plugins.alphazero.config import AlphaZeroConfig
+    from framework_plugins.alphazero.learner import Learner
+
+    learner = Learner(AlphaZeroConfig(blocks=1, channels=8, batch_size=16, updates_per_phase=1, min_replay=1))
+    learner.setup(GAME, "cpu")
+    runner = SelfPlayRunner(GAME, engine(4), MoveChoice(1.0, 36), np.random.default_rng(0), noise=True)
+    while not learner.ready():
+        for record in runner.step()[1]:
+            learner.add_game(record)
+    assert learner.net is not None
+
+    def moved(rate: float) -> float:
+        before = [p.detach().clone() for p in learner.net.parameters()]  # type: ignore[union-attr]
+        learner.train_phase(np.random.default_rng(0), rate)
+        after = learner.net.parameters()  # type: ignore[union-attr]
+        return max(float((a - b).abs().max()) for a, b in zip(after, before, strict=True))
+
+    assert moved(0.0) == 0.0
+    small, large = moved(1e-4), moved(1e-2)
+    assert small > 0 and 30 < large / small < 300

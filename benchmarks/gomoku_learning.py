@@ -13,6 +13,7 @@ against each opponent, with its 95 % interval.
     python benchmarks/gomoku_learning.py                      # both presets, their goals below
     python benchmarks/gomoku_learning.py --preset gomoku_6x6
     python benchmarks/gomoku_learning.py --preset gomoku_9x9 --run /path/to/run   # a match only
+    python benchmarks/gomoku_learning.py --preset gomoku_9x9 --run RUN --play search.forced_wins=false
     python benchmarks/gomoku_learning.py --preset gomoku_15x15 --out DIR --budget-min 90
     python benchmarks/gomoku_learning.py --preset gomoku_15x15 --out DIR --resume   # the rest of 3 h
 
@@ -193,6 +194,7 @@ def match(
     temperature_moves: int = 0,
     search: str | None = None,
     opening_stones: int = 2,
+    play: list[str] | None = None,
 ) -> dict[str, Any]:
     """The run's last checkpoint against each opponent: `games` games from random openings of
     `opening_stones` stones, each opening played twice with colours swapped."""
@@ -203,7 +205,12 @@ def match(
     from framework_plugins.alphazero.arena import SearchPlayer
 
     results: dict[str, Any] = {}
-    overrides = [*([f"search={search}"] if search else []), f"search.num_simulations={sims}", f"seed={seed}"]
+    overrides = [
+        *([f"search={search}"] if search else []),
+        f"search.num_simulations={sims}",
+        f"seed={seed}",
+        *(play or []),
+    ]
     with load_trained(str(run_dir), overrides) as player:
         game = player.game
         for name in opponents:
@@ -265,6 +272,13 @@ def main() -> None:
         help="the search the agent plays the match with (default: its run's; e.g. sequential, to compare "
         "runs trained with different engines on equal terms)",
     )
+    parser.add_argument(
+        "--play",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an override for the agent in the matches, as after `play RUN` (repeatable; e.g. "
+        "search.forced_wins=false: without the solver a trained agent plays with)",
+    )
     parser.add_argument("--opponents", help="comma-separated opponents (default: the preset's)")
     parser.add_argument("--out", type=Path, help="where runs go (default: a new temporary directory)")
     parser.add_argument("overrides", nargs="*", help="extra overrides for the training command")
@@ -292,7 +306,8 @@ def main() -> None:
         print(
             f"{preset}: {training.status} after {wall}, {training.steps} steps, "
             f"{training.games} self-play games; match: {args.games} games at {args.sims} simulations a move, "
-            f"from openings of {args.opening_stones} stones",
+            f"from openings of {args.opening_stones} stones"
+            + (f", {' '.join(args.play)}" if args.play else ""),
             flush=True,
         )
         for name, (result, seconds) in match(
@@ -304,6 +319,7 @@ def main() -> None:
             args.temperature_moves,
             args.match_search,
             args.opening_stones,
+            args.play,
         ).items():
             low, high = interval(result.score, result.games)
             verdict = ""

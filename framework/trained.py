@@ -9,7 +9,9 @@ trained as (`env.*`, `agent.*`) stays as it ran. Unless told, it searches `PLAY_
 (or the run's own number, where larger), not the small trees self-play searched; it plays on this
 machine's GPU where it has one, else its CPU (`device=auto`), and starts no self-play workers
 (`search.workers=0`): the run's device and workers name the machine it trained on, and a network
-trained on a GPU with many workers plays anywhere.
+trained on a GPU with many workers plays anywhere. It searches with the game's solver where the
+game has one (`search.forced_wins=true`: it never misses a win by continuous fours, nor walks into
+one), unless the command line says `search.forced_wins=false`.
 """
 
 from __future__ import annotations
@@ -180,13 +182,16 @@ def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, comma
     saved = OmegaConf.load(checkpoint / CONFIG_FILE)
     assert isinstance(saved, DictConfig)
     cfg = _with_overrides(saved, overrides)
-    _as_player(cfg, chosen={key for key, _ in overrides})
+    chosen = {key for key, _ in overrides}
+    _as_player(cfg, chosen=chosen)
     config.check_root(cfg)
     ray_runtime.configure(cfg.get("ray"))
     env_section, agent_section = config.plugin_section(cfg, "env"), config.plugin_section(cfg, "agent")
-    search_section = config.plugin_section(cfg, "search")
     assert env_section is not None and agent_section is not None  # check_root
     env = build_plugin(env_section, "env")
+    search_section = config.plugin_section(cfg, "search")
+    if search_section is not None and "search.forced_wins" not in chosen:
+        _with_solver(cfg, search_section, getattr(env, "game", None))
     agent = build_plugin(agent_section, "agent")
     if not isinstance(env, GameEnvPlugin) or not isinstance(agent, SearchAgent) or search_section is None:
         raise ConfigError(
@@ -225,6 +230,14 @@ def _as_player(cfg: DictConfig, *, chosen: set[str]) -> None:
     search = cfg.get("search")
     if "search.workers" not in chosen and isinstance(search, DictConfig) and "workers" in search:
         search.workers = 0  # a player's search runs in its own process: no games to self-play
+
+
+def _with_solver(cfg: DictConfig, search: config.Section, game: Any) -> None:
+    """A player searches with the game's solver where the game has one and the search takes it
+    (`search.forced_wins`: Gomoku's continuous fours), whatever the run self-played with: the
+    solver only adds what the rules prove, and a run older than the option has it off."""
+    if hasattr(search.cfg, "forced_wins"):
+        search.cfg.forced_wins = cfg.search.forced_wins = getattr(game, "forced_win", None) is not None
 
 
 def _play_simulations(cfg: DictConfig, *, chosen: bool) -> None:

@@ -58,7 +58,9 @@ class BoardGame(Protocol):
     int8[n_actions], `params` int64[...], the planes float32[n_planes, H, W]):
     `apply_move(board, action, player, n_moves, params) -> 0 ongoing | 1 the mover won | 2 draw`,
     `winning_move(board, player, params) -> action or -1`, and
-    `encode(board, player, last_move, params, out) -> 0`.
+    `encode(board, player, last_move, params, out) -> 0`. A game may also have
+    `forced_win(board, player, params) -> action or -1`, the first move of a win the opponent
+    cannot stop (a solver's: Gomoku's continuous fours), which `search.forced_wins` asks for.
     """
 
     @property

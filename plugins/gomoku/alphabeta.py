@@ -310,3 +310,23 @@ class AlphaBeta:
                 board, state.to_play, self.depth, state.game.params, self._weights, noise, self.width
             )
         )
+
+
+def engine_positions(
+    game: Gomoku, games: int, *, black: int = 1, white: int = 1, seed: int = 0
+) -> list[GameState]:
+    """Every position of `games` games between `alphabeta<black>` and `alphabeta<white>` (seeded), each
+    from one of the game's random 2-stone openings: positions where fours and threes come and go,
+    for checking and timing what reads them."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for g in range(games):
+        state = GameState.from_moves(game, game.random_opening(rng, 2))
+        players = {
+            1: AlphaBeta(game, black, seed=seed + g),
+            -1: AlphaBeta(game, white, seed=seed + games + g),
+        }
+        while not state.done:
+            out.append(state.copy())
+            state.play(players[state.to_play].act(state))
+    return out

@@ -117,18 +117,19 @@ def encode(board: np.ndarray, player: int, last_move: int, params: np.ndarray, o
 # The kernels a search engine calls, as C functions: a C function's type is its signature, so an
 # engine kernel that takes them compiles once for every game with these signatures and numba's
 # disk cache keeps it (a jitted function passed as an argument is a new type in every process).
-_BOARD = nb.types.CPointer(nb.types.int8)
-_PARAMS = nb.types.CPointer(nb.types.int64)
+BOARD_PTR = nb.types.CPointer(nb.types.int8)
+PARAMS_PTR = nb.types.CPointer(nb.types.int64)
+PLANES_PTR = nb.types.CPointer(nb.types.float32)
 
 
-@nb.cfunc(nb.types.int64(_BOARD, nb.types.int64, nb.types.int64, nb.types.int64, _PARAMS), cache=True)
+@nb.cfunc(nb.types.int64(BOARD_PTR, nb.types.int64, nb.types.int64, nb.types.int64, PARAMS_PTR), cache=True)
 def apply_move_c(board_ptr, action, player, n_moves, params_ptr):  # type: ignore[no-untyped-def]
     params = nb.carray(params_ptr, (3,))
     board = nb.carray(board_ptr, (params[P_SIZE] * params[P_SIZE],))
     return apply_move(board, action, player, n_moves, params)
 
 
-@nb.cfunc(nb.types.int64(_BOARD, nb.types.int64, _PARAMS), cache=True)
+@nb.cfunc(nb.types.int64(BOARD_PTR, nb.types.int64, PARAMS_PTR), cache=True)
 def winning_move_c(board_ptr, player, params_ptr):  # type: ignore[no-untyped-def]
     params = nb.carray(params_ptr, (3,))
     board = nb.carray(board_ptr, (params[P_SIZE] * params[P_SIZE],))
@@ -136,7 +137,9 @@ def winning_move_c(board_ptr, player, params_ptr):  # type: ignore[no-untyped-de
 
 
 @nb.cfunc(
-    nb.types.int64(_BOARD, nb.types.int64, nb.types.int64, _PARAMS, nb.types.CPointer(nb.types.float32)),
+    nb.types.int64(
+        BOARD_PTR, nb.types.int64, nb.types.int64, PARAMS_PTR, nb.types.CPointer(nb.types.float32)
+    ),
     cache=True,
 )
 def encode_c(board_ptr, player, last_move, params_ptr, out_ptr):  # type: ignore[no-untyped-def]
@@ -201,6 +204,14 @@ class Gomoku:
     def winning_move(self) -> object:
         """The C kernel `winning_move(board*, player, params*) -> action or -1`."""
         return winning_move_c
+
+    @property
+    def forced_win(self) -> object:
+        """The C kernel `forced_win(board*, player, params*) -> action or -1`: the first move of a
+        victory by continuous fours (threats.py)."""
+        from .threats import forced_win_c
+
+        return forced_win_c
 
     @property
     def encode(self) -> object:

@@ -43,6 +43,11 @@ class SequentialConfig:
     """With detect_wins: a position whose player to move must stop the opponent's win next move has
     that block as its only move, and one with two such wins to stop is lost, both without the
     network (the search never spends simulations on moves that lose at once)."""
+    forced_wins: bool = False
+    """A position whose player to move has a win the opponent cannot stop, found by the game's
+    solver without the network (Gomoku: victory by continuous fours, `forced_win`), is scored as
+    won, and at the root that win's first move is the only move searched (the search neither
+    misses such a win nor walks into one). Needs a game with a `forced_win` kernel."""
     root: str = "puct"
     """How the root's simulations are spent: puct (AlphaZero's; self-play's policy target is the
     visit shares), or gumbel (Danihelka et al. 2022, as mctx's gumbel_muzero_policy: Gumbel-top-k

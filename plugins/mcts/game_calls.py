@@ -1,7 +1,8 @@
 """A game's rules as C kernels called from compiled search code, by address.
 
-The game's rules come in as C kernels (`apply_move`, `encode`, `winning_move`: numba cfuncs over
-pointers to the board, the game's `params` and the planes): the search knows no game. The search
+The game's rules come in as C kernels (`apply_move`, `encode`, `winning_move`, and `forced_win`
+where the game has one: numba cfuncs over pointers to the board, the game's `params` and the
+planes): the search knows no game. The search
 takes their addresses (`GameKernels`) and calls them through a pointer: a function object as an
 argument costs numba ~10 µs to convert on every call, an address nothing, and the compiled kernels
 stay in numba's disk cache.
@@ -29,14 +30,22 @@ class GameKernels(NamedTuple):
     """`winning_move(board*, player, params*) -> action or -1`."""
     encode: int
     """`encode(board*, player, last_move, params*, out*)`: the network's planes of a position."""
+    forced_win: int
+    """`forced_win(board*, player, params*) -> action or -1`: the first move of a win the opponent
+    cannot stop (Gomoku's continuous fours); 0 where the game has no such kernel."""
     params: np.ndarray
     """The game's own numbers (board size, stones in a row, rule), as its kernels read them."""
 
 
 def game_kernels(game: Any) -> GameKernels:
     """A game's kernels (numba cfuncs, or ctypes function pointers of the same signatures)."""
+    forced_win = getattr(game, "forced_win", None)
     return GameKernels(
-        _address(game.apply_move), _address(game.winning_move), _address(game.encode), game.params
+        _address(game.apply_move),
+        _address(game.winning_move),
+        _address(game.encode),
+        _address(forced_win) if forced_win is not None else 0,
+        game.params,
     )
 
 
@@ -112,6 +121,8 @@ def _call_encode(typingctx, address, board, player, last, params, out):  # type:
 
 call_apply_move: Any = intrinsic(_call_apply_move)
 call_winning_move: Any = intrinsic(_call_winning_move)
+#: `forced_win` has `winning_move`'s signature.
+call_forced_win: Any = call_winning_move
 call_encode: Any = intrinsic(_call_encode)
 
 

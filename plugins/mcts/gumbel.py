@@ -177,7 +177,7 @@ def gumbel_root_result(tree: Tree, params: SearchParams, b: int, policy: np.ndar
     and the move to play, the best by g + logit + σ(q̂) among the most visited."""
     board = tree.root_board[b]
     forced = tree.forced[b, 0]
-    if forced >= 0:  # the one move that stops the opponent's win
+    if forced >= 0:  # the root's only move: a forced win's first, or the block of the opponent's win
         policy[:] = 0.0
         policy[forced] = 1.0
         return forced

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from framework.errors import ConfigError
 from framework.schedules import final_value
 
 from . import gumbel
@@ -68,11 +69,17 @@ class PuctSearch:
             detect_wins=bool(cfg.detect_wins),
             leaves_per_tree=int(evaluation.leaves_per_tree),
             forced_blocks=bool(cfg.forced_blocks),
+            forced_wins=bool(cfg.forced_wins),
             gumbel=cfg.root == "gumbel",
             c_visit=float(cfg.gumbel_c_visit),
             c_scale=float(cfg.gumbel_c_scale),
         )
         self.kernels = game_kernels(game)
+        if cfg.forced_wins and not self.kernels.forced_win:
+            raise ConfigError(
+                f"search.forced_wins=true needs a game with a forced_win solver, and {game.name} has none: "
+                "set search.forced_wins=false"
+            )
         self.tree: Tree | None = None
         self._slots: list[tuple[int, ...] | None] = []
         """The moves of each tree slot's root (None: a free slot)."""

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numba as nb
 import numpy as np
 
-from .game_calls import GameKernels, call_apply_move, call_winning_move
+from .game_calls import GameKernels, call_apply_move, call_forced_win, call_winning_move
 from .gumbel import gumbel_interior_action, gumbel_root_action
 
 UNEXPANDED, EXPANDED, TERMINAL = 0, 1, 2
@@ -68,7 +68,7 @@ class Tree(NamedTuple):
     """[B, N] int32: a Gumbel root's schedule: the visits a move must have for simulation s to go to it."""
     forced: np.ndarray
     """[B, N] int32: the one move of a node whose player to move must stop the opponent's win
-    (`forced_blocks`), -1 for none."""
+    (`forced_blocks`), or of a root that wins by force (`forced_wins`); -1 for none."""
 
     @property
     def n_trees(self) -> int:
@@ -148,6 +148,9 @@ class SearchParams(NamedTuple):
     forced_blocks: bool
     """With detect_wins: a node whose opponent can win at once has the block as its only move, and
     two such wins to stop are a lost position, without the network."""
+    forced_wins: bool
+    """A node whose player to move has a win the opponent cannot stop (the game's `forced_win`)
+    is scored as won for that player without the network, and a root's such win is its only move."""
     gumbel: bool
     """A Gumbel root (sequential halving over the considered moves) and mctx's deterministic
     selection below it, instead of PUCT."""
@@ -278,6 +281,12 @@ def select_leaf(
         tree.terminal_value[b, node] = -1.0
         tree.raw_value[b, node] = -1.0
         return depth, player, last, -1.0
+    if params.forced_wins and call_forced_win(game.forced_win, board, player, game.params) >= 0:
+        # A win by force for the player to move (Gomoku: continuous fours): lost for whoever moved here.
+        tree.state[b, node] = TERMINAL
+        tree.terminal_value[b, node] = -1.0
+        tree.raw_value[b, node] = -1.0
+        return depth, player, last, -1.0
     if params.detect_wins and params.forced_blocks:
         threat = forced_block(game, board, player)
         if threat == LOST:
@@ -305,12 +314,18 @@ def forced_block(game: GameKernels, board: np.ndarray, player: int) -> int:
 
 @nb.njit(cache=True)
 def mark_forced_root(tree: Tree, params: SearchParams, game: GameKernels, b: int) -> None:
-    """Root b's forced block, as select_leaf finds a leaf's (a root is expanded outside it)."""
+    """Root b's only move where it has one: the first move of its win by force (`forced_wins`),
+    else its forced block, as select_leaf finds a leaf's (a root is expanded outside it)."""
     tree.forced[b, 0] = -1
-    if not (params.detect_wins and params.forced_blocks):
-        return
     board = tree.root_board[b].copy()
     player = int(tree.root_player[b])
+    if params.forced_wins:
+        win = call_forced_win(game.forced_win, board, player, game.params)
+        if win >= 0:
+            tree.forced[b, 0] = win
+            return
+    if not (params.detect_wins and params.forced_blocks):
+        return
     if call_winning_move(game.winning_move, board, player, game.params) >= 0:
         return  # it wins at once rather than blocks
     threat = forced_block(game, board, player)

@@ -62,6 +62,30 @@ def test_a_trained_agent_searches_as_a_player_unless_told(overrides: tuple[str, 
         assert player.engine().num_simulations == expected  # type: ignore[attr-defined]
 
 
+def test_a_trained_agent_plays_with_the_games_solver_unless_told() -> None:
+    """The shipped agent's run predates `search.forced_wins`: as a player it searches with the
+    game's solver, so a win by continuous fours is played with every simulation, at once."""
+    from framework_plugins.gomoku.rules import GameState
+    from framework_plugins.gomoku.threats import forced_win
+
+    with load_trained("gomoku_15x15", ("search.num_simulations=16",)) as player:
+        assert player.cfg.search.forced_wins is True
+        game = player.game
+        # Black: a three on row 6 closed at its left, two stones of column 9 below (9, 6): (9, 6) is a
+        # four and an open three at once.
+        black = [(6, 6), (7, 6), (8, 6), (9, 7), (9, 8)]
+        white = [(5, 6), (0, 0), (14, 0), (0, 14), (14, 14)]
+        moves = [game.from_xy(*c) for pair in zip(black, white, strict=True) for c in pair]
+        state = GameState.from_moves(game, moves)
+        win = forced_win(state.board.copy(), state.to_play, game.params)
+        assert win == game.from_xy(9, 6)
+        counts = player.engine().search([state], add_noise=False)[0]
+        assert counts[win] == counts.sum() == 16
+    with load_trained("gomoku_15x15", ("search.forced_wins=false",)) as player:
+        assert player.cfg.search.forced_wins is False
+        assert not player.engine().params.forced_wins  # type: ignore[attr-defined]
+
+
 def test_a_scheduled_simulation_count_plays_at_its_last_value_or_more() -> None:
     from omegaconf import OmegaConf
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from framework_plugins.gomoku.rules import BLACK, WHITE, GameState, Gomoku, winning_move, wins
+from framework_plugins.gomoku.threats import forced_win
 from tests.mcts.test_sequential import FORCED, GAME, Recorder, has_line, make_engine, position
 
 # -- tactics and values ----------------------------------------------------------------------------
@@ -238,3 +239,60 @@ def test_with_forced_blocks_the_evaluator_never_sees_two_wins_to_stop_and_blocks
                     visited = [a for a in np.flatnonzero(kids >= 0) if tree.visits[b, kids[a]] > 0]
                     assert visited in ([], [tree.forced[b, node]])
     assert max(seen[True]) <= 1 < max(seen[False])  # two wins to stop: lost, without the network
+
+
+# -- forced wins -----------------------------------------------------------------------------------
+
+# Black to move: (4, 1) is a four on row 1 and an open three on column 4, a win two fours ahead
+# that no single move shows (tests/gomoku/test_threats.py).
+FOUR_THREE = ([(1, 1), (2, 1), (3, 1), (4, 2), (4, 3)], [(0, 1), (8, 8), (8, 7), (0, 8), (7, 8)])
+
+
+def forced_for_mover(planes: np.ndarray, game: Gomoku = GAME) -> bool:
+    """Whether the player to move in these planes wins by continuous fours."""
+    board = (planes[0] - planes[1]).astype(np.int8).ravel()  # the mover +1, the opponent -1
+    return forced_win(board, 1, game.params) >= 0
+
+
+@pytest.mark.parametrize("root", ["puct", "gumbel"])
+def test_with_forced_wins_a_root_plays_its_win_by_fours_with_every_simulation(root: str) -> None:
+    state = position(*FOUR_THREE)
+    win = forced_win(state.board.copy(), state.to_play, GAME.params)
+    assert win == GAME.from_xy(4, 1) and winning_move(state.board, state.to_play, GAME.params) == -1
+    engine = make_engine(num_simulations=64, forced_wins=True, root=root)
+    counts = engine.search([state])[0]
+    assert counts[win] == counts.sum() == 64
+    assert engine.policy_targets[0][win] == 1.0
+    if root == "gumbel":
+        assert engine.chosen_moves[0] == win
+    # Without the solver the uniform search spreads its visits.
+    counts = make_engine(num_simulations=64, root=root).search([state])[0]
+    assert counts[win] < 32
+
+
+def test_with_forced_wins_the_evaluator_never_sees_a_won_position_and_the_search_defends() -> None:
+    # Black to move against white's open three on row 4: all but two moves let white make an open
+    # four; black has no four of its own.
+    black = [(0, 0), (8, 0), (0, 8), (8, 2)]
+    defend = position(black, [(3, 4), (4, 4), (5, 4)])
+    blocks = {GAME.from_xy(2, 4), GAME.from_xy(6, 4)}
+    roots = [defend, position(*FOUR_THREE), GAME.new_state()]
+    seen = {}
+    for solver in (False, True):
+        recorder = Recorder()
+        engine = make_engine(evaluator_factory=recorder.factory, num_simulations=300, forced_wins=solver)
+        counts = engine.search(roots)
+        seen[solver] = sum(forced_for_mover(p) for p in np.concatenate(recorder.batches[1:]))
+        if solver:
+            assert int(counts[0].argmax()) in blocks
+            assert engine.root_values[1] > 0.5
+            tree = engine.tree
+            assert tree is not None
+            # Each of the defender's moves that leaves white its win is a lost leaf, visited once.
+            node = tree.children[0, 0]
+            for a in np.flatnonzero(node >= 0):
+                board = defend.board.copy()
+                board[a] = BLACK
+                if forced_win(board, WHITE, GAME.params) >= 0:
+                    assert tree.terminal_value[0, node[a]] == -1.0 and tree.visits[0, node[a]] <= 2, a
+    assert seen[True] == 0 < seen[False]

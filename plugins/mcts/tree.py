@@ -317,6 +317,9 @@ def mark_forced_root(tree: Tree, params: SearchParams, game: GameKernels, b: int
     """Root b's only move where it has one: the first move of its win by force (`forced_wins`),
     else its forced block, as select_leaf finds a leaf's (a root is expanded outside it)."""
     tree.forced[b, 0] = -1
+    blocks = params.detect_wins and params.forced_blocks
+    if not (params.forced_wins or blocks):
+        return
     board = tree.root_board[b].copy()
     player = int(tree.root_player[b])
     if params.forced_wins:
@@ -324,7 +327,7 @@ def mark_forced_root(tree: Tree, params: SearchParams, game: GameKernels, b: int
         if win >= 0:
             tree.forced[b, 0] = win
             return
-    if not (params.detect_wins and params.forced_blocks):
+    if not blocks:
         return
     if call_winning_move(game.winning_move, board, player, game.params) >= 0:
         return  # it wins at once rather than blocks

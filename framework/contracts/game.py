@@ -23,12 +23,13 @@ class BoardState(Protocol):
 
 
 class Evaluator(Protocol):
-    """A batched policy-value function: planes [B, C, H, W] float32 → (policy logits [B, A], values [B]).
+    """A batched policy-value function: planes [B, C, H, W] float32 → (policy logits [B, A], values [B]),
+    or (logits, values, draws [B]) from a network that predicts the probability of a draw.
 
-    Values are from the view of the player to move in each position, in [-1, 1].
+    Values are from the view of the player to move in each position, in [-1, 1]; draws in [0, 1].
     """
 
-    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, ...]: ...
 
 
 @runtime_checkable
@@ -39,7 +40,7 @@ class PortableEvaluator(Protocol):
     published to it (`weights()` of a network, `load_weights` there).
     """
 
-    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, ...]: ...
     def portable(self, backend: str | None = None) -> Callable[[str], PortableEvaluator]:
         """A picklable builder: `builder(device)` is the same function on `device` computed by
         `backend` (this evaluator's own by default; an unknown name is a ValueError naming the

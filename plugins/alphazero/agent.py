@@ -20,7 +20,7 @@ from framework.searches import BEST
 
 from . import gating
 from .collector import SelfPlayCollector
-from .config import RUNNERS, AlphaZeroConfig
+from .config import RUNNERS, VALUE_HEADS, AlphaZeroConfig
 from .learner import WEIGHTS_FILE, Learner
 from .network import NetworkEvaluator
 
@@ -64,6 +64,13 @@ class AlphaZeroAgent:
                 f"agent.random_openings={self.cfg.random_openings} starts self-play games from the env's "
                 "random openings, and this env gives none (for gomoku: env.eval_opening_stones >= 1), "
                 "or set agent.random_openings=0"
+            )
+        contempt = getattr(getattr(search, "cfg", None), "draw_contempt", 0.0)
+        if contempt:
+            raise ConfigError(
+                f"search.draw_contempt={contempt} is a player's (play RUN search.draw_contempt={contempt}, "
+                "gomocup, a benchmark's matches): self-play searches both sides of its games, so it "
+                "trains with search.draw_contempt=0"
             )
         workers = getattr(getattr(search, "cfg", None), "workers", 0)
         if self.cfg.runner == "single" and isinstance(search, DistributedSearch) and workers:
@@ -247,6 +254,7 @@ class AlphaZeroAgent:
 
 def _validate(cfg: AlphaZeroConfig) -> None:
     check_choice("agent.runner", cfg.runner, RUNNERS)
+    check_choice("agent.value_head", cfg.value_head, VALUE_HEADS)
     check_at_least(
         "agent",
         cfg,

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 RUNNERS = ("vectorize", "single")
+VALUE_HEADS = ("scalar", "wdl")
 
 
 @dataclass
@@ -12,6 +13,10 @@ class AlphaZeroConfig:
     """Residual blocks of the network's tower."""
     channels: int = 64
     """Convolution channels of the tower."""
+    value_head: str = "scalar"
+    """The network's value head: scalar (AlphaGo Zero's: tanh, MSE to the outcome) or wdl (the
+    probabilities of win, draw and loss, cross-entropy to the outcome: Leela Chess Zero's), whose
+    draw probability a player's search can weigh (search.draw_contempt)."""
     runner: str = "vectorize"
     """Self-play runner: vectorize (parallel_games games in one process, the leaves of all of them
     evaluated in one network call) or single (one game at a time)."""

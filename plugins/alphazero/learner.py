@@ -39,12 +39,14 @@ class Learner:
         """Networks for the game (new ones, or the loaded ones checked against it), Adam, the replay."""
         cfg = self.cfg
         self.device = torch.device(device)
-        network = {
+        network: dict[str, Any] = {
             "board_size": game.board_shape[0],
             "in_planes": game.n_planes,
             "blocks": cfg.blocks,
             "channels": cfg.channels,
         }
+        if cfg.value_head != "scalar":
+            network["value_head"] = cfg.value_head
         if self.net is not None and self.net.spec != network:
             raise ConfigError(f"the checkpoint's network is {self.net.spec}, and agent.* asks for {network}")
         if self.net is None:
@@ -88,7 +90,8 @@ class Learner:
             self.stats.setdefault(key, []).append(value)
 
     def train_phase(self, rng: np.random.Generator, learning_rate: float) -> None:
-        """`updates_per_phase` gradient steps on batches of the replay (cross-entropy to π, MSE to z)."""
+        """`updates_per_phase` gradient steps on batches of the replay: cross-entropy to π, and MSE to
+        z (a scalar value head) or cross-entropy to z's class (win, draw, loss: a `wdl` head)."""
         cfg, net, optimizer, replay = self.cfg, self.net, self.optimizer, self.replay
         assert net is not None and optimizer is not None and replay is not None
         for group in optimizer.param_groups:
@@ -99,10 +102,13 @@ class Learner:
             x = torch.from_numpy(planes).to(self.device)
             pi = torch.from_numpy(policy).to(self.device)
             z = torch.from_numpy(value).to(self.device)
-            logits, v = net(x)
+            logits, out = net.heads(x)
             log_p = F.log_softmax(logits, dim=1)
             policy_loss = -(pi * log_p).sum(1).mean()
-            value_loss = F.mse_loss(v, z)
+            if net.wdl:  # z is 1, 0 or -1: classes 0 (win), 1 (draw), 2 (loss)
+                value_loss = F.cross_entropy(out, (1 - z.round()).long())
+            else:
+                value_loss = F.mse_loss(torch.tanh(out).squeeze(1), z)
             loss = policy_loss + value_loss
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -147,7 +153,7 @@ class Learner:
             np.savez(path / REPLAY_FILE, **self.replay.state_dict())
         return dict(self.net.spec)
 
-    def load(self, path: Path, spec: dict[str, int]) -> None:
+    def load(self, path: Path, spec: dict[str, Any]) -> None:
         weights = torch.load(path / WEIGHTS_FILE, map_location="cpu", weights_only=True)
         self.net = PolicyValueNet(**spec)
         self.net.load_state_dict(weights.get("net", weights["best"]))  # shipped: the best one only

@@ -1,4 +1,9 @@
-"""The policy-value network: a residual tower with a policy head and a value head (AlphaGo Zero's)."""
+"""The policy-value network: a residual tower with a policy head and a value head (AlphaGo Zero's).
+
+The value head is AlphaGo Zero's scalar (tanh, trained by MSE to the outcome), or win/draw/loss
+(`wdl`: three logits trained by cross-entropy to the outcome, as Leela Chess Zero's and KataGo's), whose
+draw probability a search can weigh apart (`search.draw_contempt`).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
+from .config import VALUE_HEADS
 
 
 class ResidualBlock(nn.Module):
@@ -26,11 +33,24 @@ class ResidualBlock(nn.Module):
 
 
 class PolicyValueNet(nn.Module):
-    """Planes [B, C, n, n] → (policy logits [B, n*n], value [B] in [-1, 1], the mover's view)."""
+    """Planes [B, C, n, n] → (policy logits [B, n*n], value [B] in [-1, 1], the mover's view), and
+    with a `wdl` value head the probability of a draw [B] third (the value is P(win) - P(loss))."""
 
-    def __init__(self, *, board_size: int, in_planes: int, blocks: int, channels: int) -> None:
+    def __init__(
+        self, *, board_size: int, in_planes: int, blocks: int, channels: int, value_head: str = "scalar"
+    ) -> None:
         super().__init__()
-        self.spec = {"board_size": board_size, "in_planes": in_planes, "blocks": blocks, "channels": channels}
+        if value_head not in VALUE_HEADS:
+            raise ValueError(f"unknown value head {value_head!r}: choose one of {', '.join(VALUE_HEADS)}")
+        self.spec: dict[str, Any] = {
+            "board_size": board_size,
+            "in_planes": in_planes,
+            "blocks": blocks,
+            "channels": channels,
+        }
+        if value_head != "scalar":  # a scalar network's spec is as it was before the option
+            self.spec["value_head"] = value_head
+        self.wdl = value_head == "wdl"
         n_cells = board_size * board_size
         self.stem = nn.Sequential(
             nn.Conv2d(in_planes, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels), nn.ReLU()
@@ -39,13 +59,21 @@ class PolicyValueNet(nn.Module):
         self.policy_conv = nn.Sequential(nn.Conv2d(channels, 2, 1, bias=False), nn.BatchNorm2d(2), nn.ReLU())
         self.policy_fc = nn.Linear(2 * n_cells, n_cells)
         self.value_conv = nn.Sequential(nn.Conv2d(channels, 1, 1, bias=False), nn.BatchNorm2d(1), nn.ReLU())
-        self.value_fc = nn.Sequential(nn.Linear(n_cells, channels), nn.ReLU(), nn.Linear(channels, 1))
+        outputs = 3 if self.wdl else 1
+        self.value_fc = nn.Sequential(nn.Linear(n_cells, channels), nn.ReLU(), nn.Linear(channels, outputs))
 
-    def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def heads(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(policy logits [B, n*n], the value head's output: [B, 1] before tanh, or WDL logits [B, 3])."""
         x = self.tower(self.stem(planes))
         logits = self.policy_fc(self.policy_conv(x).flatten(1))
-        value = torch.tanh(self.value_fc(self.value_conv(x).flatten(1))).squeeze(1)
-        return logits, value
+        return logits, self.value_fc(self.value_conv(x).flatten(1))
+
+    def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        logits, out = self.heads(planes)
+        if not self.wdl:
+            return logits, torch.tanh(out).squeeze(1)
+        wdl = torch.softmax(out, dim=1)
+        return logits, wdl[:, 0] - wdl[:, 2], wdl[:, 1]
 
 
 class NetworkEvaluator:
@@ -74,12 +102,11 @@ class NetworkEvaluator:
         self.net.load_state_dict({key: torch.from_numpy(np.array(v)) for key, v in weights.items()})
         self.net.eval()
 
-    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, ...]:
         self.positions += len(planes)
         with torch.inference_mode():
             x = torch.from_numpy(planes).to(self.device, non_blocking=True)
-            logits, value = self.net(x)
-            return logits.float().cpu().numpy(), value.float().cpu().numpy()
+            return tuple(out.float().cpu().numpy() for out in self.net(x))
 
 
 def torch_evaluator(net: PolicyValueNet, device: str) -> NetworkEvaluator:
@@ -121,7 +148,7 @@ def evaluator_for(net: PolicyValueNet, device: str, backend: str = "torch") -> N
     return backend_named(resolved(backend, device))(net, device)
 
 
-def build_evaluator(spec: dict[str, int], device: str, backend: str = "torch") -> NetworkEvaluator:
+def build_evaluator(spec: dict[str, Any], device: str, backend: str = "torch") -> NetworkEvaluator:
     """A network of `spec` on `device`, in inference mode, behind an evaluator by `backend` (its weights
     to be loaded)."""
     backend = resolved(backend, device)

@@ -21,7 +21,7 @@ from .network import NetworkEvaluator, PolicyValueNet
 
 log = logging.getLogger("framework")
 
-INPUT, OUTPUTS = "planes", ("logits", "value")
+INPUT, OUTPUTS, DRAW = "planes", ("logits", "value"), "draw"
 
 
 class OnnxEvaluator(NetworkEvaluator):
@@ -41,19 +41,20 @@ class OnnxEvaluator(NetworkEvaluator):
         self._session: Any = None
         self._exported_version: int | None = None
         self._tensors: list[torch.Tensor] = []
+        self._outputs: list[str] = list(OUTPUTS)
         self._export()
 
     def load_weights(self, weights: Mapping[str, Any]) -> None:
         super().load_weights(weights)
         self._export()
 
-    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, ...]:
         # The tensors listed at the export, not walked through the modules again: 5 us a call, not 100.
         if sum(t._version for t in self._tensors) != self._exported_version:
             self._export()  # the network was trained or loaded since: evaluate the weights it has now
         self.positions += len(planes)
-        logits, value = self._session.run(OUTPUTS, {INPUT: np.ascontiguousarray(planes, dtype=np.float32)})
-        return logits, value
+        feed = {INPUT: np.ascontiguousarray(planes, dtype=np.float32)}
+        return tuple(self._session.run(self._outputs, feed))
 
     def _export(self) -> None:
         """Export the network as it is now (in eval mode: batch norm from its running statistics) and
@@ -61,6 +62,7 @@ class OnnxEvaluator(NetworkEvaluator):
         import onnxruntime as ort
 
         net, spec = self.net, self.net.spec
+        self._outputs = [*OUTPUTS, *([DRAW] if net.wdl else [])]
         example = torch.zeros(1, spec["in_planes"], spec["board_size"], spec["board_size"])
         model = io.BytesIO()
         training = net.training
@@ -75,8 +77,8 @@ class OnnxEvaluator(NetworkEvaluator):
                     model,  # type: ignore[arg-type]  # a file-like object works; torch's annotation says path
                     dynamo=False,
                     input_names=[INPUT],
-                    output_names=list(OUTPUTS),
-                    dynamic_axes={name: {0: "batch"} for name in (INPUT, *OUTPUTS)},
+                    output_names=self._outputs,
+                    dynamic_axes={name: {0: "batch"} for name in (INPUT, *self._outputs)},
                 )
         finally:
             net.train(training)

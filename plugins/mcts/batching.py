@@ -23,12 +23,14 @@ log = logging.getLogger("framework")
 
 
 class Evaluated(NamedTuple):
-    """A batch's answer: the leaves it was for, their logits and values, the weights' version."""
+    """A batch's answer: the leaves it was for, their logits and values, the weights' version, and
+    their draw probabilities where the network has them (a win/draw/loss value head)."""
 
     mapping: np.ndarray
     logits: np.ndarray
     values: np.ndarray
     version: int
+    draws: np.ndarray | None = None
 
 
 @dataclass
@@ -191,7 +193,11 @@ class BatchInferenceManager:
                     )
                 results.append(
                     Evaluated(
-                        batch.mapping, np.asarray(answer.logits), np.asarray(answer.values), answer.version
+                        batch.mapping,
+                        np.asarray(answer.logits),
+                        np.asarray(answer.values),
+                        answer.version,
+                        None if answer.draws is None else np.asarray(answer.draws),
                     )
                 )
                 self._count(batch, now, float(answer.seconds))

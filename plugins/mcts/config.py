@@ -48,6 +48,12 @@ class SequentialConfig:
     solver without the network (Gomoku: victory by continuous fours, `forced_win`), is scored as
     won, and at the root that win's first move is the only move searched (the search neither
     misses such a win nor walks into one). Needs a game with a `forced_win` kernel."""
+    draw_contempt: float = 0.0
+    """A player's contempt for draws (Leela Chess Zero's): the player the search is for counts a
+    draw as a loss of this much, its opponent as a win of as much, so that against a weaker
+    opponent it plays for the win, not the draw. A network with a win/draw/loss value head
+    (agent.value_head=wdl) weighs each position's draw probability so; with any network a drawn end
+    of the game counts so. In [0, 1]; for a trained agent's play (self-play searches both sides, 0)."""
     root: str = "puct"
     """How the root's simulations are spent: puct (AlphaZero's; self-play's policy target is the
     visit shares), or gumbel (Danihelka et al. 2022, as mctx's gumbel_muzero_policy: Gumbel-top-k

@@ -139,6 +139,8 @@ def validate_search(cfg: SequentialConfig) -> None:
         )
     if cfg.dirichlet_alpha <= 0:
         raise ConfigError(f"search.dirichlet_alpha={cfg.dirichlet_alpha} must be > 0")
+    if not 0.0 <= cfg.draw_contempt <= 1.0:
+        raise ConfigError(f"search.draw_contempt={cfg.draw_contempt} must be in [0, 1]")
 
 
 def validate_ray_async(cfg: RayAsyncConfig) -> None:

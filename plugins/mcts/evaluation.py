@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from .batching import BatchInferenceManager, Evaluated, InferenceStats
+from .inference import evaluated
 
 if TYPE_CHECKING:
     from framework.contracts import Evaluator
@@ -73,15 +74,15 @@ class InProcess:
         return self._version
 
     def evaluate(self, planes: np.ndarray) -> Evaluated:
-        logits, values = self.evaluator(planes)
-        return Evaluated(np.arange(len(planes), dtype=np.int64), logits, values, self._version)
+        logits, values, draws = evaluated(self.evaluator(planes))
+        return Evaluated(np.arange(len(planes), dtype=np.int64), logits, values, self._version, draws)
 
     def exchange(self, slots: np.ndarray, planes: np.ndarray, timeout_s: float) -> list[Evaluated]:
         if not len(slots):
             return []
-        logits, values = self.evaluator(planes)
+        logits, values, draws = evaluated(self.evaluator(planes))
         # The slots are the search's array, read by its next turn before it changes them: no copy.
-        return [Evaluated(slots, logits, values, self._version)]
+        return [Evaluated(slots, logits, values, self._version, draws)]
 
     def pending(self) -> int:
         return 0
@@ -129,10 +130,13 @@ class Pipelined:
         order = np.concatenate([e.mapping for e in got])
         logits = np.empty((n, *got[0].logits.shape[1:]), dtype=np.float32)
         values = np.empty(n, dtype=np.float32)
+        draws = None if got[0].draws is None else np.zeros(n, dtype=np.float32)
         for e in got:
             logits[e.mapping], values[e.mapping] = _checked(e.logits, e.values, len(e.mapping))
+            if draws is not None and e.draws is not None:
+                draws[e.mapping] = e.draws
         assert len(order) == n
-        return Evaluated(np.arange(n), logits, values, min(e.version for e in got))
+        return Evaluated(np.arange(n), logits, values, min(e.version for e in got), draws)
 
     def exchange(self, slots: np.ndarray, planes: np.ndarray, timeout_s: float) -> list[Evaluated]:
         if len(slots):

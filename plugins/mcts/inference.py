@@ -49,12 +49,22 @@ def keep_freed_memory() -> bool:
 
 
 class Answer(NamedTuple):
-    """An evaluated batch: policy logits [B, A], values [B], the weights' version, seconds taken."""
+    """An evaluated batch: policy logits [B, A], values [B], the weights' version, seconds taken,
+    and draw probabilities [B] where the network has them."""
 
     logits: np.ndarray
     values: np.ndarray
     version: int
     seconds: float
+    draws: np.ndarray | None = None
+
+
+def evaluated(answer: tuple[Any, ...]) -> tuple[Any, Any, Any]:
+    """An evaluator's answer as (logits, values, draws): draws None where it gives two arrays."""
+    if len(answer) == 2:
+        return answer[0], answer[1], None
+    logits, values, draws = answer
+    return logits, values, draws
 
 
 class StaleWeights(RuntimeError):
@@ -124,11 +134,15 @@ class InferenceActor:
                     f"for version {min_version} or newer, which its weights keeper does not hold"
                 )
         # A copy as float32 (planes come compacted, and arrays from Ray's object store are read-only).
-        logits, values = evaluator(np.array(planes, dtype=np.float32))
+        logits, values, draws = evaluated(evaluator(np.array(planes, dtype=np.float32)))
         self.batches += 1
         self.positions += len(planes)
         return Answer(
-            np.asarray(logits), np.asarray(values), self.versions[model], time.perf_counter() - started
+            np.asarray(logits),
+            np.asarray(values),
+            self.versions[model],
+            time.perf_counter() - started,
+            None if draws is None else np.asarray(draws),
         )
 
     def load_weights(self, model: str, version: int, weights: Mapping[str, np.ndarray]) -> int:

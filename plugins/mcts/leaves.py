@@ -13,7 +13,7 @@ import numba as nb
 import numpy as np
 
 from .game_calls import GameKernels, call_encode
-from .tree import UNEXPANDED, SearchParams, Tree, backup, expand, select_leaf
+from .tree import UNEXPANDED, SearchParams, Tree, backup, draw_value, expand, select_leaf
 
 
 class Leaves(NamedTuple):
@@ -141,19 +141,28 @@ def release_leaves(tree: Tree, leaves: Leaves, slots: np.ndarray) -> int:
 
 @nb.njit(cache=True)
 def finish_leaves(
-    tree: Tree, leaves: Leaves, slots: np.ndarray, logits: np.ndarray, values: np.ndarray
+    tree: Tree,
+    params: SearchParams,
+    leaves: Leaves,
+    slots: np.ndarray,
+    logits: np.ndarray,
+    values: np.ndarray,
+    draws: np.ndarray,
 ) -> int:
     """Evaluated leaves: pending visits off their paths, the leaf expanded (illegal moves masked),
-    its value backed up. Returns release_leaves' count of pending visits already at 0."""
+    its value backed up (less its draw probability's contempt, `draws`: zeros from a network
+    without one). Returns release_leaves' count of pending visits already at 0."""
     clamped = release_leaves(tree, leaves, slots)
     for i in range(slots.size):
         s = slots[i]
         b, depth = leaves.tree_index[s], leaves.depth[s]
         leaf = leaves.path[s, depth]
+        # The value from the view of whoever moved into the leaf: a draw counts draw_value.
+        value = draws[i] * draw_value(params, depth) - values[i]
         if tree.state[b, leaf] == UNEXPANDED:
             expand(tree, b, leaf, leaves.board[s], logits[i])
-            tree.raw_value[b, leaf] = -values[i]
-        backup(tree, b, leaves.path[s], depth, -values[i])
+            tree.raw_value[b, leaf] = value
+        backup(tree, b, leaves.path[s], depth, value)
     return clamped
 
 
@@ -168,11 +177,12 @@ def finish_and_select(
     slots: np.ndarray,
     logits: np.ndarray,
     values: np.ndarray,
+    draws: np.ndarray,
 ) -> tuple[int, int, int, int]:
     """One turn of a search's loop in one call: the evaluated leaves in `slots` finished and their
     slots freed, then `select_leaves`. Returns (k, simulations backed up, trees not yet at target,
     pending visits that were already 0 when taken back)."""
-    clamped = finish_leaves(tree, leaves, slots, logits, values)
+    clamped = finish_leaves(tree, params, leaves, slots, logits, values, draws)
     n = leaves.n_free[0]
     for i in range(slots.size):
         leaves.free[n + i] = slots[i]

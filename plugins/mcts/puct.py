@@ -70,6 +70,7 @@ class PuctSearch:
             leaves_per_tree=int(evaluation.leaves_per_tree),
             forced_blocks=bool(cfg.forced_blocks),
             forced_wins=bool(cfg.forced_wins),
+            draw_contempt=float(cfg.draw_contempt),
             gumbel=cfg.root == "gumbel",
             c_visit=float(cfg.gumbel_c_visit),
             c_scale=float(cfg.gumbel_c_scale),
@@ -89,8 +90,10 @@ class PuctSearch:
             np.zeros(0, dtype=np.int64),
             np.zeros((0, game.n_actions), dtype=np.float32),
             np.zeros(0, dtype=np.float32),
+            np.zeros(0, dtype=np.float32),
         )
         """No answer: what the first turn of a search finishes."""
+        self._zeros = np.zeros(0, dtype=np.float32)
         self._last_values = np.zeros(0, dtype=np.float32)
         self._last_policies = np.zeros((0, game.n_actions), dtype=np.float32)
         self._last_chosen = np.zeros(0, dtype=np.int64)
@@ -252,7 +255,13 @@ class PuctSearch:
         node = -1
         # A Gumbel root's schedule counts its moves' visits from 0: its searches start afresh.
         reuse = self.cfg.reuse_tree and not self.params.gumbel
-        if reuse and last is not None and moves[: len(last)] == last:
+        if (
+            reuse
+            and last is not None
+            and moves[: len(last)] == last
+            # Values under contempt are the last root's player's: kept where the player is the same.
+            and (not self.params.draw_contempt or (len(moves) - len(last)) % 2 == 0)
+        ):
             node = kernels.descend(tree, b, np.array(moves[len(last) :], dtype=np.int64))
             if node == 0:
                 return
@@ -279,7 +288,9 @@ class PuctSearch:
             )
         answer = self._checked(self.evaluation.evaluate(planes))
         for j, b in enumerate(todo):
-            kernels.expand_root(tree, b, answer.logits[j], float(answer.values[j]))
+            draw = 0.0 if answer.draws is None else float(answer.draws[j])
+            value = float(answer.values[j]) - self.params.draw_contempt * draw  # the root's player's view
+            kernels.expand_root(tree, b, answer.logits[j], value)
             kernels.mark_forced_root(tree, self.params, self.kernels, b)
 
     def _draw_gumbel(self, tree: Tree, slots: np.ndarray, noise: np.ndarray) -> None:
@@ -309,7 +320,7 @@ class PuctSearch:
         leaves = self._leaves_for(max_pending, tree.n_trees)
         leaf_kernels.free_all(leaves)
         params, game = self.params, self.kernels
-        slots, logits, values = self._none
+        slots, logits, values, draws = self._none
         step = self._compile(
             "step",
             leaf_kernels.finish_and_select,
@@ -322,6 +333,7 @@ class PuctSearch:
             slots,
             logits,
             values,
+            draws,
         )
         try:
             while True:
@@ -332,7 +344,7 @@ class PuctSearch:
                         break
                     budget = 0  # time is up: the answers in hand and in flight are taken in, no more
                 k, simulated, unfinished, clamped = step(
-                    tree, params, game, leaves, active, budget, slots, logits, values
+                    tree, params, game, leaves, active, budget, slots, logits, values, draws
                 )
                 self.simulations += simulated
                 self.clamped += clamped
@@ -341,7 +353,7 @@ class PuctSearch:
                 if self.debug_hook is not None:
                     self.debug_hook(self, tree)
                 answers = evaluation.exchange(leaves.taken[:k], leaves.planes[:k], IDLE_WAIT_S)
-                slots, logits, values = self._answered(answers, tree, leaves)
+                slots, logits, values, draws = self._answered(answers, tree, leaves)
             if evaluation.pending():
                 raise RuntimeError(f"search ended with {evaluation.pending()} leaves still pending")
         except BaseException:
@@ -354,21 +366,22 @@ class PuctSearch:
 
     def _answered(
         self, answers: list[Evaluated], tree: Tree, leaves: Leaves
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The answers as one (slots, logits, values), checked; a bad one fails the search, its
-        leaves and the others' given up."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The answers as one (slots, logits, values, draws), checked; a bad one fails the search, its
+        leaves and the others' given up. Draws are zeros from a network without them."""
         if not answers:
             return self._none
         if len(answers) == 1:  # the common case, kept short: a search calls it once per turn
             only = answers[0]
-            n, logits, values = len(only.mapping), only.logits, only.values
+            n, logits, values, draws = len(only.mapping), only.logits, only.values, only.draws
             if (
                 logits.shape == (n, self.game.n_actions)
                 and values.shape == (n,)
                 and logits.dtype == values.dtype == np.float32
                 and only.mapping.dtype == np.int64
+                and (draws is None or (draws.shape == (n,) and draws.dtype == np.float32))
             ):
-                return only.mapping, logits, values
+                return only.mapping, logits, values, self._no_draws(n) if draws is None else draws
         try:
             checked = [self._checked(answer) for answer in answers]
         except RuntimeError:
@@ -377,16 +390,28 @@ class PuctSearch:
             raise
         if len(checked) == 1:
             only = checked[0]
-            return only.mapping, only.logits, only.values
+            assert only.draws is not None
+            return only.mapping, only.logits, only.values, only.draws
         return (
             np.concatenate([a.mapping for a in checked]),
             np.concatenate([a.logits for a in checked]),
             np.concatenate([a.values for a in checked]),
+            np.concatenate([a.draws for a in checked if a.draws is not None]),
         )
 
+    def _no_draws(self, n: int) -> np.ndarray:
+        """Zeros [n]: the draw probabilities of a network without them (kept, not made each turn)."""
+        if self._zeros.size < n:
+            self._zeros = np.zeros(max(n, 2 * self._zeros.size), dtype=np.float32)
+        return self._zeros[:n]
+
     def _checked(self, answer: Evaluated) -> Evaluated:
-        """The answer with int64 slots and float32 arrays; one of another size or shape is an error."""
+        """The answer with int64 slots and float32 arrays, draws included (zeros where the network
+        has none); one of another size or shape is an error."""
         n, logits, values = len(answer.mapping), answer.logits, answer.values
+        if answer.draws is not None and np.shape(answer.draws) != (n,):
+            said = f"{len(answer.draws)} draw probabilities for {n} positions"
+            raise RuntimeError(f"the evaluator returned {said}")
         if logits.shape != (n, self.game.n_actions) or values.shape != (n,):
             if len(logits) != n or len(values) != n:
                 said = f"{len(logits)} policies and {len(values)} values for {n} positions"
@@ -395,13 +420,14 @@ class PuctSearch:
                 f"the evaluator returned policies of shape {tuple(logits.shape)}; this game's are "
                 f"[batch, {self.game.n_actions}] (flat action indices)"
             )
-        if answer.mapping.dtype != np.int64 or logits.dtype != np.float32 or values.dtype != np.float32:
-            answer = answer._replace(
-                mapping=answer.mapping.astype(np.int64),
-                logits=np.ascontiguousarray(logits, dtype=np.float32),
-                values=np.ascontiguousarray(values, dtype=np.float32),
-            )
-        return answer
+        return answer._replace(
+            mapping=answer.mapping.astype(np.int64, copy=False),
+            logits=np.ascontiguousarray(logits, dtype=np.float32),
+            values=np.ascontiguousarray(values, dtype=np.float32),
+            draws=np.zeros(n, dtype=np.float32)
+            if answer.draws is None
+            else np.ascontiguousarray(answer.draws, dtype=np.float32),
+        )
 
     def _leaves_for(self, n: int, n_trees: int) -> Leaves:
         leaves = self._leaves

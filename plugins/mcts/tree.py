@@ -151,6 +151,8 @@ class SearchParams(NamedTuple):
     forced_wins: bool
     """A node whose player to move has a win the opponent cannot stop (the game's `forced_win`)
     is scored as won for that player without the network, and a root's such win is its only move."""
+    draw_contempt: float
+    """The root's player counts a draw as a loss of this much, its opponent as a win of as much."""
     gumbel: bool
     """A Gumbel root (sequential halving over the considered moves) and mctx's deterministic
     selection below it, instead of PUCT."""
@@ -160,6 +162,14 @@ class SearchParams(NamedTuple):
 
 
 # -- kernels -----------------------------------------------------------------------------------------
+
+
+@nb.njit(cache=True, inline="always")
+def draw_value(params: SearchParams, depth: int) -> float:
+    """A draw's value at `depth` below the root, from the view of the player who moved into it:
+    -draw_contempt for the root's player (who moves into the odd depths), +draw_contempt for its
+    opponent."""
+    return -params.draw_contempt if depth % 2 == 1 else params.draw_contempt
 
 
 @nb.njit(cache=True)
@@ -271,7 +281,7 @@ def select_leaf(
         path[depth] = node
         if outcome != ONGOING and tree.state[b, node] == UNEXPANDED:
             tree.state[b, node] = TERMINAL
-            tree.terminal_value[b, node] = 1.0 if outcome == WIN else 0.0
+            tree.terminal_value[b, node] = 1.0 if outcome == WIN else draw_value(params, depth)
             tree.raw_value[b, node] = tree.terminal_value[b, node]
     if tree.state[b, node] == TERMINAL:
         return depth, player, last, tree.terminal_value[b, node]

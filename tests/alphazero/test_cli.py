@@ -176,6 +176,12 @@ def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -
             ["experiment=gomoku_6x6", "search.inference.backend=tensorrt"],
             "search.inference.backend='tensorrt'",
         ),
+        (["experiment=gomoku_6x6", "agent.value_head=wld"], "agent.value_head='wld' is not valid"),
+        (["experiment=gomoku_6x6", "search.draw_contempt=1.5"], "search.draw_contempt=1.5 must be in [0, 1]"),
+        (
+            ["experiment=gomoku_6x6", "search.draw_contempt=0.2"],
+            "search.draw_contempt=0.2 is a player's (play RUN search.draw_contempt=0.2",
+        ),
     ],
 )
 def test_mistakes_are_refused_in_one_line_before_anything_starts(

@@ -6,6 +6,7 @@ import logging
 import pickle
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,11 +27,12 @@ TOLERANCE = 1e-5
 SPECS = {
     "9x9 preset": {"board_size": 9, "in_planes": 4, "blocks": 3, "channels": 32},
     "15x15 default": {"board_size": 15, "in_planes": 4, "blocks": 4, "channels": 64},
+    "9x9 win/draw/loss": {"board_size": 9, "in_planes": 4, "blocks": 3, "channels": 32, "value_head": "wdl"},
 }
 SMALL = {"board_size": 6, "in_planes": 4, "blocks": 1, "channels": 8}
 
 
-def random_net(spec: dict[str, int], seed: int) -> PolicyValueNet:
+def random_net(spec: dict[str, Any], seed: int) -> PolicyValueNet:
     """A network with random weights and batch-norm statistics far from their defaults (0 mean, unit
     variance, unit scale), so eval-mode batch norm is really exercised."""
     torch.manual_seed(seed)
@@ -45,19 +47,19 @@ def random_net(spec: dict[str, int], seed: int) -> PolicyValueNet:
     return net.eval()
 
 
-def random_planes(spec: dict[str, int], batch: int, seed: int) -> np.ndarray:
+def random_planes(spec: dict[str, Any], batch: int, seed: int) -> np.ndarray:
     n = spec["board_size"]
     return (np.random.default_rng(seed).random((batch, spec["in_planes"], n, n)) < 0.3).astype(np.float32)
 
 
-def torch_outputs(net: PolicyValueNet, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def torch_outputs(net: PolicyValueNet, planes: np.ndarray) -> tuple[np.ndarray, ...]:
     with torch.inference_mode():
-        logits, values = net(torch.from_numpy(planes))
-    return logits.numpy(), values.numpy()
+        return tuple(out.numpy() for out in net(torch.from_numpy(planes)))
 
 
-def largest_difference(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
-    return max(float(np.abs(a[0] - b[0]).max()), float(np.abs(a[1] - b[1]).max()))
+def largest_difference(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> float:
+    assert len(a) == len(b)
+    return max(float(np.abs(x - y).max()) for x, y in zip(a, b, strict=True))
 
 
 @pytest.mark.parametrize("name", list(SPECS))
@@ -68,15 +70,25 @@ def test_onnxruntime_gives_torchs_logits_and_values_within_1e_5(name: str) -> No
     assert isinstance(evaluate, OnnxEvaluator)
     for batch in (1, 8, 128):
         planes = random_planes(spec, batch, seed=batch)
-        logits, values = evaluate(planes)
+        out = evaluate(planes)
+        logits, values = out[:2]
         assert logits.shape == (batch, spec["board_size"] ** 2) and values.shape == (batch,)
         assert logits.dtype == np.float32 and values.dtype == np.float32
+        if spec.get("value_head") == "wdl":  # the draw probability third; value = P(win) - P(loss)
+            assert len(out) == 3 and out[2].shape == (batch,) and out[2].dtype == np.float32
+            assert (out[2] > 0).all() and (np.abs(values) + out[2] < 1 + 1e-6).all()
+        else:
+            assert len(out) == 2
         expected = torch_outputs(net, planes)
-        assert largest_difference((logits, values), expected) <= TOLERANCE
+        assert largest_difference(out, expected) <= TOLERANCE
         # The tolerance tells networks apart: another network's outputs are far outside it.
         assert largest_difference(torch_outputs(other, planes), expected) > 1000 * TOLERANCE
-    # ...and positions apart: the outputs are not one constant.
-    assert float(np.ptp(logits, axis=0).max()) > 1000 * TOLERANCE and float(np.ptp(values)) > 1000 * TOLERANCE
+    # ...and positions apart: the outputs are not one constant (a random win/draw/loss head's
+    # P(win) - P(loss) spreads less than tanh's, but far beyond the tolerance still).
+    spread = 100 if spec.get("value_head") == "wdl" else 1000
+    assert (
+        float(np.ptp(logits, axis=0).max()) > 1000 * TOLERANCE and float(np.ptp(values)) > spread * TOLERANCE
+    )
 
 
 def test_load_weights_makes_the_evaluator_another_networks_function() -> None:

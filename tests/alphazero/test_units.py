@@ -8,6 +8,8 @@ import torch
 
 from framework.matches import FixedPlayer, MatchResult, MatchStopped, play_match
 from framework_plugins.alphazero.arena import SearchPlayer
+from framework_plugins.alphazero.config import AlphaZeroConfig
+from framework_plugins.alphazero.learner import Learner
 from framework_plugins.alphazero.network import NetworkEvaluator, PolicyValueNet
 from framework_plugins.alphazero.replay import PositionReplay
 from framework_plugins.alphazero.selfplay import (
@@ -18,7 +20,7 @@ from framework_plugins.alphazero.selfplay import (
     VectorizeRunner,
 )
 from framework_plugins.gomoku.opponents import make_opponent
-from framework_plugins.gomoku.rules import Gomoku
+from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.mcts.config import SequentialConfig
 from framework_plugins.mcts.engines import local_search, uniform_evaluator
 from framework_plugins.mcts.puct import PuctSearch
@@ -257,3 +259,35 @@ def test_each_training_phase_steps_at_the_learning_rate_it_is_given() -> None:
     assert moved(0.0) == 0.0
     small, large = moved(1e-4), moved(1e-2)
     assert small > 0 and 30 < large / small < 300
+
+
+def test_a_win_draw_loss_value_head_learns_the_three_outcomes_apart() -> None:
+    # Three positions told apart by their stone count (the replay's symmetries keep it): from the
+    # mover's view the empty board is drawn, the one of two stones won, the one of four lost.
+    torch.manual_seed(0)
+    cfg = AlphaZeroConfig(
+        value_head="wdl",
+        blocks=1,
+        channels=8,
+        batch_size=48,
+        updates_per_phase=400,
+        min_replay=1,
+        replay_size=64,
+    )
+    learner = Learner(cfg)
+    learner.setup(GAME, "cpu")
+    assert learner.net is not None and learner.net.spec["value_head"] == "wdl"
+    states = [GameState.from_moves(GAME, moves) for moves in ([], [14, 15], [14, 15, 20, 21])]
+    planes = np.stack([s.planes() for s in states] * 16)
+    policies = np.full((len(planes), GAME.n_actions), 1 / GAME.n_actions, np.float32)
+    assert learner.replay is not None
+    learner.replay.add(planes, policies, np.array([0.0, 1.0, -1.0] * 16, np.float32))
+    learner.train_phase(np.random.default_rng(0), 1e-2)
+    losses = learner.stats["train/value_loss"]
+    assert losses[-1] < 0.4 * losses[0]  # cross-entropy to the outcome's class
+    _, values, draws = NetworkEvaluator(learner.net, "cpu")(planes[:3])
+    assert draws[0] > 0.8 and abs(values[0]) < 0.1
+    assert values[1] > 0.8 and draws[1] < 0.1
+    assert values[2] < -0.8 and draws[2] < 0.1
+    # A scalar head's spec is as before the option (its runs load as they were saved).
+    assert "value_head" not in PolicyValueNet(board_size=6, in_planes=4, blocks=1, channels=8).spec

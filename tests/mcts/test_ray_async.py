@@ -50,10 +50,10 @@ def _ray(ray_session: Any) -> Any:
 class Shaped:
     """A deterministic, position-dependent evaluator (a stand-in for a network), optionally slow or broken."""
 
-    def __init__(self, delay_s: float = 0.0, short_at: int = 0) -> None:
-        self.delay_s, self.short_at = delay_s, short_at
+    def __init__(self, delay_s: float = 0.0, short_at: int = 0, draws: bool = False) -> None:
+        self.delay_s, self.short_at, self.draws = delay_s, short_at, draws
 
-    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, ...]:
         if self.delay_s:
             time.sleep(self.delay_s)
         n = len(planes)
@@ -61,6 +61,9 @@ class Shaped:
         logits = flat[:, 0] * 0.7 - flat[:, 1] * 0.4 + np.sin(np.arange(flat.shape[2]))[None]
         values = np.tanh(0.05 * flat[:, 0].sum(1) - 0.04 * flat[:, 1].sum(1))
         n_out = n - 1 if n == self.short_at else n  # one answer short for batches of this size
+        if self.draws:  # a win/draw/loss network's third array: the probability of a draw
+            draws = 1 / (1 + np.exp(flat[:, 0].sum(1) - flat[:, 1].sum(1) * 1.5))
+            return logits.astype(np.float32), values.astype(np.float32), draws.astype(np.float32)
         return logits[:n_out].astype(np.float32), values[:n_out].astype(np.float32)
 
 
@@ -128,6 +131,31 @@ def test_batch_of_one_with_one_in_flight_is_the_sequential_search() -> None:
                 state.play(int(expected[i].argmax()) if move else int(np.argsort(expected[i])[-2]))
     finally:
         ray_engine.close()
+
+
+def test_a_networks_draw_probabilities_reach_the_tree_through_the_inference_service() -> None:
+    """With search.draw_contempt, a network's draws weigh the same over the service as in process
+    (and they do weigh: the values differ from those without contempt)."""
+    states = roots(3)
+    values = {}
+    for contempt in (0.0, 0.3):
+        seq_cfg = SequentialConfig(num_simulations=100, draw_contempt=contempt)
+        seq = local_search(seq_cfg, game=GAME, evaluator_factory=shaped(draws=True), seed=3)
+        ray_engine = engine(
+            shaped(draws=True),
+            seed=3,
+            num_simulations=100,
+            batch_size=1,
+            async_inflight_limit=1,
+            draw_contempt=contempt,
+        )
+        try:
+            np.testing.assert_array_equal(ray_engine.search(states), seq.search(states))
+            np.testing.assert_allclose(ray_engine.root_values, seq.root_values, rtol=1e-6)
+            values[contempt] = seq.root_values.copy()
+        finally:
+            ray_engine.close()
+    assert (values[0.3] < values[0.0] - 0.05).all()
 
 
 @pytest.mark.parametrize("root", ["puct", "gumbel"])

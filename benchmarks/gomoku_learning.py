@@ -287,8 +287,10 @@ def main() -> None:
     presets = ["gomoku_6x6", "gomoku_9x9"] if args.preset == "all" else [args.preset]
     if args.run and len(presets) != 1:
         parser.error("--run needs --preset (which preset's opponents and goal to use)")
-    out = args.out or Path(tempfile.mkdtemp(prefix="gomoku-learning-"))
-    out.mkdir(parents=True, exist_ok=True)
+    # A match of a given run trains nothing: no folder for runs (an empty temporary one was left behind).
+    out = None if args.run else args.out or Path(tempfile.mkdtemp(prefix="gomoku-learning-"))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
     import torch
 
     torch.set_num_threads(1)
@@ -301,6 +303,7 @@ def main() -> None:
             steps, games = progress_of(args.run)
             training = Training(args.run, float("nan"), "given", steps, games)
         else:
+            assert out is not None
             training = train(preset, budget, out, args.overrides, resume=args.resume)
         wall = "given" if math.isnan(training.wall_s) else f"{training.wall_s / 60:.1f} min"
         print(

@@ -288,8 +288,8 @@ class PuctSearch:
             )
         answer = self._checked(self.evaluation.evaluate(planes))
         for j, b in enumerate(todo):
-            draw = 0.0 if answer.draws is None else float(answer.draws[j])
-            value = float(answer.values[j]) - self.params.draw_contempt * draw  # the root's player's view
+            assert answer.draws is not None  # _checked: zeros from a network without draws
+            value = float(answer.values[j] - self.params.draw_contempt * answer.draws[j])  # the mover's view
             kernels.expand_root(tree, b, answer.logits[j], value)
             kernels.mark_forced_root(tree, self.params, self.kernels, b)
 
@@ -388,15 +388,11 @@ class PuctSearch:
             given_up = np.concatenate([a.mapping for a in answers]).astype(np.int64)
             self.clamped += leaf_kernels.release_leaves(tree, leaves, given_up)
             raise
-        if len(checked) == 1:
-            only = checked[0]
-            assert only.draws is not None
-            return only.mapping, only.logits, only.values, only.draws
-        return (
+        return (  # _checked gave each answer its draws (zeros from a network without them)
             np.concatenate([a.mapping for a in checked]),
             np.concatenate([a.logits for a in checked]),
             np.concatenate([a.values for a in checked]),
-            np.concatenate([a.draws for a in checked if a.draws is not None]),
+            np.concatenate([a.draws for a in checked]),
         )
 
     def _no_draws(self, n: int) -> np.ndarray:

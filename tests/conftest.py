@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -46,6 +47,24 @@ def require_tool(name: str) -> str:
             pytrace=False,
         )
     return path
+
+
+#: The TMPDIR of the tests' Chromiums (this process's), made at the first and removed at the session's end.
+_chromium_tmp: list[Path] = []
+
+
+def chromium_env() -> dict[str, str]:
+    """The environment of a test's Chromium: its temporary files (the `org.chromium.Chromium.*`
+    folders it leaves in TMPDIR when it is killed) go to a folder of this session's, removed at its
+    end. A short path in /tmp: Chromium's socket paths are limited to 107 characters."""
+    if not _chromium_tmp:
+        _chromium_tmp.append(Path(tempfile.mkdtemp(prefix="fw-chromium-", dir="/tmp")))
+    return {**os.environ, "TMPDIR": str(_chromium_tmp[0])}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for folder in _chromium_tmp:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def free_port() -> int:

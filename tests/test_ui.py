@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from framework_plugins.trackers.mlflow_session import MlflowSession
-from tests.conftest import run_cli
+from tests.conftest import chromium_env, run_cli
 
 OPEN = re.compile(r"^  open\s+(http://127\.0\.0\.1:(\d+)/\S+)$", re.MULTILINE)
 
@@ -70,7 +70,7 @@ def test_ui_serves_the_store_opens_the_runs_and_a_second_call_finds_it(store: Pa
                 ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--no-first-run", f"--user-data-dir={store / 'chromium'}", "--virtual-time-budget=20000",
                  "--dump-dom", address],
-                capture_output=True, text=True, timeout=120,
+                capture_output=True, text=True, timeout=120, env=chromium_env(),
             ).stdout  # fmt: skip
             assert "first-run" in dom and "Evaluation runs" not in dom
         # A second call, from anywhere the store is: the same server, nothing started.

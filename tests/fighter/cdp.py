@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 
 from framework_plugins.fighter.browser import CHROMIUM_FLAGS, CHROMIUM_NAMES
-from tests.conftest import free_port, require_tool
+from tests.conftest import chromium_env, free_port, require_tool
 
 
 class InspectedPage:
@@ -32,7 +32,7 @@ class InspectedPage:
              f"--remote-debugging-port={self.port}", "--remote-debugging-address=127.0.0.1",
              f"--window-size={width},{height}", url],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-            start_new_session=True,
+            start_new_session=True, env=chromium_env(),
         )  # fmt: skip
         self._ws_url = self._page_socket(timeout=30)
         self._id = 0

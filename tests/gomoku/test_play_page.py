@@ -15,7 +15,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,7 +27,6 @@ from framework_plugins.mcts.engines import local_search
 from framework_plugins.mcts.puct import PuctSearch
 
 SIMULATIONS = 48
-SCREENSHOT = Path("/tmp/play_page.png")
 
 
 def near_stones_evaluator(

@@ -16,8 +16,8 @@ import aiohttp
 
 from framework_plugins.gomoku.page import PlayServer
 from framework_plugins.gomoku.rules import Gomoku
-from tests.conftest import require_tool
-from tests.gomoku.test_play_page import SCREENSHOT, SIMULATIONS, SearchOnlyPlayer, state_of
+from tests.conftest import chromium_env, require_tool
+from tests.gomoku.test_play_page import SIMULATIONS, SearchOnlyPlayer, state_of
 
 # --- the page in a real browser -----------------------------------------------------------
 
@@ -85,6 +85,7 @@ def start_chromium(url: str, profile: Path) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        env=chromium_env(),
     )
 
 
@@ -111,7 +112,6 @@ PAGE_SHARES = "[...document.querySelectorAll('#board .cell .pct')].map(p => p.te
 #: Requests the page made for the state: none, as the server pushes it.
 STATE_REQUESTS = "performance.getEntriesByType('resource').filter(e => e.name.includes('/api/state')).length"
 STATUS = "document.getElementById('status').textContent"
-RESULT_SCREENSHOT = SCREENSHOT.with_name("play_page_result.png")
 
 
 async def play_in_the_browser(server: PlayServer, go: threading.Event, profile: Path) -> None:
@@ -168,7 +168,7 @@ async def play_in_the_browser(server: PlayServer, go: threading.Event, profile: 
                 assert shown.startswith(f"Agent's estimate: {'+' if value >= 0 else '−'}{abs(value):.2f}")
                 assert await page.evaluate("document.querySelectorAll('#top-moves li').length") >= 2
             shot = await page.send("Page.captureScreenshot", format="png")
-            SCREENSHOT.write_bytes(base64.b64decode(shot["data"]))
+            (profile.parent / "play_page.png").write_bytes(base64.b64decode(shot["data"]))
 
             # A refused click: a taken cell says so, and nothing changes.
             moves = len(state_of(server)["moves"])
@@ -255,7 +255,7 @@ async def play_to_the_end_and_step_back(server: PlayServer, profile: Path) -> No
             assert await page.evaluate(STATE_REQUESTS) == 0
             assert moves == len(state_of(server)["moves"])
             shot = await page.send("Page.captureScreenshot", format="png")
-            RESULT_SCREENSHOT.write_bytes(base64.b64decode(shot["data"]))
+            (profile.parent / "play_page_result.png").write_bytes(base64.b64decode(shot["data"]))
             await page.socket.close()
     finally:
         browser.terminate()

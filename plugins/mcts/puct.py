@@ -33,6 +33,7 @@ from . import tree as kernels
 from .batching import Evaluated, inference_metrics
 from .game_calls import encode_position, entry_point, game_kernels
 from .leaves import Leaves
+from .reuse import descend, reroot
 from .tree import EXPANDED, SearchParams, Tree
 
 if TYPE_CHECKING:
@@ -262,11 +263,11 @@ class PuctSearch:
             # Values under contempt are the last root's player's: kept where the player is the same.
             and (not self.params.draw_contempt or (len(moves) - len(last)) % 2 == 0)
         ):
-            node = kernels.descend(tree, b, np.array(moves[len(last) :], dtype=np.int64))
+            node = descend(tree, b, np.array(moves[len(last) :], dtype=np.int64))
             if node == 0:
                 return
             if node > 0:
-                kernels.reroot(tree, b, node)
+                reroot(tree, b, node)
         if node <= 0:
             kernels.reset_tree(tree, b)
         tree.root_board[b] = np.asarray(root.board)

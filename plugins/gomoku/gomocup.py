@@ -12,7 +12,8 @@ The manager writes commands a line at a time; the brain answers each on one line
     TAKEBACK x,y     OK (the last stone is taken back; any other is ERROR)
     PLAY x,y         the brain plays x,y (the manager's choice); answers x,y
     INFO key value   no answer; timeout_turn, timeout_match and time_left (milliseconds) bound the
-                     search, rule (1: exactly five) chooses the rule
+                     search (a value not a whole number: a MESSAGE, and the limit stays as it was),
+                     rule (1: exactly five) chooses the rule
     ABOUT            name="...", version="...", ...
     END              the brain exits (inside BOARD too)
 
@@ -46,6 +47,8 @@ MOVES_TO_PLAN_FOR = 20
 FIRST_TIMED = 2048
 #: The longest command line the brain reads (longer ones are answered ERROR, never read whole).
 MAX_LINE = 4096
+#: INFO keys whose values are times in milliseconds (whole numbers, 0 or more).
+TIME_KEYS = ("timeout_turn", "timeout_match", "time_left")
 #: INFO rule bits (piskvork): exactly five, continuous game, renju, caro.
 RULE_EXACT, RULE_CONTINUOUS, RULE_RENJU, RULE_CARO = 1, 2, 4, 8
 
@@ -166,8 +169,14 @@ class GomocupBrain:
 
     def _info(self, rest: str) -> None:
         key, _, value = rest.partition(" ")
-        key = key.lower()
-        self.info[key] = value.strip()
+        key, value = key.lower(), value.strip()
+        if key in TIME_KEYS and not (value.isascii() and value.isdigit()):
+            # A limit misread must not lift the limit: the one in force stays, and the manager is told.
+            kept = self.info.get(key)
+            stays = f"it stays {kept} ms" if kept is not None else "none is set"
+            self._say(f"MESSAGE INFO {key} {value!r} is not a whole number of milliseconds: {stays}")
+            return
+        self.info[key] = value
         if key == "rule":
             try:
                 bits = int(value)
@@ -273,7 +282,7 @@ class GomocupBrain:
         deadline = None if budget is None else started + budget
         target = self.num_simulations
         if budget is not None:  # a tree as large as the time allows, not as num_simulations asks
-            expected = FIRST_TIMED if self._rate is None else int(2 * self._rate * budget) + FIRST_TIMED
+            expected = FIRST_TIMED if self._rate is None else int(4 * self._rate * budget) + FIRST_TIMED
             target = max(1, min(target, expected))
         engine.num_simulations = target
         counts = engine.search([state], add_noise=False, deadline=deadline)[0]
@@ -344,9 +353,4 @@ def _pair(text: str, command: str) -> tuple[int, int]:
 
 
 def _ms(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None
+    return None if value is None else float(value)  # checked by _info: digits only

@@ -180,6 +180,19 @@ def test_a_turn_limit_bounds_the_search_and_a_limit_of_zero_plays_at_once() -> N
     assert sims[0] > sims[1] > 0
 
 
+@pytest.mark.parametrize("bad", ["abc", "-5", "1e9", "nan", "inf", "", "12.5", "٣"])
+def test_a_time_limit_that_is_not_a_whole_number_is_said_and_the_limit_in_force_stays(bad: str) -> None:
+    session = Session(Gomoku(15, 5), sims=1_000_000)
+    session.send("INFO timeout_turn 300", "START 15", f"INFO timeout_turn {bad}")
+    assert any("timeout_turn" in m and "stays 300 ms" in m for m in session.messages), session.messages
+    started = time.perf_counter()
+    session.move("BEGIN")
+    assert time.perf_counter() - started < 0.3
+    fresh = Session(Gomoku(15, 5), sims=50)
+    fresh.send(f"INFO time_left {bad}", "START 15")
+    assert any("time_left" in m and "none is set" in m for m in fresh.messages), fresh.messages
+
+
 def test_a_match_time_limit_shares_the_time_left() -> None:
     session = Session(Gomoku(15, 5), sims=1_000_000)
     session.send("INFO timeout_turn 30000", "INFO timeout_match 100000", "INFO time_left 6000", "START 15")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -80,6 +81,7 @@ def task(cfg: DictConfig) -> float | None:
         raise
     # Reported here, not by Hydra, which would add a line of its own; HYDRA_FULL_ERROR=1 shows all.
     except ConfigError as e:
+        _forget_unused_run_dir(Path(hc.runtime.output_dir))
         if os.environ.get(USER_FULL_ERROR_ENV) == "1":
             raise
         _fail_job(str(e))
@@ -95,6 +97,30 @@ def task(cfg: DictConfig) -> float | None:
         _fail_job(None)
     # The return value is what a Hydra sweeper (Optuna, Nevergrad) optimises.
     return final.get(str(cfg.objective.metric))
+
+
+def _forget_unused_run_dir(run_dir: Path) -> None:
+    """Remove the directory Hydra made for a run refused before it started, when it holds nothing
+    but Hydra's own (`.hydra`, an empty log), and the folders of the default `outputs/DATE/TIME`
+    left empty by that: a refused command leaves nothing behind."""
+    try:
+        entries = list(run_dir.iterdir())
+    except OSError:
+        return
+    if any(
+        not ((e.name == ".hydra" and e.is_dir()) or (e.suffix == ".log" and e.stat().st_size == 0))
+        for e in entries
+    ):
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)
+    outputs = Path.cwd() / "outputs"
+    folder = run_dir.parent
+    while folder.is_relative_to(outputs) and folder != outputs.parent:
+        try:
+            folder.rmdir()  # only an empty one
+        except OSError:
+            return
+        folder = folder.parent
 
 
 def _module(value: str) -> str:

@@ -1,5 +1,5 @@
 """A user's mistakes are refused before anything starts: exit status 1, one message naming the bad
-value and the closest valid one, no traceback, and no run in the MLflow store."""
+value and the closest valid one, no traceback, no run in the MLflow store and no run folder."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ def assert_refused(r: CliResult, *fragments: str) -> None:
 
 
 def assert_no_run(tmp_path: Path) -> None:
+    # Nor the folder Hydra made for the run: a refused command leaves nothing behind.
+    assert not (tmp_path / "outputs").exists(), sorted(map(str, (tmp_path / "outputs").rglob("*")))
     db = tmp_path / "mlflow.db"
     if db.exists():
         client = MlflowClient(tracking_uri=f"sqlite:///{db}")

@@ -192,6 +192,7 @@ def test_mistakes_are_refused_in_one_line_before_anything_starts(
     assert message in r.output
     assert "Traceback" not in r.output
     assert not (tmp_path / "mlflow.db").exists()
+    assert not (tmp_path / "outputs").exists()  # nor the folder Hydra made for the run
 
 
 def test_ppo_plays_gomoku_as_a_gymnasium_env_and_is_evaluated_per_opponent(cli, tmp_path: Path) -> None:

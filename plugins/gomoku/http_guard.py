@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 #: Enough for any request of the API; anything larger is refused unread.
 MAX_BODY_BYTES = 1024
@@ -54,8 +55,13 @@ async def read_body(request: web.Request, *, allowed: set[str]) -> dict[str, Any
 AIOHTTP_LOGGERS = ("aiohttp.access", "aiohttp.internal", "aiohttp.server", "aiohttp.web", "aiohttp.websocket")
 
 
+#: The longest account of a client's malformed request or lost connection a log line gives.
+MAX_CLIENT_ERROR_CHARS = 200
+
+
 class _Redact(logging.Filter):
-    """Rewrites a record with the token (and any traceback, which may quote it) replaced."""
+    """Rewrites a record with the token (and any traceback, which may quote it) replaced. A client's
+    fault (a request that is not HTTP, a connection lost mid-request) is one line, not a traceback."""
 
     def __init__(self, token: str) -> None:
         super().__init__()
@@ -64,7 +70,12 @@ class _Redact(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
         if record.exc_info:
-            text += "\n" + logging.Formatter().formatException(record.exc_info)
+            error = record.exc_info[1]
+            if isinstance(error, HttpProcessingError | ConnectionResetError):
+                said = " ".join(f"{type(error).__name__}: {error}".split())
+                text += ": " + said[:MAX_CLIENT_ERROR_CHARS]
+            else:
+                text += "\n" + logging.Formatter().formatException(record.exc_info)
             record.exc_info, record.exc_text = None, None
         record.msg, record.args = text.replace(self.token, "<token>"), ()
         return True

@@ -7,8 +7,10 @@ the centre first): legal, quick and deterministic, and its visit counts vary as 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import socket
 import threading
 import time
 import urllib.error
@@ -165,6 +167,44 @@ def test_the_token_is_never_logged(server: PlayServer, caplog: pytest.LogCapture
     request(server, "/api/move", {"x": 9, "y": 3})
     request(server, "/api/state", token="wrong")
     assert server.token not in caplog.text
+
+
+def raw_exchange(server: PlayServer, data: bytes) -> bytes:
+    """What the server answers `data` sent as it is on a new connection (closed after it)."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
+        conn.sendall(data)
+        conn.shutdown(socket.SHUT_WR)
+        answer = b""
+        with contextlib.suppress(OSError):
+            while chunk := conn.recv(65536):
+                answer += chunk
+    return answer
+
+
+def test_a_request_that_is_not_http_or_ends_early_is_one_log_line_without_the_token(
+    server: PlayServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    target = f"/api/move?token={server.token}"
+    half_sent = (  # the body announced, part of it sent, then the connection closed
+        f"POST {target} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n"
+        '{"x": 3,'
+    )
+    for data in [
+        f"GET {target} HTTP/1.1\r\nBad Header\r\n\r\n",
+        f"GET {target}\x01 HTTP/1.1\r\nHost: x\r\n\r\n",
+        f"POST {target} HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+        f"GET {target} HTTP/9.9\r\nHost: x\r\n\r\n",
+        f"GET {target} HTTP/1.1\r\nHost: x\r\nX-Long: {'a' * 9000}\r\n\r\n",
+        half_sent,
+    ]:
+        answer = raw_exchange(server, data.encode())
+        assert not answer or answer.startswith(b"HTTP/1.1 4"), answer[:200]
+    time.sleep(0.5)  # the half-sent request's handler sees its connection go
+    assert server.token not in caplog.text
+    assert "Traceback" not in caplog.text and not [r for r in caplog.records if r.exc_info]
+    assert any(r.name == "aiohttp.server" for r in caplog.records)
+    assert state_of(server)["moves"] == []  # the half-sent move was not played
 
 
 # --- pushed changes -----------------------------------------------------------------------

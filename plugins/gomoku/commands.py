@@ -110,6 +110,7 @@ def play(argv: list[str]) -> int:
     player = _load(args.run, args.overrides, "play")
     if player is None:
         return 1
+    stopped = False
     try:
         from framework_plugins.gomoku.page import serve
 
@@ -119,14 +120,26 @@ def play(argv: list[str]) -> int:
 
         browser = _has_display() if args.browser is None else args.browser
         serve(player, host=args.host, port=args.port, open_browser=browser, ready=ready)
-        return 0
+        stopped = True  # serve returns once Ctrl-C or SIGTERM stopped it
     except KeyboardInterrupt:
-        return 0
+        stopped = True
     except OSError as e:
         print(f"Error: cannot serve on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
         return 1
     finally:
         player.close()
+    if stopped:
+        _exit_at_once()
+    return 0
+
+
+def _exit_at_once() -> None:
+    """Exit now that the server, the searches and any temporary folder are closed, without the
+    interpreter's teardown of torch, numba and ONNX Runtime: a second or more on a busy machine,
+    which a stopped server must not take."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:

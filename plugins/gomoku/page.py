@@ -145,8 +145,8 @@ class PlayServer:
         app.router.add_post("/api/move", self._move)
         app.router.add_post("/api/undo", self._undo)
         # No access log (it would hold the token); a request still answering when the server stops
-        # gets a second (its search was interrupted).
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        # gets half a second (its search was interrupted).
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
@@ -324,6 +324,9 @@ class PlayServer:
             raise api_error(web.HTTPInternalServerError, f"the agent's search failed: {e}") from e
         finally:
             self.thinking = False
+        if self.closing:  # an interrupted search's move is not played: the page's move is taken back
+            self.state = undo_to
+            raise api_error(web.HTTPServiceUnavailable, "the server is stopping: the move was not played")
         action = chosen if chosen >= 0 else int(np.where(root.legal, visits, -1.0).argmax())
         self.analyses.append(
             Analysis(len(root.moves), [int(v) for v in visits], value, self.simulations, seconds)

@@ -448,6 +448,27 @@ def test_while_the_agent_thinks_the_state_answers_and_moves_wait() -> None:
         server.close()
 
 
+def test_a_search_the_stopping_server_interrupted_plays_no_move() -> None:
+    go = threading.Event()
+    server = PlayServer(SearchOnlyPlayer(Gomoku(board_size=7, n_in_row=4), go))
+    server.start()
+    try:
+        answered: list[tuple[int, Any]] = []
+        mover = threading.Thread(
+            target=lambda: answered.append(request(server, "/api/move", {"x": 3, "y": 3}))
+        )
+        mover.start()
+        assert server._engine.searching.wait(10)
+        server.closing = True  # as close() sets it, before it interrupts the search
+        go.set()
+        mover.join(30)
+        assert answered == [(503, {"error": "the server is stopping: the move was not played"})]
+        assert server.state.moves == []  # the person's move taken back, no answer played
+    finally:
+        go.set()
+        server.close()
+
+
 def test_serve_announces_the_page_and_stops_when_told() -> None:
     stop, urls = threading.Event(), list[str]()
     player = SearchOnlyPlayer(Gomoku(board_size=7, n_in_row=4))

@@ -77,7 +77,9 @@ def gomocup(argv: list[str]) -> int:
             about=_about(player),
             out=protocol,
         )
-        _warm_up(brain)
+        from framework_plugins.mcts.engines import warm_up
+
+        warm_up(brain.engine, brain.game.new_state())  # the first move is not the one that compiles
         brain.serve(_lines(sys.stdin.buffer))
         return 0
     except KeyboardInterrupt:
@@ -119,7 +121,7 @@ def play(argv: list[str]) -> int:
             print("Ctrl-C stops the server.", flush=True)
 
         browser = _has_display() if args.browser is None else args.browser
-        serve(player, host=args.host, port=args.port, open_browser=browser, ready=ready)
+        serve(player, host=args.host, port=args.port, open_browser=browser, ready=ready, warm_up=True)
         stopped = True  # serve returns once Ctrl-C or SIGTERM stopped it
     except KeyboardInterrupt:
         stopped = True
@@ -221,18 +223,6 @@ def _about(player: Any) -> dict[str, str]:
         "description": f"{game.board_size}x{game.board_size} {game.n_in_row} in a row, "
         f"step {player.step} of {player.label}",
     }
-
-
-def _warm_up(brain: Any) -> None:
-    """One small search before the first command, so that the first move is not the one that waits
-    for compiled kernels and the network's first call."""
-    engine = brain.engine
-    keep = engine.num_simulations
-    engine.num_simulations = 2
-    try:
-        engine.search([brain.game.new_state()], add_noise=False)
-    finally:
-        engine.num_simulations = keep
 
 
 def _lines(stream: BinaryIO) -> Any:

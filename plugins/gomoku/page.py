@@ -70,8 +70,11 @@ class Analysis:
 class PlayServer:
     """Serves the play page and its API from a background thread with its own asyncio loop."""
 
-    def __init__(self, player: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, player: Any, host: str = "127.0.0.1", port: int = 0, *, warm_up: bool = False) -> None:
         self.player = player
+        self.warm_up = warm_up
+        """Search once in the worker thread as the server starts, so that the person's first move is
+        not the one that waits for compiled kernels (a move sent before then waits for it)."""
         self.game = player.game
         self.host = host
         self.port = port
@@ -102,6 +105,10 @@ class PlayServer:
         redact_in_logs(self.token)
         self._engine = self.player.engine()
         self.simulations = int(self._engine.num_simulations)
+        if self.warm_up:
+            from framework_plugins.mcts.engines import warm_up
+
+            self._search_thread.submit(warm_up, self._engine, self.game.new_state())
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="play-page")
         self._thread.start()
         try:
@@ -415,10 +422,11 @@ def serve(
     open_browser: bool = False,
     ready: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
+    warm_up: bool = False,
 ) -> None:
     """Serve the play page until Ctrl-C (KeyboardInterrupt) or `stop` is set; `ready(url)` is called
     with the page address (token included) once it listens."""
-    server = PlayServer(player, host, port)
+    server = PlayServer(player, host, port, warm_up=warm_up)
     url = server.start()
     try:
         if ready is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import socket
 import threading
 import time
@@ -199,7 +200,7 @@ def test_a_request_that_is_not_http_or_ends_early_is_one_log_line_without_the_to
         half_sent,
     ]:
         answer = raw_exchange(server, data.encode())
-        assert not answer or answer.startswith(b"HTTP/1.1 4"), answer[:200]
+        assert not answer or re.match(rb"HTTP/1\.[01] 4\d\d ", answer), answer[:200]
     time.sleep(0.5)  # the half-sent request's handler sees its connection go
     assert server.token not in caplog.text
     assert "Traceback" not in caplog.text and not [r for r in caplog.records if r.exc_info]
@@ -445,6 +446,21 @@ def test_while_the_agent_thinks_the_state_answers_and_moves_wait() -> None:
         assert answered[0][0] == 200 and len(answered[0][1]["moves"]) == 2
     finally:
         go.set()
+        server.close()
+
+
+def test_a_warmed_up_server_searches_once_before_the_first_move() -> None:
+    server = PlayServer(SearchOnlyPlayer(Gomoku(board_size=7, n_in_row=4)), warm_up=True)
+    server.start()
+    try:
+        deadline = time.monotonic() + 30
+        while server._engine.simulations < 2:  # the compiled kernels' first call, with no one waiting
+            assert time.monotonic() < deadline, "the server never warmed up"
+            time.sleep(0.05)
+        assert state_of(server)["moves"] == [] and not server.analyses
+        assert request(server, "/api/move", {"x": 3, "y": 3})[0] == 200
+        assert len(state_of(server)["moves"]) == 2
+    finally:
         server.close()
 
 

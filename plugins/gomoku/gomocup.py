@@ -17,7 +17,8 @@ The manager writes commands a line at a time; the brain answers each on one line
     ABOUT            name="...", version="...", ...
     END              the brain exits (inside BOARD too)
 
-Any other line, any bytes, is answered `ERROR ...` or `UNKNOWN ...`: the brain never stops on input.
+Any other line, any bytes, is answered `ERROR ...` or `UNKNOWN ...` (control characters shown as `?`),
+an empty line skipped: the brain never stops on input.
 
 x is the column and y the row, from 0. A search stops at `search.num_simulations` or when the
 time the manager allows is nearly spent, whichever comes first, with or without tree reuse; a
@@ -331,6 +332,9 @@ class GomocupBrain:
         return f"{x},{y}"
 
     def _say(self, line: str) -> None:
+        # What the brain echoes of its input (an unknown command, a bad value) gets no control
+        # characters through: a carriage return or an escape would garble the manager's log.
+        line = "".join(c if c.isprintable() else "?" for c in line)
         self.out.write(line + "\n")
         self.out.flush()
 

@@ -361,11 +361,18 @@ def test_any_bytes_get_an_answer_and_the_brain_plays_on(
     brain.send("START 9")
     assert brain.answer() == "OK"
     assert brain.process.stdin is not None
-    for junk in (b"\xff\xfe\x00 garbage", "\u00c4\u00d6 \u2603".encode(), b"TURN \x80,\x81", b"\x1b[31mRED"):
+    junks = [
+        b"\xff\xfe\x00 garbage",
+        "\u00c4\u00d6 \u2603".encode(),
+        b"TURN \x80,\x81",
+        b"\x1b[31mRED",
+        b"AB\rOUT\x07",
+    ]
+    for junk in junks:
         brain.process.stdin.buffer.write(junk + b"\n")  # type: ignore[attr-defined]
         brain.process.stdin.buffer.flush()  # type: ignore[attr-defined]
         answer = brain.answer()
-        assert answer.startswith(("ERROR", "UNKNOWN")) and answer.isascii(), answer
+        assert answer.startswith(("ERROR", "UNKNOWN")) and answer.isascii() and answer.isprintable(), answer
     brain.move("BEGIN")
     brain.send("END")
     assert brain.process.wait(timeout=30) == 0

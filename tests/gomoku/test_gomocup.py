@@ -321,6 +321,7 @@ COMMANDS = ["START 9", "RESTART", "BEGIN", "TURN 4,4", "BOARD", "DONE", "1,1,1",
 def test_no_sequence_of_lines_makes_the_brain_raise(lines: list[str]) -> None:
     session = Session(GAME, sims=4)
     session.send(*lines)
+    assert all(line.isprintable() for line in session.out.getvalue().splitlines())  # no control characters
     state = session.brain.state
     if state is not None:
         assert len(state.moves) == len(set(state.moves))

@@ -16,6 +16,7 @@ one), unless the command line says `search.forced_wins=false`.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -81,7 +82,8 @@ class TrainedPlayer:
 
 
 def load_trained(target: str, overrides: Sequence[str] = (), *, command: str = "play") -> TrainedPlayer:
-    """The run `target` (a run directory or a tracked run id) loaded to play; mistakes are ConfigErrors."""
+    """The run `target` (a run directory, a tracked run id or a shipped agent's name) loaded to play;
+    mistakes are ConfigErrors."""
     parsed = _parse(overrides, command)
     temp: Path | None = None
     try:
@@ -96,6 +98,12 @@ def load_trained(target: str, overrides: Sequence[str] = (), *, command: str = "
         elif target in registry.discover("trained"):
             checkpoint = shipped_checkpoint(target)
             label = f"{target} (shipped)"
+        elif "/" in target or os.sep in target or target.startswith((".", "~")):  # a path, not a run id
+            shipped = ", ".join(registry.names("trained")) or "none installed"
+            raise ConfigError(
+                f"{target}: no such directory (RUN is a run directory, a tracked run id or a shipped "
+                f"agent: {shipped})"
+            )
         else:
             temp = Path(tempfile.mkdtemp(prefix="framework-play-"))
             checkpoint = _tracked_checkpoint(target, parsed, temp)

@@ -27,6 +27,10 @@ OVERRIDES_HELP = (
 )
 
 
+#: What RUN may be (the shipped agents are the `framework.trained` entry points).
+RUN_HELP = "a run directory, a tracked run id or the name of a shipped agent (gomoku_15x15)"
+
+
 def gomocup(argv: list[str]) -> int:
     """Play a trained Gomoku agent as a Gomocup (piskvork) brain on stdin/stdout."""
     parser = argparse.ArgumentParser(
@@ -35,7 +39,7 @@ def gomocup(argv: list[str]) -> int:
         epilog="A Gomocup manager runs a brain as a program without arguments: point it at a script "
         "that runs `python -m framework gomocup RUN`. " + OVERRIDES_HELP,
     )
-    parser.add_argument("run", metavar="RUN", help="a run directory or a tracked run id")
+    parser.add_argument("run", metavar="RUN", help=RUN_HELP)
     parser.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="key=value")
     parser.add_argument(
         "--write-brain",
@@ -95,7 +99,7 @@ def play(argv: list[str]) -> int:
         description="Play a trained Gomoku agent in the browser: a page on 127.0.0.1 with a per-run token.",
         epilog=OVERRIDES_HELP,
     )
-    parser.add_argument("run", metavar="RUN", help="a run directory or a tracked run id")
+    parser.add_argument("run", metavar="RUN", help=RUN_HELP)
     parser.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="key=value")
     parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
@@ -147,7 +151,7 @@ def _exit_at_once() -> None:
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     if not [arg for arg in argv if not arg.startswith("-")] and not {"-h", "--help"} & set(argv):
         # argparse would also call the optional overrides required
-        parser.error("RUN is required: a run directory or a tracked run id")
+        parser.error(f"RUN is required: {RUN_HELP}")
     # Options and overrides in any order: `play RUN --port 8080 search.num_simulations=800`.
     return parser.parse_intermixed_args(argv)
 

@@ -274,6 +274,7 @@ def test_the_brain_is_found_by_its_tracked_run_id_even_when_its_directory_is_gon
             "search=nosuch is not a search engine; choose one of: ray_async, sequential",
         ),
         (["outputs"], "no checkpoint there"),
+        (["outputs/rnu"], "outputs/rnu: no such directory (RUN is a run directory, a tracked run id or"),
     ],
 )
 def test_gomocup_mistakes_are_one_line_before_anything_is_read(

@@ -306,8 +306,11 @@ def main() -> None:
             assert out is not None
             training = train(preset, budget, out, args.overrides, resume=args.resume)
         wall = "given" if math.isnan(training.wall_s) else f"{training.wall_s / 60:.1f} min"
+        done = f"{training.status} after {wall}"
+        if args.run:
+            done = f"{training.run_dir} (given: not trained here)"
         print(
-            f"{preset}: {training.status} after {wall}, {training.steps} steps, "
+            f"{preset}: {done}, {training.steps} steps, "
             f"{training.games} self-play games; match: {args.games} games at {args.sims} simulations a move, "
             f"from openings of {args.opening_stones} stones"
             + (f", {' '.join(args.play)}" if args.play else ""),
@@ -344,7 +347,7 @@ def main() -> None:
                 ]
             )
             print("  " + " | ".join(rows[-1][3:]), flush=True)
-    header = ["preset", "training", "games", "opponent", "W/D/L", "score [95 %]", "match", "goal"]
+    header = ["preset", "training", "self-play games", "opponent", "W/D/L", "score [95 %]", "match", "goal"]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     print()
     for row in [header, ["-" * w for w in widths], *rows]:

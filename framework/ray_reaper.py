@@ -4,7 +4,8 @@ A run that starts a local Ray stops it on every exit it sees (the end, Ctrl-C, S
 error); a process killed outright (SIGKILL, the OOM killer) sees none, and Ray's agents outlive
 it. `watch()` starts this module as a small process in a session of its own, which notes the
 Ray processes under the run (by their command lines: Ray's binaries and `ray::` workers) every
-`INTERVAL_S`; when the run's pipe to it closes, it waits `GRACE_S` for them to end by themselves,
+`INTERVAL_S`; when the run's pipe to it closes, it waits `GRACE_S` for them to end by themselves
+(none after `end_now`),
 then ends those still there (each checked by its start time, so that a reused pid is left alone),
 and removes the local Ray's session directory: the one the run names on the pipe
 (`note_session`), and any its Ray processes were started with (`--session-dir=`, which covers a
@@ -16,6 +17,7 @@ ends its own run, and the session directories of other Rays on this machine stay
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shutil
@@ -53,6 +55,16 @@ def stop(process: subprocess.Popen[bytes] | None) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=5)
+
+
+def end_now(process: subprocess.Popen[bytes] | None) -> None:
+    """The run exits at once without stopping its Ray: the reaper ends Ray's processes as soon as the
+    pipe closes, with no grace period (it goes on after this process)."""
+    if process is None or process.stdin is None:
+        return
+    with contextlib.suppress(OSError):
+        process.stdin.write(b"now\n")
+        process.stdin.flush()
 
 
 def note_session(process: subprocess.Popen[bytes] | None, session_dir: str | None) -> None:
@@ -143,6 +155,7 @@ def main(owner: int) -> None:
     seen: dict[int, int] = {}
     sessions: set[str] = set()
     said = b""
+    grace = GRACE_S  # none once the run said `now`: it is exiting without stopping its Ray
     while True:
         ready, _, _ = select.select([sys.stdin.buffer], [], [], INTERVAL_S)
         if ready:
@@ -152,10 +165,11 @@ def main(owner: int) -> None:
             said += chunk
             *lines, said = said.split(b"\n")
             sessions.update(os.fsdecode(line[8:]) for line in lines if line.startswith(b"session "))
+            grace = 0.0 if b"now" in lines else grace
         found = ray_descendants(owner)
         seen.update(found)
         sessions.update(session_dirs(found))
-    deadline = time.monotonic() + GRACE_S
+    deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(_alive(p, s) for p, s in seen.items()):
         time.sleep(0.2)
     for sig in (signal.SIGTERM, signal.SIGKILL):

@@ -355,11 +355,18 @@ def owned() -> bool:
     return _owned
 
 
-def shutdown() -> None:
+def shutdown(*, at_once: bool = False) -> None:
     """Stop the local Ray this process started (its actors with it) and remove its session
-    directory; leave a joined cluster."""
+    directory; leave a joined cluster. `at_once`, for a process about to exit: no graceful
+    ray.shutdown() (a second or more); the reaper ends the local Ray's processes and removes its
+    session directory as soon as this process is gone."""
     global _owned, _joined, _reaper, _session_dir, _stop_flag
     ray = sys.modules.get("ray")
+    if at_once and _owned and _reaper is not None:
+        from framework import ray_reaper
+
+        ray_reaper.end_now(_reaper)
+        return
     with _lock:
         # A joined cluster goes on after ray.shutdown(): only this driver's connection ends.
         if ray is not None and ray.is_initialized() and (_owned or _joined):

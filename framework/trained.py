@@ -66,10 +66,12 @@ class TrainedPlayer:
         """A search for `game` (the env's by default) over the trained agent's network."""
         return self.searches.make(seed=int(self.cfg.seed if seed is None else seed), game=game)
 
-    def close(self) -> None:
-        """Close the searches and the inference service; drop a checkpoint downloaded from tracking."""
+    def close(self, *, exiting: bool = False) -> None:
+        """Close the searches and the inference service; drop a checkpoint downloaded from tracking.
+        `exiting`: the process exits next, and a local Ray is left to the reaper to end at once."""
         self.searches.close()
-        ray_runtime.shutdown()  # a local Ray the service started (search=ray_async) ends with the player
+        # A local Ray the service started (search=ray_async) ends with the player.
+        ray_runtime.shutdown(at_once=exiting)
         if self._temp is not None:
             shutil.rmtree(self._temp, ignore_errors=True)
             self._temp = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.server
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -199,3 +200,27 @@ def test_removing_a_session_directory_leaves_other_sessions_and_their_latest_lin
     assert (tmp_path / "session_latest").resolve() == theirs
     ray_reaper.remove_session(str(theirs))
     assert not (tmp_path / "session_latest").is_symlink() and list(tmp_path.iterdir()) == []
+
+
+def test_a_process_that_exits_at_once_has_its_ray_ended_by_the_reaper_without_the_grace_period() -> None:
+    owner = textwrap.dedent(
+        """
+        import os, subprocess, sys
+        from framework import ray_reaper
+        reaper = ray_reaper.watch()
+        # A process named as Ray's workers are; its output not ours (run() would wait for its end).
+        ray = subprocess.Popen(["bash", "-c", 'exec -a "ray::Worker" sleep 60'],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        print(ray.pid, flush=True)
+        import time; time.sleep(ray_reaper.INTERVAL_S + 1)  # the reaper has seen it
+        ray_reaper.end_now(reaper)
+        os._exit(0)  # no ray.shutdown(), no wait for the reaper
+        """
+    )
+    process = subprocess.run([sys.executable, "-c", owner], capture_output=True, text=True, timeout=60)
+    assert process.returncode == 0, process.stderr
+    pid = int(process.stdout.split()[0])
+    ended = time.monotonic()
+    while (stat := ray_reaper._stat(pid)) is not None and stat[2] != "Z":  # gone, or ended (a zombie)
+        assert time.monotonic() - ended < ray_reaper.GRACE_S - 1, "the reaper waited its grace period"
+        time.sleep(0.05)

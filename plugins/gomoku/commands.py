@@ -133,7 +133,7 @@ def play(argv: list[str]) -> int:
         print(f"Error: cannot serve on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
         return 1
     finally:
-        player.close()
+        player.close(exiting=stopped)
     if stopped:
         _exit_at_once()
     return 0
@@ -141,8 +141,8 @@ def play(argv: list[str]) -> int:
 
 def _exit_at_once() -> None:
     """Exit now that the server, the searches and any temporary folder are closed, without the
-    interpreter's teardown of torch, numba and ONNX Runtime: a second or more on a busy machine,
-    which a stopped server must not take."""
+    interpreter's teardown of torch, numba and ONNX Runtime nor Ray's graceful shutdown (a second or
+    more each on a busy machine, which a stopped server must not take; the reaper ends a local Ray)."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

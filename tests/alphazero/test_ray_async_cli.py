@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
+from framework import ray_reaper
 from tests.alphazero.test_cli import SHORT
 from tests.conftest import CliResult, start_cli
 
@@ -198,6 +199,7 @@ def test_a_two_node_cluster_gets_a_self_play_worker_on_each_node(cli: Any, tmp_p
     from ray.cluster_utils import Cluster  # RAY_AUTH_MODE=token: tests/conftest.py
 
     cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 2})
+    session = cluster.head_node.get_session_dir_path()
     try:
         cluster.add_node(num_cpus=2)
         cluster.wait_for_nodes()
@@ -216,3 +218,4 @@ def test_a_two_node_cluster_gets_a_self_play_worker_on_each_node(cli: Any, tmp_p
         assert run.info.status == "FINISHED"
     finally:
         cluster.shutdown()
+        ray_reaper.remove_session(session)  # its logs and sockets in /tmp/ray, as a run's own Ray does

@@ -13,7 +13,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -97,14 +97,6 @@ class SearchOnlyPlayer:
             seed=0 if seed is None else seed,
         )
         return engine if self.go is None else GatedEngine(engine, self.go)
-
-
-@pytest.fixture
-def server() -> Iterator[PlayServer]:
-    s = PlayServer(SearchOnlyPlayer(Gomoku(board_size=7, n_in_row=4)), "127.0.0.1", 0)
-    s.start()
-    yield s
-    s.close()
 
 
 def request(

@@ -8,23 +8,12 @@ import logging
 import re
 import socket
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from framework_plugins.gomoku.page import MAX_BODY_BYTES, PlayServer
-from framework_plugins.gomoku.rules import Gomoku
-from tests.gomoku.test_play_page import SearchOnlyPlayer, request, state_of
-
-
-@pytest.fixture
-def server() -> Iterator[PlayServer]:
-    s = PlayServer(SearchOnlyPlayer(Gomoku(board_size=7, n_in_row=4)), "127.0.0.1", 0)
-    s.start()
-    yield s
-    s.close()
-
+from tests.gomoku.test_play_page import request, state_of
 
 # --- the token ----------------------------------------------------------------------------
 

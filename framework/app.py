@@ -104,13 +104,12 @@ def _forget_unused_run_dir(run_dir: Path) -> None:
     but Hydra's own (`.hydra`, an empty log), and the folders of the default `outputs/DATE/TIME`
     left empty by that: a refused command leaves nothing behind."""
     try:
-        entries = list(run_dir.iterdir())
-    except OSError:
-        return
-    if any(
-        not ((e.name == ".hydra" and e.is_dir()) or (e.suffix == ".log" and e.stat().st_size == 0))
-        for e in entries
-    ):
+        if any(
+            not ((e.name == ".hydra" and e.is_dir()) or (e.suffix == ".log" and e.stat().st_size == 0))
+            for e in run_dir.iterdir()
+        ):
+            return
+    except OSError:  # gone, or unreadable: not ours to remove
         return
     shutil.rmtree(run_dir, ignore_errors=True)
     outputs = Path.cwd() / "outputs"

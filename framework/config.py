@@ -85,7 +85,9 @@ class FrameworkConfig:
     device: str = "auto"
     """Torch device: auto (GPU when present), cpu, cuda, cuda:1, ..."""
     threads: int = 1
-    """Torch CPU threads (0: leave torch's default)."""
+    """CPU threads the run computes on: torch's (the network's, ONNX Runtime's too) and a search's
+    tree kernels, which walk a batch of games' trees on that many threads (0: torch's default, and
+    every CPU for the trees)."""
     resume: Optional[str] = None
     """An MLflow run id or a run directory to continue from its last checkpoint."""
     progress: str = "auto"

@@ -313,7 +313,12 @@ def _searches(plan: Plan, stop: threading.Event) -> RunSearches | None:
         return None
     assert isinstance(plan.env, GameEnvPlugin) and isinstance(plan.agent, SearchAgent)
     return RunSearches(
-        plan.search, plan.env.game, plan.agent.evaluator, device=plan.device, should_stop=stop.is_set
+        plan.search,
+        plan.env.game,
+        plan.agent.evaluator,
+        device=plan.device,
+        threads=int(plan.cfg.threads),
+        should_stop=stop.is_set,
     )
 
 

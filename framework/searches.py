@@ -25,9 +25,12 @@ class RunSearches:
         source: Callable[[], Evaluator],
         *,
         device: str,
+        threads: int = 1,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> None:
         self.plugin, self.game, self.source, self.device = plugin, game, source, device
+        self.threads = threads
+        """The run's CPU threads (`threads`): the searches' as well as the network's."""
         self.should_stop = should_stop
         self._inference: InferenceService | None = None
         self._searches: list[SearchEngine] = []
@@ -37,7 +40,7 @@ class RunSearches:
         """The run's inference service, started now if it was not yet."""
         if self._inference is None:
             self._inference = self.plugin.start_inference(
-                self.source, device=self.device, should_stop=self.should_stop
+                self.source, device=self.device, threads=self.threads, should_stop=self.should_stop
             )
         return self._inference
 

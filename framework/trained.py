@@ -224,7 +224,11 @@ def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, comma
         agent=agent,
         device=device,
         searches=RunSearches(
-            build_plugin(search_section, "search"), env.game, agent.evaluator, device=device
+            build_plugin(search_section, "search"),
+            env.game,
+            agent.evaluator,
+            device=device,
+            threads=int(cfg.threads),
         ),
         label=label,
     )

@@ -98,11 +98,17 @@ class SearchPlugin(Protocol):
 
     def __init__(self, cfg: Any) -> None: ...
     def start_inference(
-        self, source: Callable[[], Evaluator], *, device: str, should_stop: Callable[[], bool]
+        self,
+        source: Callable[[], Evaluator],
+        *,
+        device: str,
+        threads: int = 1,
+        should_stop: Callable[[], bool],
     ) -> InferenceService:
         """The run's service for the network `source()` gives (a PortableEvaluator is rebuilt where
-        it runs, and its weights published; another evaluator runs as it is). A wait it makes
-        (a restarting actor) ends when `should_stop()` (Ctrl-C)."""
+        it runs, and its weights published; another evaluator runs as it is). `threads` are the
+        CPU threads the run's searches may walk their trees on (the run's `threads`; 0: every core).
+        A wait it makes (a restarting actor) ends when `should_stop()` (Ctrl-C)."""
         ...
 
     def make(self, *, game: BoardGame, inference: Any, model: str, seed: int) -> SearchEngine:

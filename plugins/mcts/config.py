@@ -66,6 +66,10 @@ class SequentialConfig:
     """With root=gumbel: σ(q) = (gumbel_c_visit + the most visits of a move) · gumbel_c_scale · q."""
     gumbel_c_scale: float = 0.1
     """With root=gumbel: the weight of the values against the policy's logits (see gumbel_c_visit)."""
+    pipeline_groups: Optional[int] = None
+    """With the network in the run's process (search=sequential): the roots of a search split into
+    this many groups, whose trees are walked while the network evaluates another group's leaves
+    (null: 2 where the network runs on a GPU, 1 on a CPU, whose cores the network needs itself)."""
     inference: InferenceConfig = field(default_factory=InferenceConfig)
     """The run's inference service (one per run: every search of the run evaluates through it)."""
 

@@ -41,9 +41,14 @@ class SequentialSearch:
         self.cfg = cfg
 
     def start_inference(
-        self, source: Callable[[], Evaluator], *, device: str, should_stop: Callable[[], bool]
+        self,
+        source: Callable[[], Evaluator],
+        *,
+        device: str,
+        threads: int = 1,
+        should_stop: Callable[[], bool],
     ) -> LocalInference:
-        return LocalInference(source, device=device, backend=self.cfg.inference.backend)
+        return LocalInference(source, device=device, backend=self.cfg.inference.backend, threads=threads)
 
     def make(self, *, game: BoardGame, inference: Any, model: str = BEST, seed: int) -> PuctSearch:
         return PuctSearch(self.cfg, game=game, evaluation=inference.evaluation(model), seed=seed)
@@ -61,7 +66,12 @@ class RayAsyncSearch:
         check_resources(cfg)
 
     def start_inference(
-        self, source: Callable[[], Evaluator], *, device: str, should_stop: Callable[[], bool]
+        self,
+        source: Callable[[], Evaluator],
+        *,
+        device: str,
+        threads: int = 1,
+        should_stop: Callable[[], bool],
     ) -> RayInference:
         from framework import ray_runtime
 
@@ -137,6 +147,10 @@ def validate_search(cfg: SequentialConfig) -> None:
         raise ConfigError(
             f"search.fpu_value={cfg.fpu_value} must be in [-1, 1], or null (its parent's value)"
         )
+    if cfg.pipeline_groups is not None and cfg.pipeline_groups < 1:
+        raise ConfigError(
+            f"search.pipeline_groups={cfg.pipeline_groups} must be >= 1, or null (2 on a GPU, 1 on a CPU)"
+        )
     if cfg.dirichlet_alpha <= 0:
         raise ConfigError(f"search.dirichlet_alpha={cfg.dirichlet_alpha} must be > 0")
     if not 0.0 <= cfg.draw_contempt <= 1.0:
@@ -166,14 +180,20 @@ if TYPE_CHECKING:
 
 
 def local_search(
-    cfg: SequentialConfig, *, game: BoardGame, evaluator_factory: Callable[[], Evaluator], seed: int
+    cfg: SequentialConfig,
+    *,
+    game: BoardGame,
+    evaluator_factory: Callable[[], Evaluator],
+    seed: int,
+    threads: int = 1,
+    device: str = "cpu",
 ) -> PuctSearch:
     """A search=sequential search over an in-process service of its own (an opponent, a benchmark,
-    a test): the evaluator the factory makes, as it is."""
+    a test): the evaluator the factory makes, as it is, its trees walked on `threads` threads (the
+    network on `device`: where the evaluator runs, which decides the default pipeline groups)."""
     validate_search(cfg)
-    return PuctSearch(
-        cfg, game=game, evaluation=LocalInference(evaluator_factory).evaluation(BEST), seed=seed
-    )
+    service = LocalInference(evaluator_factory, threads=threads, device=device)
+    return PuctSearch(cfg, game=game, evaluation=service.evaluation(BEST), seed=seed)
 
 
 def uniform_evaluator(game: BoardGame) -> Callable[[], Evaluator]:

@@ -56,13 +56,24 @@ class LeafEvaluation(Protocol):
 
 
 class InProcess:
-    """Every queued leaf evaluated in one call, in this process; its weights' version from `version`."""
+    """Every queued leaf evaluated in one call, in this process; its weights' version from `version`.
+
+    `threads` are the CPU threads the searches over it walk their trees on (the run's `threads`),
+    `device` where the network runs (a GPU: the searches pipeline groups of roots by default)."""
 
     virtual_loss = 0.0
     leaves_per_tree = 1
 
-    def __init__(self, evaluator: Evaluator, version: Callable[[], int] = lambda: 0) -> None:
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        version: Callable[[], int] = lambda: 0,
+        *,
+        threads: int = 1,
+        device: str = "cpu",
+    ) -> None:
         self.evaluator, self.version = evaluator, version
+        self.threads, self.device = threads, str(device)
         self._version = 0
 
     def max_pending(self, n_trees: int) -> int:

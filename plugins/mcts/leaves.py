@@ -32,11 +32,12 @@ class Leaves(NamedTuple):
     taken: np.ndarray
     """[L] int64: the slots of the leaves taken by the last selection, in order."""
     free: np.ndarray
-    """[L] int64: free slots (the first n_free[0])."""
+    """[L] int64: free slots (the first n_free[0]); in a walk (walk.py: slot b is tree b's), the
+    slots of the leaves a turn took, in tree order."""
     n_free: np.ndarray
     """[1] int64."""
     blocked: np.ndarray
-    """[B] bool: trees stopped for this selection by a collision."""
+    """[B] bool: trees stopped for this selection by a collision; in a walk, trees that took a leaf."""
 
     @property
     def capacity(self) -> int:

@@ -31,8 +31,10 @@ from . import gumbel
 from . import leaves as leaf_kernels
 from . import tree as kernels
 from .batching import Evaluated, inference_metrics
+from .evaluation import InProcess
 from .game_calls import encode_position, entry_point, game_kernels
 from .leaves import Leaves
+from .pipeline import GroupedWalk
 from .reuse import descend, reroot
 from .tree import EXPANDED, SearchParams, Tree
 
@@ -110,6 +112,11 @@ class PuctSearch:
         """The search under way ends at this time.perf_counter() (None: at its simulations)."""
         self.debug_hook: Callable[[PuctSearch, Tree], None] | None = None
         """Called at every turn of the loop (tests check the invariants with it)."""
+        self.walk: GroupedWalk | None = None
+        """With the network in this process: the loop over the run's threads and groups."""
+        if isinstance(evaluation, InProcess):
+            groups = cfg.pipeline_groups or (2 if evaluation.device.startswith("cuda") else 1)
+            self.walk = GroupedWalk(evaluation, threads=evaluation.threads, groups=groups)
 
     @property
     def root_values(self) -> np.ndarray:
@@ -159,15 +166,29 @@ class PuctSearch:
         self._deadline = 0.0
 
     def perf_metrics(self) -> dict[str, float]:
-        """The tuning figures (perf/search_sims_per_s, batch_fill, …) since the last call."""
+        """The tuning figures (perf/search_sims_per_s, batch_fill, tree_threads, …) since the last call."""
         sims, self._sims_mark = self.simulations - self._sims_mark, self.simulations
         seconds, self.search_seconds = self.search_seconds, 0.0
-        return inference_metrics(self.evaluation.take_stats(), sims, seconds)
+        metrics = inference_metrics(self.evaluation.take_stats(), sims, seconds)
+        walk = self.walk
+        if not sims:
+            return metrics
+        metrics["perf/tree_threads"] = float(walk.threads if walk is not None else 1)
+        if walk is not None:
+            metrics["perf/pipeline_groups"] = float(walk.groups)
+            busy, wall = walk.take_busy()
+            if wall > 0:
+                metrics["perf/network_busy"] = busy / wall
+                if isinstance(self.evaluation, InProcess) and self.evaluation.device.startswith("cuda"):
+                    metrics["perf/gpu_busy"] = busy / wall
+        return metrics
 
     def close(self) -> None:
         """Drop the trees (the evaluation part's work in flight with them)."""
         if self.evaluation.pending():
             self.evaluation.abandon()
+        if self.walk is not None:
+            self.walk.close()
         self.tree, self._leaves, self._slots = None, None, []
 
     # -- the steps of a search ---------------------------------------------------------------------
@@ -316,6 +337,9 @@ class PuctSearch:
             tree.noised[b] = True
 
     def _simulate(self, tree: Tree, active: np.ndarray) -> None:
+        if self.walk is not None:
+            self._walk(self.walk, tree, active)
+            return
         evaluation = self.evaluation
         max_pending = evaluation.max_pending(int(active.sum()))
         leaves = self._leaves_for(max_pending, tree.n_trees)
@@ -365,6 +389,28 @@ class PuctSearch:
                 )
             raise
 
+    def _walk(self, walk: GroupedWalk, tree: Tree, active: np.ndarray) -> None:
+        """The in-process loop: a leaf per tree at a time (slot b is tree b's), on the run's threads."""
+        leaves = self._leaves_for(tree.n_trees, tree.n_trees)
+
+        def tally(simulated: int, clamped: int) -> None:
+            self.simulations += simulated
+            self.clamped += clamped
+
+        hook = self.debug_hook
+        walk.run(
+            tree,
+            leaves,
+            active,
+            params=self.params,
+            game=self.kernels,
+            deadline=lambda: self._deadline,
+            answered=lambda answers: self._answered(answers, tree, leaves),
+            none=self._none,
+            tally=tally,
+            hook=None if hook is None else lambda t: hook(self, t),
+        )
+
     def _answered(
         self, answers: list[Evaluated], tree: Tree, leaves: Leaves
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -379,6 +425,8 @@ class PuctSearch:
                 logits.shape == (n, self.game.n_actions)
                 and values.shape == (n,)
                 and logits.dtype == values.dtype == np.float32
+                and logits.flags.c_contiguous
+                and values.flags.c_contiguous
                 and only.mapping.dtype == np.int64
                 and (draws is None or (draws.shape == (n,) and draws.dtype == np.float32))
             ):

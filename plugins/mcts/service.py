@@ -40,10 +40,15 @@ class LocalInference:
     (a copy, whose weights only `publish` changes), or the source itself where it is not portable."""
 
     def __init__(
-        self, source: Callable[[], Evaluator], *, device: str = "cpu", backend: str | None = None
+        self,
+        source: Callable[[], Evaluator],
+        *,
+        device: str = "cpu",
+        backend: str | None = None,
+        threads: int = 1,
     ) -> None:
         first = source()
-        self._source, self.device, self.backend = source, device, backend
+        self._source, self.device, self.backend, self.threads = source, device, backend, threads
         self._portable = first if isinstance(first, PortableEvaluator) else None
         self._evaluators: dict[str, Evaluator] = {}
         if self._portable is None:  # an evaluator made by the source is used as it is, made once
@@ -63,7 +68,9 @@ class LocalInference:
         return self._versions.get(model, 0)
 
     def evaluation(self, model: str) -> InProcess:
-        return InProcess(self._evaluator(model), lambda: self.version(model))
+        return InProcess(
+            self._evaluator(model), lambda: self.version(model), threads=self.threads, device=self.device
+        )
 
     def close(self) -> None:
         self._evaluators.clear()

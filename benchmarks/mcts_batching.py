@@ -6,34 +6,40 @@ The network is the gomoku_9x9 preset's (a PolicyValueNet of `--blocks` 3 residua
 thread per process, on `--device` (auto: cuda when available). Every side is built and warmed up
 first (a move in every game: compiling, starting actors); then `--repeats` rounds measure every
 side in turn, each over `--steps` self-play moves in every game, in wall time, so that a slow
-spell of a shared machine falls on all sides of a round alike. The ratios are medians over the
-rounds of each round's own ratio (to that round's ceiling and vectorize row); the rates are
+spell of a shared machine falls on all sides of a round alike, and nothing else runs while a side
+is measured. The ratios are medians over the rounds of each round's own ratio; the rates are
 medians too. Rows:
 
 - forward B: the network's positions/s on B realistic positions, called over and over in this
   process, by each backend of `--backends` (eager torch, ONNX Runtime: search.inference.backend):
-  the in-process ceiling is torch's best of these over the grid's batch sizes;
+  the in-process ceiling is the best of these over the grid's batch sizes;
 - sequential: one game at a time (SelfPlayRunner over search=sequential): one leaf per network call;
 - vectorize: `--games` games at once in this process (VectorizeRunner over search=sequential): one
-  leaf per game per network call, as agent=alphazero plays by default;
+  leaf per game per network call, as agent=alphazero plays by default, on 1 thread and on
+  `--threads` (the tree kernels' and torch's threads), in 1 and (on a GPU) 2 pipeline groups;
 - ray_async bs=B wait=W: the same VectorizeRunner over search=ray_async, its network in `--actors`
   Ray inference actor(s) (1 CPU each, or a share of the GPU), batches of B leaves sent when full or
   after W ms, `--inflight` batches in flight, `--inflight-limit` batches' worth of leaves waiting
   at most; also its batch fill, mean batches in flight and the actor's time per batch;
 - with `--workers N`: self-play in N Ray workers of `--games` games each, sharing the actor(s)
-  (search.workers=N), measured over `--seconds` of the run's RayAsyncRunner.
+  (search.workers=N), measured over `--seconds` of the run's RayAsyncRunner, beside the best
+  in-process configuration measured again just before the workers start (nothing else running).
+
+Every ratio is to the best in-process self-play configuration of the same round (the fastest of
+the sequential and vectorize rows), whose own rate is printed beside it: no row is compared with a
+configuration this run did not find to be the best it has. Each measurement ends within its time:
+a worker measurement that waits past `--seconds` + `--grace` for its workers says so and what it
+was waiting for, and the run goes on.
 
 The inference actors keep freed memory (glibc's mallopt: without it, every CPU forward of batch
 128 page-faults its activations in again); so does this process, so that the in-process rows have
-the same advantage.
-
-Every in-process row and grid cell is measured with each backend, side by side; the ratios are to
-torch's rows of the same round. Simulations/s counts every simulation (a leaf evaluated or one
-whose value was known). Targets: the best ray_async cell >= 0.8x the in-process ceiling on a CPU;
-on a GPU, self-play with N workers >= 5x the single-process vectorize row.
+the same advantage. Simulations/s counts every simulation (a leaf evaluated or one whose value was
+known). Targets: the best ray_async cell >= 0.8x the in-process ceiling on a CPU; N workers >= 0.8x
+the best in-process configuration of the same machine.
 
     python benchmarks/mcts_batching.py [--batches 8,32,128] [--waits 1,5,20] [--games 32] [--sims 100]
-        [--steps 3] [--repeats 3] [--inflight 2] [--actors 1] [--workers 0] [--device auto|cpu|cuda]
+        [--steps 3] [--repeats 3] [--inflight 2] [--actors 1] [--workers 0] [--threads N]
+        [--device auto|cpu|cuda]
 """
 
 from __future__ import annotations
@@ -52,7 +58,8 @@ import numpy as np
 from mcts_speed import realistic_planes
 
 CPU_TARGET = 0.8
-GPU_TARGET = 5.0
+WORKERS_TARGET = 0.8
+"""N workers' simulations/s over the best in-process configuration's."""
 
 
 @dataclass
@@ -60,21 +67,28 @@ class Row:
     name: str
     rates: list[float] = field(default_factory=list)
     x_ceiling: list[float] = field(default_factory=list)
-    x_vector: list[float] = field(default_factory=list)
+    x_best: list[float] = field(default_factory=list)
+    """Each round's rate over that round's best in-process self-play rate."""
     extra: dict[str, float] = field(default_factory=dict)
 
     @property
     def median(self) -> float:
         return _median(self.rates)
 
-    def ratios(self, ceiling: float, vector: float) -> None:
+    def ratios(self, ceiling: float, best: float) -> None:
         """This round's ratios, from its last rate."""
         self.x_ceiling.append(self.rates[-1] / ceiling)
-        self.x_vector.append(self.rates[-1] / vector)
+        self.x_best.append(self.rates[-1] / best)
 
 
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def _ratio(values: list[float]) -> str:
+    """A median ratio, or nothing where the row has none (a row measured apart from the rounds)."""
+    median = _median([v for v in values if v == v])
+    return "" if median != median else f"{median:.2f}x"
 
 
 def forward_rate(evaluator: Any, planes: np.ndarray, seconds: float) -> float:
@@ -118,6 +132,12 @@ def main() -> None:
     )
     parser.add_argument("--workers", type=int, default=0, help="also measure N self-play workers")
     parser.add_argument("--seconds", type=float, default=20.0, help="time of the workers' measurement")
+    parser.add_argument(
+        "--grace", type=float, default=120.0, help="how long past its time a worker measurement may wait"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="in-process rows also on N threads (the tree's and torch's)"
+    )
     parser.add_argument("--board", type=int, default=9)
     parser.add_argument("--blocks", type=int, default=3)
     parser.add_argument("--channels", type=int, default=32)
@@ -163,7 +183,12 @@ def main() -> None:
         board_size=args.board, in_planes=game.n_planes, blocks=args.blocks, channels=args.channels
     )
     net.to(device).eval()
-    evaluators = {b: evaluator_for(net, device, b) for b in backends}
+    threads = [1] if args.threads <= 1 else [1, args.threads]
+    evaluators = {}
+    for t in threads:  # ONNX Runtime takes torch's thread count when it is built
+        torch.set_num_threads(t)
+        evaluators.update({(b, t): evaluator_for(net, device, b) for b in backends})
+    torch.set_num_threads(1)
     choice = MoveChoice(1.0, 8)
     print(
         f"machine: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), Python "
@@ -185,10 +210,14 @@ def main() -> None:
     )
     print(f"local Ray started in {time.perf_counter() - started:.1f} s")
 
-    def seq_search(backend: str, seed: int) -> Any:
-        evaluator = evaluators[backend]
-        cfg = SequentialConfig(num_simulations=args.sims)
-        return local_search(cfg, game=game, evaluator_factory=lambda: evaluator, seed=seed)
+    groups = [1, 2] if device == "cuda" else [1]
+
+    def seq_search(backend: str, seed: int, threads: int = 1, groups: int = 1) -> Any:
+        evaluator = evaluators[(backend, threads)]
+        cfg = SequentialConfig(num_simulations=args.sims, pipeline_groups=groups)
+        return local_search(
+            cfg, game=game, evaluator_factory=lambda: evaluator, seed=seed, threads=threads, device=device
+        )
 
     def async_config(batch_size: int, max_wait_ms: float, backend: str, **more: Any) -> RayAsyncConfig:
         return RayAsyncConfig(
@@ -210,58 +239,69 @@ def main() -> None:
         services.append(inference)
         return RayAsyncSearch(cfg).make(game=game, inference=inference, model=BEST, seed=seed), inference
 
+    def make_workers(cfg: RayAsyncConfig, inference: RayInference, should_stop: Any) -> Any:
+        make = functools.partial(vectorize_runner, game=game, choice=choice, n_games=args.games, noise=True)
+        source = RayAsyncSearch(cfg).self_play(inference, make, game=game, seed=4, should_stop=should_stop)
+        assert source is not None
+        return source
+
     rng = np.random.default_rng(0)
     planes = {b: realistic_planes(game, b, rng, max_moves=game.n_actions // 3 - 1) for b in batches}
-    reference = backends[0] if "torch" not in backends else "torch"
-    forward = {(k, b): Row(f"forward B={b} {k} (pos/s)") for k in backends for b in batches}
-    single = {k: Row(f"sequential, 1 game, {k}") for k in backends}
-    vector = {k: Row(f"vectorize, {args.games} games, {k}") for k in backends}
+    forward = {
+        (k, b, t): Row(f"forward B={b} {k}" + (f" threads={t}" if len(threads) > 1 else "") + " (pos/s)")
+        for k in backends
+        for b in batches
+        for t in threads
+    }
+    in_process: list[Side] = []
     cells = {
         (k, b, w): Row(f"ray_async bs={b} wait={w:g}ms {k}") for k in backends for b in batches for w in waits
     }
-    sides: list[tuple[Row, Any, Any, int]] = []  # (row, runner, search, steps)
+    sides: list[Side] = []
     searches: dict[Any, Any] = {}
     services: list[RayInference] = []
     try:
         for k in backends:
             search = seq_search(k, 1)
-            sides.append(
-                (
-                    single[k],
-                    SelfPlayRunner(game, search, choice, np.random.default_rng(1), noise=True),
-                    search,
-                    4,
-                )
-            )
-            search = seq_search(k, 2)
-            runner: Any = VectorizeRunner(
-                game, search, choice, np.random.default_rng(2), n_games=args.games, noise=True
-            )
-            sides.append((vector[k], runner, search, 1))
+            runner: Any = SelfPlayRunner(game, search, choice, np.random.default_rng(1), noise=True)
+            in_process.append(Side(Row(f"sequential, 1 game, {k}"), runner, search, 4))
+            for t in threads:
+                for g in groups:
+                    search = seq_search(k, 2, threads=t, groups=g)
+                    runner = VectorizeRunner(
+                        game, search, choice, np.random.default_rng(2), n_games=args.games, noise=True
+                    )
+                    name = f"vectorize, {args.games} games, {k}, threads={t} groups={g}"
+                    in_process.append(Side(Row(name), runner, search, 1, t))
+        sides += in_process
         for (k, b, w), row in cells.items():
             search, _ = async_search(async_config(b, w, k), 3)
             searches[(k, b, w)] = search
             runner = VectorizeRunner(
                 game, search, choice, np.random.default_rng(3), n_games=args.games, noise=True
             )
-            sides.append((row, runner, search, 1))
+            sides.append(Side(row, runner, search, 1))
         print(f"warming up {len(sides)} sides ...", flush=True)
-        for _, runner, search, _ in sides:
-            runner.step()
-            search.perf_metrics()
+        for side in sides:
+            side.measure(1)
+            side.search.perf_metrics()
         for r in range(args.repeats):
-            for (k, b), row in forward.items():
-                row.rates.append(forward_rate(evaluators[k], planes[b], seconds=2.0))
-            for row, runner, search, steps in sides:
-                row.rates.append(runner_rate(runner, search, args.steps * steps))
-            ceiling_r = max(row.rates[-1] for (k, _), row in forward.items() if k == reference)
-            for row in [*forward.values(), *(side[0] for side in sides)]:
-                row.ratios(ceiling_r, vector[reference].rates[-1])
-            best_r = max(cells.values(), key=lambda row: row.rates[-1])
+            for (k, b, t), row in forward.items():
+                torch.set_num_threads(t)
+                row.rates.append(forward_rate(evaluators[(k, t)], planes[b], seconds=1.0))
+            torch.set_num_threads(1)
+            for side in sides:
+                side.row.rates.append(side.measure(args.steps))
+            ceiling_r = max(row.rates[-1] for row in forward.values())
+            best_r = max(side.row.rates[-1] for side in in_process)
+            for row in [*forward.values(), *(side.row for side in sides)]:
+                row.ratios(ceiling_r, best_r)
+            best_in = max(in_process, key=lambda side: side.row.rates[-1]).row
+            best_cell = max(cells.values(), key=lambda row: row.rates[-1])
             print(
-                f"  round {r + 1}/{args.repeats}: {reference} ceiling {ceiling_r:,.0f} pos/s, "
-                + ", ".join(f"vectorize {k} {vector[k].rates[-1]:,.0f}" for k in backends)
-                + f", best ray_async {best_r.name} {best_r.rates[-1]:,.0f} sims/s",
+                f"  round {r + 1}/{args.repeats}: ceiling {ceiling_r:,.0f} pos/s, best in-process"
+                f" {best_in.name} {best_r:,.0f} sims/s, best ray_async {best_cell.name}"
+                f" {best_cell.rates[-1]:,.0f} sims/s",
                 flush=True,
             )
         for key, row in cells.items():
@@ -275,69 +315,35 @@ def main() -> None:
         for service in services:
             service.close()
         services.clear()
-    rows = [*forward.values(), *single.values(), *vector.values(), *cells.values()]
-    top_b = max(batches, key=lambda b: forward[(reference, b)].median)
+    rows = [*forward.values(), *(side.row for side in sides)]
+    best_side = max(in_process, key=lambda side: side.row.median)
+    top = max(forward.values(), key=lambda row: row.median)
 
-    workers_row = None
     if args.workers:
         best_k, best_b, best_w = max(cells, key=lambda key: _median(cells[key].x_ceiling))
-        cfg = async_config(best_b, best_w, best_k, workers=args.workers)
-        _, inference = async_search(cfg, 4)
-        make = functools.partial(vectorize_runner, game=game, choice=choice, n_games=args.games, noise=True)
-        source = RayAsyncSearch(cfg).self_play(inference, make, game=game, seed=4, should_stop=lambda: False)
-        assert source is not None
-        vector_side = next(side for side in sides if side[0] is vector[reference])
-        try:
-            for _ in range(args.workers * 2):
-                source.step()
-            workers_row = Row(
-                f"ray_async, {args.workers} workers x {args.games} games "
-                f"(bs={best_b} wait={best_w:g}ms {best_k})"
-            )
-            for _ in range(args.repeats):
-                # The in-process rows again, beside it (the workers wait while their results are unread).
-                ceiling_r = forward_rate(evaluators[reference], planes[top_b], seconds=2.0)
-                vector_r = runner_rate(vector_side[1], vector_side[2], args.steps)
-                sims, t0 = source.simulations, time.perf_counter()
-                while time.perf_counter() - t0 < args.seconds / args.repeats:
-                    source.step()
-                workers_row.rates.append((source.simulations - sims) / (time.perf_counter() - t0))
-                workers_row.ratios(ceiling_r, vector_r)
-            rows.append(workers_row)
-        finally:
-            source.close()
-            inference.close()
+        rows += workers_rows(
+            args, best_side, (best_k, best_b, best_w), async_config, async_search, make_workers
+        )
 
     print()
-    header = [
-        "side",
-        "sims/s (pos/s)",
-        f"x {reference} ceiling",
-        f"x {reference} vectorize",
-        "fill",
-        "in flight",
-        "actor ms",
-    ]
+    header = ["side", "sims/s (pos/s)", "x ceiling", "x best in-process", "fill", "in flight", "actor ms"]
     lines = []
     for row in rows:
         lines.append(
             [
                 row.name,
                 f"{row.median:,.0f}",
-                f"{_median(row.x_ceiling):.2f}x",
-                f"{_median(row.x_vector):.2f}x",
+                _ratio(row.x_ceiling),
+                _ratio(row.x_best),
                 *(f"{row.extra[k]:.2f}" if k in row.extra else "" for k in ("fill", "inflight", "actor ms")),
             ]
         )
-    widths = [max(len(line[i]) for line in [header, *lines]) for i in range(len(header))]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for line in lines:
-        cells_txt = [
-            line[0].ljust(widths[0]),
-            *(c.rjust(w) for c, w in zip(line[1:], widths[1:], strict=True)),
-        ]
-        print("| " + " | ".join(cells_txt) + " |")
+    print_table(header, lines)
+    print(
+        f"  (x ceiling: over each round's fastest forward, median {top.name} {top.median:,.0f};"
+        f" x best in-process: over each round's fastest in-process self-play, median"
+        f" {best_side.row.name} {best_side.row.median:,.0f} sims/s)"
+    )
 
     for k in backends:
         print(f"\nsims/s of ray_async, {k}, over the grid (rows: batch_size, columns: max_wait_ms):")
@@ -347,25 +353,101 @@ def main() -> None:
     best = max(cells, key=lambda key: _median(cells[key].x_ceiling))
     ratio = _median(cells[best].x_ceiling)
     print(
-        f"\nbest cell {cells[best].name}: {cells[best].median:,.0f} sims/s = {ratio:.2f}x the {reference} "
-        f"in-process ceiling (the best {reference} forward of each round; median forward B={top_b} "
-        f"{forward[(reference, top_b)].median:,.0f} pos/s), "
-        f"{_median(cells[best].x_vector):.2f}x {reference} vectorize (medians of the rounds' ratios)"
+        f"\nbest cell {cells[best].name}: {cells[best].median:,.0f} sims/s = {ratio:.2f}x the in-process"
+        f" ceiling ({top.name}, median {top.median:,.0f}), {_median(cells[best].x_best):.2f}x the best"
+        f" in-process self-play ({best_side.row.name}, median {best_side.row.median:,.0f} sims/s)"
     )
-    for k in backends:
-        print(f"vectorize {k}: {_median(vector[k].x_vector):.2f}x {reference} vectorize (same run)")
     if device == "cpu":
         print(f"target (CPU): >= {CPU_TARGET}x the ceiling: {'met' if ratio >= CPU_TARGET else 'NOT met'}")
-    if workers_row is not None:
-        gain = _median(workers_row.x_vector)
-        print(f"{args.workers} workers: {gain:.2f}x the single-process vectorize row", end="")
-        print(
-            f" (target on a GPU: >= {GPU_TARGET}x: {'met' if gain >= GPU_TARGET else 'NOT met'})"
-            if device == "cuda"
-            else ""
-        )
     ray.shutdown()
     sys.stdout.flush()
+
+
+@dataclass
+class Side:
+    """A self-play side measured in each round: its row, runner, search, steps a measurement
+    (times --steps) and the torch threads it runs with."""
+
+    row: Row
+    runner: Any
+    search: Any
+    steps: int
+    threads: int = 1
+
+    def measure(self, steps: int) -> float:
+        import torch
+
+        torch.set_num_threads(self.threads)
+        try:
+            return runner_rate(self.runner, self.search, steps * self.steps)
+        finally:
+            torch.set_num_threads(1)
+
+
+def workers_rows(
+    args: argparse.Namespace,
+    best_side: Side,
+    cell: tuple[str, int, float],
+    async_config: Any,
+    async_search: Any,
+    make_workers: Any,
+) -> list[Row]:
+    """N workers beside the best in-process configuration, measured again just before they start
+    (nothing else running); each wait bounded: a call not back within --grace says what it was."""
+    k, b, w = cell
+    baseline = Row(f"{best_side.row.name} (again, before the workers)")
+    for _ in range(args.repeats):
+        baseline.rates.append(best_side.measure(args.steps))
+        baseline.ratios(float("nan"), baseline.rates[-1])
+    row = Row(f"ray_async, {args.workers} workers x {args.games} games (bs={b} wait={w:g}ms {k})")
+    cfg = async_config(b, w, k, workers=args.workers)
+    deadline = [time.perf_counter() + args.grace]
+    waiting = ["the inference actors to start"]
+    source = inference = None
+    try:
+        _, inference = async_search(cfg, 4)
+        waiting[0] = f"{args.workers} workers to start (each compiles its kernels)"
+        deadline[0] = time.perf_counter() + args.grace
+        source = make_workers(cfg, inference, lambda: time.perf_counter() > deadline[0])
+        for _ in range(args.workers * 2):
+            waiting[0] = "the workers' first moves"
+            deadline[0] = time.perf_counter() + args.grace
+            source.step()
+        for _ in range(args.repeats):
+            window = args.seconds / args.repeats
+            waiting[0] = f"a worker call (a move in {args.games} games) within {window + args.grace:.0f} s"
+            sims, t0 = source.simulations, time.perf_counter()
+            deadline[0] = t0 + window + args.grace
+            while time.perf_counter() - t0 < window:
+                source.step()
+            row.rates.append((source.simulations - sims) / (time.perf_counter() - t0))
+            row.ratios(float("nan"), _median(baseline.rates))
+    except KeyboardInterrupt:
+        print(f"  the {args.workers} workers' measurement ran past its time, waiting for {waiting[0]}")
+    finally:
+        if source is not None:
+            source.close()
+        if inference is not None:
+            inference.close()
+    base = _median(baseline.rates)
+    if row.rates:
+        gain = row.median / base
+        met = "met" if gain >= WORKERS_TARGET else "NOT met"
+        print(
+            f"{args.workers} workers: {row.median:,.0f} sims/s = {gain:.2f}x the best in-process"
+            f" configuration ({best_side.row.name}, {base:,.0f} sims/s measured just before;"
+            f" target >= {WORKERS_TARGET}x: {met})"
+        )
+    return [baseline, row] if row.rates else [baseline]
+
+
+def print_table(header: list[str], lines: list[list[str]]) -> None:
+    widths = [max(len(line[i]) for line in [header, *lines]) for i in range(len(header))]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for line in lines:
+        cells = [line[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(line[1:], widths[1:], strict=True))]
+        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -253,14 +253,14 @@ class ReferenceMCTS:
 # -- ours ------------------------------------------------------------------------------------------------
 
 
-def make_engine(size: int, sims: int) -> Any:
+def make_engine(size: int, sims: int, threads: int = 1) -> Any:
     from framework_plugins.gomoku.rules import Gomoku
     from framework_plugins.mcts.config import SequentialConfig
     from framework_plugins.mcts.engines import local_search, uniform_evaluator
 
     game = Gomoku(size, N_IN_ROW)
     cfg = SequentialConfig(num_simulations=sims, reuse_tree=False)
-    return local_search(cfg, game=game, evaluator_factory=uniform_evaluator(game), seed=0)
+    return local_search(cfg, game=game, evaluator_factory=uniform_evaluator(game), seed=0, threads=threads)
 
 
 # -- positions -------------------------------------------------------------------------------------------
@@ -427,6 +427,75 @@ def tree_section(args: argparse.Namespace) -> None:
         ratio = statistics.median(results[name]) / base
         met = "met" if ratio >= TARGET else "MISSED"
         print(f"  [{met}] {name} >= {TARGET:.0f}x reference: {ratio:.1f}x")
+    threads_section(args)
+
+
+def thread_counts(spec: str | None) -> list[int]:
+    """--threads as a list (default: 1, 2, 4, ... and this machine's CPU count)."""
+    if spec:
+        counts = sorted({int(t) for t in spec.split(",")})
+        if counts[0] < 1:
+            raise SystemExit(f"--threads {spec}: thread counts must be >= 1")
+        return counts
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    counts = [1]
+    while counts[-1] * 2 < cpus:
+        counts.append(counts[-1] * 2)
+    return sorted({*counts, cpus})
+
+
+def threads_section(args: argparse.Namespace) -> None:
+    """Section 1, on threads: `--roots` roots in one call, the tree kernels on 1, 2, ... N threads
+    (search threads=N), wall time, side by side; every count must give the same visits."""
+    from framework_plugins.mcts.threads import usable_threads
+
+    size, sims, counts = args.board, args.sims, thread_counts(args.threads)
+    openings = quiet_openings(size, N_ROOTS, seed=0)
+    states = [our_state(size, openings[i % len(openings)]) for i in range(args.roots)]
+    print(
+        f"\n== section 1, threads: {args.roots} roots (the {len(openings)} above, repeated) x {sims}"
+        f" simulations in one call, the tree kernels on {', '.join(map(str, counts))} thread(s) (search"
+        f" threads=N; numba's pool here: {usable_threads(0)}), wall time, interleaved repeats ==",
+        flush=True,
+    )
+    engines = {t: make_engine(size, sims, threads=t) for t in counts}
+    first = {t: engine.search(states) for t, engine in engines.items()}  # compiling, untimed
+    for t, visits in first.items():
+        assert np.array_equal(visits, first[counts[0]]), f"{t} threads gave other visits than {counts[0]}"
+    print(f"  checks: the same visits at all {args.roots} roots on every thread count", flush=True)
+    rates_by: dict[int, list[float]] = {t: [] for t in counts}
+    for r in range(args.repeats):
+        for t in counts if r % 2 == 0 else counts[::-1]:
+            rates_by[t] += rates(
+                lambda t=t: engines[t].search(states), sims * args.roots, 1, time.perf_counter
+            )
+    one = statistics.median(rates_by[counts[0]])
+    lines = []
+    for t in counts:
+        median = statistics.median(rates_by[t])
+        ratio = median / one
+        target = 0.8 * t / counts[0]
+        lines.append([
+            str(t),
+            str(usable_threads(t)),
+            f"{median:,.0f}",
+            f"{min(rates_by[t]):,.0f}-{max(rates_by[t]):,.0f}",
+            f"{ratio:.2f}x",
+            f">= {target:.1f}x: {'met' if ratio >= target else 'MISSED'}" if t > counts[0] else "(baseline)",
+        ])  # fmt: skip
+    print(f"\nsimulations/s with {args.roots} roots, wall time, median (min-max) of {args.repeats} repeats\n")
+    print_table(
+        ["threads=", "threads used", "median sims/s", "min-max", f"x {counts[0]} thread(s)", "target 0.8 N"],
+        lines,
+    )
+    print(
+        f"  (baseline: {counts[0]} thread(s), {one:,.0f} sims/s, measured in this run; threads beyond"
+        f" numba's pool ({usable_threads(0)}) run on the pool)"
+    )
+    best = max(statistics.median(v) for v in rates_by.values())
+    if size == 15 and usable_threads(0) >= 16:
+        met = "met" if best >= 1e6 else "MISSED"
+        print(f"  [{met}] >= 1,000,000 simulations/s tree only on 15x15 with 16+ cores: {best:,.0f}")
 
 
 # -- section 2: with a network ---------------------------------------------------------------------------
@@ -453,15 +522,21 @@ class TimedEvaluator:
 
 @dataclass
 class NetResult:
-    """Section 2's measurements at one batch size: a value per repeat, and self-play totals."""
+    """Section 2's measurements at one batch size and one configuration: a value per repeat, and
+    self-play totals."""
 
     batch: int
+    threads: int = 1
+    """The run's threads=: the tree kernels' and torch's."""
+    groups: int = 1
+    """search.pipeline_groups."""
     forward: list[float] = field(default_factory=list)
     """The network's positions/s."""
     runner: list[float] = field(default_factory=list)
     """The runner's simulations/s."""
     net_share: list[float] = field(default_factory=list)
-    """The network's share of the runner's time."""
+    """The network's share of the runner's time (its calls' time over wall time; with groups the
+    network's calls overlap the walk)."""
     net_rate: list[float] = field(default_factory=list)
     """The network's positions/s inside the runner (its evaluator's positions over its own time)."""
     evals_per_sim: list[float] = field(default_factory=list)
@@ -470,6 +545,10 @@ class NetResult:
     moves: int = 0
     games: int = 0
     runner_seconds: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"threads={self.threads} groups={self.groups}"
 
 
 def realistic_planes(game: Any, n: int, rng: np.random.Generator, max_moves: int = 60) -> np.ndarray:
@@ -513,23 +592,40 @@ def pick_device(name: str) -> str:
 
 
 def measure_batch(
-    net: Any, game: Any, device: str, batch: int, args: argparse.Namespace, backend: str = "torch"
+    net: Any,
+    game: Any,
+    device: str,
+    batch: int,
+    args: argparse.Namespace,
+    backend: str = "torch",
+    *,
+    threads: int = 1,
+    groups: int = 1,
 ) -> NetResult:
-    """Forward rate and runner rate at one batch size, interleaved (in alternating order) repeat by repeat."""
+    """Forward rate and runner rate at one batch size, interleaved (in alternating order) repeat by
+    repeat, with `threads` torch and tree threads and `groups` pipeline groups."""
+    import torch
+
     from framework_plugins.alphazero.config import AlphaZeroConfig
     from framework_plugins.alphazero.network import evaluator_for
     from framework_plugins.alphazero.selfplay import MoveChoice, VectorizeRunner
     from framework_plugins.mcts.config import SequentialConfig
     from framework_plugins.mcts.engines import local_search
 
-    result = NetResult(batch)
+    torch.set_num_threads(threads)
+    result = NetResult(batch, threads, groups)
     agent = AlphaZeroConfig()
     forward = evaluator_for(net, device, backend)
     planes = realistic_planes(game, batch, np.random.default_rng(batch))
     clock = CLOCKS[args.net_clock]
     timed = TimedEvaluator(evaluator_for(net, device, backend), clock)
     engine = local_search(
-        SequentialConfig(num_simulations=args.net_sims), game=game, evaluator_factory=lambda: timed, seed=0
+        SequentialConfig(num_simulations=args.net_sims, pipeline_groups=groups),
+        game=game,
+        evaluator_factory=lambda: timed,
+        seed=0,
+        threads=threads,
+        device=device,
     )
     runner = VectorizeRunner(
         game,
@@ -572,17 +668,31 @@ def measure_batch(
         result.net_rate.append((timed.positions - positions) / (timed.seconds - seconds))
         result.evals_per_sim.append((timed.positions - positions) / sims)
 
-    for r in range(args.repeats):
-        for run in (run_runner, run_forward) if r % 2 == 0 else (run_forward, run_runner):
-            run()
+    try:
+        for r in range(args.repeats):
+            for run in (run_runner, run_forward) if r % 2 == 0 else (run_forward, run_runner):
+                run()
+    finally:
+        engine.close()
     ratio = statistics.median(result.runner) / statistics.median(result.forward)
     print(
-        f"  {backend}, B={batch}: forward {statistics.median(result.forward):,.0f} positions/s, runner"
-        f" {statistics.median(result.runner):,.0f} sims/s ({ratio:.2f}x); first step"
+        f"  {backend}, B={batch}, {result.label}: forward {statistics.median(result.forward):,.0f}"
+        f" positions/s, runner {statistics.median(result.runner):,.0f} sims/s ({ratio:.2f}x); first step"
         f" {result.first_step:.2f} s",
         flush=True,
     )
     return result
+
+
+def configurations(args: argparse.Namespace, device: str) -> list[tuple[int, int]]:
+    """Section 2's (threads, groups) side by side: --net-threads x --groups (defaults: 1 and this
+    machine's CPUs; 1 group on a CPU, 1 and 2 on a GPU)."""
+    cpus = thread_counts(None)[-1]
+    threads = sorted({int(t) for t in (args.net_threads or f"1,{cpus}").split(",")})
+    groups = sorted({int(g) for g in (args.groups or ("1,2" if device == "cuda" else "1")).split(",")})
+    if threads[0] < 1 or groups[0] < 1:
+        raise SystemExit("--net-threads and --groups must be >= 1")
+    return [(t, g) for t in threads for g in groups]
 
 
 def network_section(args: argparse.Namespace) -> None:
@@ -592,7 +702,6 @@ def network_section(args: argparse.Namespace) -> None:
     from framework_plugins.alphazero.network import PolicyValueNet
     from framework_plugins.gomoku.rules import Gomoku
 
-    torch.set_num_threads(1)
     device = pick_device(args.device)
     malloc = keep_freed_memory() if args.mallopt else "malloc: as is (glibc's defaults)"
     batches = [int(b) for b in (args.batches or DEFAULT_BATCHES[device]).split(",")]
@@ -600,6 +709,7 @@ def network_section(args: argparse.Namespace) -> None:
         raise SystemExit("--batches, --repeats and --net-steps must be >= 1")
     if device == "cuda" and args.net_clock == "cpu":
         raise SystemExit("--net-clock cpu on a GPU would leave out the time the CPU waits for it: use wall")
+    configs = configurations(args, device)
     game = Gomoku(args.board, N_IN_ROW)
     torch.manual_seed(0)
     net = PolicyValueNet(
@@ -615,23 +725,34 @@ def network_section(args: argparse.Namespace) -> None:
         f"network: PolicyValueNet, a 3x3 stem + {args.blocks} residual block(s) ="
         f" {1 + 2 * args.blocks} 3x3 convolutions of {NET_CHANNELS} channels, then 1x1 policy/value heads"
         f" ({2 + 2 * args.blocks} convolutions deep, {n_params:,} parameters); float32, inference mode,"
-        f" device {device}{gpu}, torch {torch.__version__}, {torch.get_num_threads()} torch thread;"
-        f" {malloc}\n"
+        f" device {device}{gpu}, torch {torch.__version__}; {malloc}\n"
         f"runner: VectorizeRunner of B games over search=sequential, {args.net_sims} simulations a move"
-        f" (subtree reuse), {args.net_steps} step(s) a repeat; {args.repeats} repeats, {args.net_clock} time",
+        f" (subtree reuse), {args.net_steps} step(s) a repeat; {args.repeats} repeats, {args.net_clock} time;"
+        f" configurations (threads= of torch and the tree kernels, search.pipeline_groups):"
+        f" {', '.join(f'{t}x{g}' for t, g in configs)}",
         flush=True,
     )
-    results = [measure_batch(net, game, device, batch, args) for batch in batches]
+    results = [
+        measure_batch(net, game, device, batch, args, threads=t, groups=g)
+        for batch in batches
+        for t, g in configs
+    ]
+    best = {
+        b: max((r for r in results if r.batch == b), key=lambda r: statistics.median(r.runner))
+        for b in batches
+    }
 
     print(
         f"\nmedians of {args.repeats} interleaved repeats (min-max), {args.net_clock} time, device {device}\n"
     )
     header = [
         "batch",
+        "threads, groups",
         "forward pos/s",
         "runner sims/s",
         "runner/forward",
         f">= {NET_TARGET}x",
+        "x best in-process",
         "net share",
         "net pos/s in runner",
         "evals/sim",
@@ -644,10 +765,12 @@ def network_section(args: argparse.Namespace) -> None:
         games = f"{res.games / res.runner_seconds:.2f}" if res.games else f"none in {res.moves} moves"
         lines.append([
             str(res.batch),
+            f"{res.threads}, {res.groups}",
             f"{fwd:,.0f} ({min(res.forward):,.0f}-{max(res.forward):,.0f})",
             f"{run:,.0f} ({min(res.runner):,.0f}-{max(res.runner):,.0f})",
             f"{run / fwd:.2f}x",
             "PASS" if run / fwd >= NET_TARGET else "FAIL",
+            f"{run / statistics.median(best[res.batch].runner):.2f}x",
             f"{statistics.median(res.net_share):.0%}",
             f"{statistics.median(res.net_rate):,.0f}",
             f"{statistics.median(res.evals_per_sim):.3f}",
@@ -656,17 +779,23 @@ def network_section(args: argparse.Namespace) -> None:
         ])  # fmt: skip
     print_table(header, lines)
     print(
-        f"  (runner/forward: the runner's simulations/s over the network's positions/s at the same B;"
-        f" net share: the part of the runner's time spent in its evaluator, and net pos/s in runner"
-        f" the evaluator's own rate there, so runner/forward ~ net share x (net pos/s in runner / forward)"
-        f" / evals/sim; evals/sim: positions evaluated per simulation (terminal and won-at-once leaves need"
-        f" none); moves/s and games/s: {args.board}x{args.board} self-play moves and finished games per"
-        f" second of runner time, all B games together)"
+        f"  (runner/forward: the runner's simulations/s over the network's positions/s at the same B and"
+        f" threads; x best in-process: over the fastest configuration of the same B in this run; net"
+        f" share: the part of the runner's wall time a network call was under way (with groups it"
+        f" overlaps the walk), net pos/s in runner the evaluator's own rate there; evals/sim: positions"
+        f" evaluated per simulation (terminal and won-at-once leaves need none); moves/s and games/s:"
+        f" {args.board}x{args.board} self-play moves and finished games per second of runner time, all B"
+        f" games together)"
     )
-    for res in results:
+    for b, res in best.items():
         ratio = statistics.median(res.runner) / statistics.median(res.forward)
         met = "met" if ratio >= NET_TARGET else "MISSED"
-        print(f"  [{met}] B={res.batch}: runner >= {NET_TARGET}x forward: {ratio:.2f}x")
+        one = next(r for r in results if r.batch == b and (r.threads, r.groups) == configs[0])
+        gain = statistics.median(res.runner) / statistics.median(one.runner)
+        print(
+            f"  [{met}] B={b}: runner >= {NET_TARGET}x forward: {ratio:.2f}x ({res.label}, the fastest;"
+            f" {gain:.2f}x {one.label}'s {statistics.median(one.runner):,.0f} sims/s)"
+        )
 
 
 # -- section 3: the inference backends side by side -------------------------------------------------------
@@ -794,6 +923,16 @@ def main() -> None:
         choices=["auto", "cpu", "cuda"],
         default="auto",
         help="section 2's network (auto: cuda if any)",
+    )
+    parser.add_argument(
+        "--threads", help="section 1: tree threads side by side, comma-separated (default 1, 2, 4, ... CPUs)"
+    )
+    parser.add_argument("--roots", type=int, default=256, help="section 1: roots of the threads' call")
+    parser.add_argument(
+        "--net-threads", help="section 2: threads= side by side, comma-separated (default 1 and the CPUs)"
+    )
+    parser.add_argument(
+        "--groups", help="section 2: search.pipeline_groups side by side (default 1 on a CPU, 1,2 on a GPU)"
     )
     parser.add_argument("--blocks", type=int, default=1, help="section 2: residual blocks of the network")
     parser.add_argument("--net-sims", type=int, default=200, help="section 2: simulations a move")

@@ -7,6 +7,9 @@ from framework.errors import ConfigError
 
 
 def main() -> None:
+    from framework.machine import passive_openmp
+
+    passive_openmp()
     argv = sys.argv[1:]
     if argv:
         from framework import commands

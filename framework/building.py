@@ -65,15 +65,22 @@ def untracked(tracker: Tracker) -> bool:
     return isinstance(tracker, NullTracker)
 
 
+def run_threads(threads: int) -> int:
+    """The CPU threads a run computes on: `threads`, or with 0 every CPU this process may use."""
+    from framework import machine
+
+    return threads if threads > 0 else machine.cpus()
+
+
 def setup_torch(device: str, threads: int, seed: int) -> str:
-    """Seed and configure torch if a plugin brought it in; resolve `auto` to the GPU when present."""
+    """Seed and configure torch if a plugin brought it in (its CPU threads: `run_threads`); resolve
+    `auto` to the GPU when present."""
     if "torch" not in sys.modules:
         return "cpu" if device == "auto" else device
     import torch
 
     torch.manual_seed(seed)
-    if threads > 0:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(run_threads(threads))
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     try:

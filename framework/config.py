@@ -86,8 +86,8 @@ class FrameworkConfig:
     """Torch device: auto (GPU when present), cpu, cuda, cuda:1, ..."""
     threads: int = 1
     """CPU threads the run computes on: torch's (the network's, ONNX Runtime's too) and a search's
-    tree kernels, which walk a batch of games' trees on that many threads (0: torch's default, and
-    every CPU for the trees)."""
+    tree kernels, which walk a batch of games' trees on that many threads (0: every CPU this
+    process may use, its affinity and cgroup quota honoured)."""
     resume: Optional[str] = None
     """An MLflow run id or a run directory to continue from its last checkpoint."""
     progress: str = "auto"

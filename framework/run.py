@@ -22,7 +22,14 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from framework import __version__, config, ray_runtime, trial
-from framework.building import build_plugin, null_tracker, search_plugin, setup_torch, untracked
+from framework.building import (
+    build_plugin,
+    null_tracker,
+    run_threads,
+    search_plugin,
+    setup_torch,
+    untracked,
+)
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, Checkpointer
 from framework.context import RunContext
 from framework.contracts import (
@@ -317,7 +324,7 @@ def _searches(plan: Plan, stop: threading.Event) -> RunSearches | None:
         plan.env.game,
         plan.agent.evaluator,
         device=plan.device,
-        threads=int(plan.cfg.threads),
+        threads=run_threads(int(plan.cfg.threads)),
         should_stop=stop.is_set,
     )
 

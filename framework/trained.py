@@ -186,7 +186,7 @@ def _compose_tracking(overrides: list[tuple[str, Any]]) -> DictConfig:
 
 
 def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, command: str) -> TrainedPlayer:
-    from framework.building import build_plugin, setup_torch
+    from framework.building import build_plugin, run_threads, setup_torch
 
     state = read_state(checkpoint)
     saved = OmegaConf.load(checkpoint / CONFIG_FILE)
@@ -228,7 +228,7 @@ def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, comma
             env.game,
             agent.evaluator,
             device=device,
-            threads=int(cfg.threads),
+            threads=run_threads(int(cfg.threads)),
         ),
         label=label,
     )

@@ -261,7 +261,6 @@ def _validate(cfg: AlphaZeroConfig) -> None:
         1,
         "blocks",
         "channels",
-        "parallel_games",
         "replay_size",
         "train_every",
         "updates_per_phase",
@@ -284,6 +283,10 @@ def _validate(cfg: AlphaZeroConfig) -> None:
     if learning_rate(0) <= 0 or learning_rate(2**62) < 0:
         raise ConfigError(
             f"agent.learning_rate={cfg.learning_rate} must be > 0 (a schedule: > 0 at the start, >= 0 after)"
+        )
+    if cfg.parallel_games is not None and cfg.parallel_games < 1:
+        raise ConfigError(
+            f"agent.parallel_games={cfg.parallel_games} must be >= 1, or null (32 on a CPU, 512 on a GPU)"
         )
     if cfg.eval_simulations is not None and cfg.eval_simulations < 1:
         raise ConfigError(f"agent.eval_simulations={cfg.eval_simulations} must be >= 1, or null")

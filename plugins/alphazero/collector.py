@@ -41,6 +41,17 @@ def schedules(agent: AlphaZeroConfig, search: Any, total_steps: int) -> dict[str
         raise ConfigError(str(e)) from None
 
 
+#: agent.parallel_games when it is null, where the network runs on a CPU and on a GPU.
+PARALLEL_GAMES = {"cpu": 32, "cuda": 512}
+
+
+def parallel_games(cfg: AlphaZeroConfig, device: str) -> int:
+    """The games a vectorize runner plays at once: agent.parallel_games, or its device's default."""
+    if cfg.parallel_games is not None:
+        return int(cfg.parallel_games)
+    return PARALLEL_GAMES["cuda" if str(device).startswith("cuda") else "cpu"]
+
+
 #: Random openings drawn for self-play (each game's from among them): enough to hold every 2-stone
 #: opening of a 9x9 board's centre, and most of a 15x15 one's.
 OPENING_POOL = 4096
@@ -65,6 +76,7 @@ class SelfPlayCollector:
         starts = openings(cfg, ctx.env_plugin, rng)
         self.workers: SelfPlaySource | None = None
         self.runner: SelfPlaySource
+        self.parallel_games = parallel_games(cfg, ctx.device)
         if cfg.runner == "single":
             self.runner = SelfPlayRunner(
                 game, ctx.search, choice, rng, noise=cfg.noise, cap=cap, openings=starts
@@ -76,7 +88,7 @@ class SelfPlayCollector:
                 vectorize_runner,
                 game=game,
                 choice=choice,
-                n_games=cfg.parallel_games,
+                n_games=self.parallel_games,
                 noise=cfg.noise,
                 cap=cap,
                 openings=starts,
@@ -89,7 +101,7 @@ class SelfPlayCollector:
             ctx.search,
             choice,
             rng,
-            n_games=cfg.parallel_games,
+            n_games=self.parallel_games,
             noise=cfg.noise,
             cap=cap,
             openings=starts,

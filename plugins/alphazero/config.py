@@ -20,8 +20,10 @@ class AlphaZeroConfig:
     runner: str = "vectorize"
     """Self-play runner: vectorize (parallel_games games in one process, the leaves of all of them
     evaluated in one network call) or single (one game at a time)."""
-    parallel_games: int = 32
-    """Games the vectorize runner plays at once (the batch of roots each search gets)."""
+    parallel_games: Optional[int] = None
+    """Games the vectorize runner plays at once (the batch of roots each search gets, the network's
+    batch with it); null: 32 where the network runs on a CPU, 512 on a GPU (enough leaves a call
+    to keep it busy, and trees to keep the run's threads so)."""
     temperature: Any = 1.0
     """Self-play: moves are drawn from visit counts^(1/temperature) for the first temperature_moves
     moves of a game, then the most visited move is played. A number, or a schedule over the run's

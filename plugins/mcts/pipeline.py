@@ -2,7 +2,7 @@
 the roots split into groups so that one group's trees are walked while the network evaluates
 another's (KataGo's and EnvPool's way of keeping an accelerator busy, without Ray).
 
-With one group the loop alternates: walk every tree a turn (`walk.parallel_turn` on `threads`
+With one group the loop alternates: walk every tree a turn (`walk.turn` on `threads`
 threads), evaluate the leaves in one batch, again. With G groups (contiguous ranges of tree slots,
 as many searched roots in each), the network runs in a thread of its own: while it evaluates group
 g's batch, this thread finishes and walks the groups whose answers are back. Each group's batch is
@@ -18,13 +18,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numba as nb
 import numpy as np
 
 from . import walk
 from .batching import Evaluated
 from .game_calls import entry_point
 from .leaves import release_leaves
+from .threads import chunks_for, usable_threads
 
 if TYPE_CHECKING:
     from .evaluation import InProcess
@@ -32,20 +32,14 @@ if TYPE_CHECKING:
     from .leaves import Leaves
     from .tree import SearchParams, Tree
 
-#: Trees a thread walks at least in a turn for the walk to go parallel (fewer: the launch costs more
-#: than it gains).
-MIN_TREES_PER_THREAD = 8
-#: Parts of a turn's trees per thread: a tree's selection takes from one simulation to many (its
-#: leaves won at once), and smaller parts even the threads out.
-CHUNKS_PER_THREAD = 4
 #: What the turn kernels answer: (slots, logits, values, draws) of one group's evaluated leaves.
 Answers = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 @dataclass
 class _Search:
-    """One search's trees and the parts of its loop (`compiled`: the turn, walk.parallel_turn or
-    serial_turn, for these arguments' types)."""
+    """One search's trees and the parts of its loop (`compiled`: the turn, walk.turn.parallel or
+    .serial, for these arguments' types)."""
 
     tree: Tree
     leaves: Leaves
@@ -80,8 +74,8 @@ class _Search:
             lo,
             hi,
             selecting,
-            self.chunks,
             *answers,
+            self.chunks,
         )
         self.tally(simulated, clamped)
         if self.hook is not None:
@@ -104,7 +98,7 @@ class GroupedWalk:
 
     def __init__(self, evaluation: InProcess, *, threads: int, groups: int) -> None:
         self.evaluation = evaluation
-        self.threads = walk.usable_threads(threads)
+        self.threads = usable_threads(threads)
         self.groups = max(1, groups)
         self.network_seconds = 0.0
         self.walk_seconds = 0.0
@@ -131,11 +125,8 @@ class GroupedWalk:
         if not ranges:
             return
         # Threads pay where each has trees to walk: a few roots (a player's one) walk on this thread.
-        parallel = self.threads > 1 and int(active.sum()) >= MIN_TREES_PER_THREAD * self.threads
-        if parallel:
-            nb.set_num_threads(self.threads)
-        compiled = self._compile(parallel, tree, params, game, leaves, active, none)
-        chunks = CHUNKS_PER_THREAD * self.threads if parallel else 1
+        chunks = chunks_for(int(active.sum()), self.threads)
+        compiled = self._compile(chunks > 1, tree, params, game, leaves, active, none)
         search = _Search(
             tree, leaves, active, params, game, compiled, chunks, deadline, answered, none, tally, hook
         )
@@ -189,11 +180,11 @@ class GroupedWalk:
                     lo,
                     hi,
                     selecting,
-                    chunks,
                     slots,
                     logits,
                     values,
                     draws,
+                    chunks,
                 )
                 simulations += simulated
                 clamped += lost
@@ -258,10 +249,10 @@ class GroupedWalk:
         arrays anew each time otherwise: tens of microseconds a turn)."""
         found = self._compiled.get(parallel)
         if found is None:
-            dispatcher = walk.parallel_turn if parallel else walk.serial_turn
+            dispatcher = walk.turn.parallel if parallel else walk.turn.serial
             tree, params, game, leaves, active, none = args
             found = self._compiled[parallel] = entry_point(
-                dispatcher, tree, params, game, leaves, active, 0, 1, True, 1, *none
+                dispatcher, tree, params, game, leaves, active, 0, 1, True, *none, 1
             )
         return found
 

@@ -27,12 +27,12 @@ import numpy as np
 from framework.errors import ConfigError
 from framework.schedules import final_value
 
-from . import gumbel
 from . import leaves as leaf_kernels
+from . import roots as root_kernels
 from . import tree as kernels
 from .batching import Evaluated, inference_metrics
 from .evaluation import InProcess
-from .game_calls import encode_position, entry_point, game_kernels
+from .game_calls import entry_point, game_kernels
 from .leaves import Leaves
 from .pipeline import GroupedWalk
 from .reuse import descend, reroot
@@ -89,6 +89,7 @@ class PuctSearch:
         """The moves of each tree slot's root (None: a free slot)."""
         self._leaves: Leaves | None = None
         self._compiled: dict[str, Callable[..., Any]] = {}
+        self._gumbel = root_kernels.GumbelSchedules(int(cfg.gumbel_considered))
         self._none = (
             np.zeros(0, dtype=np.int64),
             np.zeros((0, game.n_actions), dtype=np.float32),
@@ -114,9 +115,12 @@ class PuctSearch:
         """Called at every turn of the loop (tests check the invariants with it)."""
         self.walk: GroupedWalk | None = None
         """With the network in this process: the loop over the run's threads and groups."""
+        self.tree_threads = 1
+        """The threads the tree kernels run on (the pipelined search's stay on one)."""
         if isinstance(evaluation, InProcess):
             groups = cfg.pipeline_groups or (2 if evaluation.device.startswith("cuda") else 1)
             self.walk = GroupedWalk(evaluation, threads=evaluation.threads, groups=groups)
+            self.tree_threads = self.walk.threads
 
     @property
     def root_values(self) -> np.ndarray:
@@ -173,7 +177,7 @@ class PuctSearch:
         walk = self.walk
         if not sims:
             return metrics
-        metrics["perf/tree_threads"] = float(walk.threads if walk is not None else 1)
+        metrics["perf/tree_threads"] = float(self.tree_threads)
         if walk is not None:
             metrics["perf/pipeline_groups"] = float(walk.groups)
             busy, wall = walk.take_busy()
@@ -199,21 +203,20 @@ class PuctSearch:
             self._last_policies = np.zeros((0, self.game.n_actions), dtype=np.float32)
             self._last_chosen = np.zeros(0, dtype=np.int64)
             return np.zeros((0, self.game.n_actions), dtype=np.float32)
-        histories = [tuple(int(m) for m in root.moves) for root in roots]
+        histories = [tuple(map(int, root.moves)) for root in roots]
         for i, (root, moves) in enumerate(zip(roots, histories, strict=True)):
             if len(moves) >= self.game.n_actions or getattr(root, "done", False):
                 raise ValueError(f"search: root {i} is a finished game ({len(moves)} moves)")
         self.version = self.evaluation.begin()
         tree = self._tree_for(len(roots), int(targets.max()))
         slots = self._assign_slots(histories)
-        for root, moves, slot in zip(roots, histories, slots, strict=True):
-            self._place_root(tree, int(slot), root, moves)
+        self._place_roots(tree, slots, roots, histories)
         active = np.zeros(tree.n_trees, dtype=np.bool_)
         active[slots] = True
         tree.target[slots] = targets
-        self._expand_roots(tree, active)
+        self._expand_roots(tree, slots)
         if self.params.gumbel:
-            self._draw_gumbel(tree, slots, noise)
+            self._gumbel.draw(tree, slots, noise, self.rng)
         elif noise.any():
             self._add_noise(tree, slots[noise])
         self._simulate(tree, active)
@@ -230,10 +233,8 @@ class PuctSearch:
             totals = counts.sum(axis=1, keepdims=True)
             return counts / np.maximum(totals, 1), np.full(len(slots), -1, dtype=np.int64)
         policies = np.zeros_like(counts)
-        chosen = np.array(
-            [gumbel.gumbel_root_result(tree, self.params, int(b), policies[i]) for i, b in enumerate(slots)],
-            dtype=np.int64,
-        )
+        chosen = np.empty(len(slots), dtype=np.int64)
+        root_kernels.gumbel_results(len(slots), self.tree_threads, tree, self.params, slots, policies, chosen)
         return policies, chosen
 
     def _tree_for(self, n: int, simulations: int) -> Tree:
@@ -271,60 +272,58 @@ class PuctSearch:
             self._slots[free] = None
         return slots
 
-    def _place_root(self, tree: Tree, b: int, root: BoardState, moves: tuple[int, ...]) -> None:
-        """Tree b's root becomes `root`: the kept subtree when it follows from the last one."""
-        last = self._slots[b]
-        node = -1
+    def _place_roots(
+        self, tree: Tree, slots: np.ndarray, searched: Sequence[BoardState], histories: list[tuple[int, ...]]
+    ) -> None:
+        """Each tree's root becomes its root of this call: the kept subtree where the root follows
+        from the tree's last one (`search.reuse_tree`), else a new tree."""
         # A Gumbel root's schedule counts its moves' visits from 0: its searches start afresh.
         reuse = self.cfg.reuse_tree and not self.params.gumbel
-        if (
-            reuse
-            and last is not None
-            and moves[: len(last)] == last
-            # Values under contempt are the last root's player's: kept where the player is the same.
-            and (not self.params.draw_contempt or (len(moves) - len(last)) % 2 == 0)
-        ):
-            node = descend(tree, b, np.array(moves[len(last) :], dtype=np.int64))
-            if node == 0:
-                return
-            if node > 0:
-                reroot(tree, b, node)
-        if node <= 0:
-            kernels.reset_tree(tree, b)
-        tree.root_board[b] = np.asarray(root.board)
-        tree.root_player[b] = int(root.to_play)
-        tree.root_moves[b] = len(moves)
-        tree.root_last[b] = moves[-1] if moves else -1
-        tree.noised[b] = False
-        self._slots[b] = moves
+        fresh = np.ones(len(slots), dtype=np.bool_)
+        placed = np.ones(len(slots), dtype=np.bool_)
+        for j, (b, moves) in enumerate(zip(slots.tolist(), histories, strict=True)):
+            last = self._slots[b]
+            self._slots[b] = moves
+            if (
+                reuse
+                and last is not None
+                and moves[: len(last)] == last
+                # Values under contempt are the last root's player's: kept where the player is the same.
+                and (not self.params.draw_contempt or (len(moves) - len(last)) % 2 == 0)
+            ):
+                node = descend(tree, b, np.array(moves[len(last) :], dtype=np.int64))
+                if node == 0:  # the same root: nothing changes
+                    placed[j] = fresh[j] = False
+                elif node > 0:
+                    reroot(tree, b, node)
+                    fresh[j] = False
+        if not placed.any():
+            return
+        which = np.flatnonzero(placed).tolist()
+        root_kernels.place_roots(
+            tree,
+            slots[placed],
+            fresh[placed],
+            np.stack([np.asarray(searched[j].board, dtype=np.int8) for j in which]),
+            np.array([searched[j].to_play for j in which], dtype=np.int8),
+            np.array([len(histories[j]) for j in which], dtype=np.int32),
+            np.array([histories[j][-1] if histories[j] else -1 for j in which], dtype=np.int32),
+        )
 
-    def _expand_roots(self, tree: Tree, active: np.ndarray) -> None:
-        todo = [int(b) for b in np.flatnonzero(active) if tree.state[b, 0] != EXPANDED]
-        if not todo:
+    def _expand_roots(self, tree: Tree, slots: np.ndarray) -> None:
+        """The searched roots not expanded yet (new trees), with the network's answers for them."""
+        todo = slots[tree.state[slots, 0] != EXPANDED]
+        if not len(todo):
             return
         game = self.game
         planes = np.empty((len(todo), game.n_planes, *game.board_shape), dtype=np.float32)
-        for j, b in enumerate(todo):
-            encode_position(
-                self.kernels, tree.root_board[b], int(tree.root_player[b]), int(tree.root_last[b]), planes[j]
-            )
+        root_kernels.encode_roots(tree, self.kernels, todo, planes)
         answer = self._checked(self.evaluation.evaluate(planes))
-        for j, b in enumerate(todo):
-            assert answer.draws is not None  # _checked: zeros from a network without draws
-            value = float(answer.values[j] - self.params.draw_contempt * answer.draws[j])  # the mover's view
-            kernels.expand_root(tree, b, answer.logits[j], value)
-            kernels.mark_forced_root(tree, self.params, self.kernels, b)
-
-    def _draw_gumbel(self, tree: Tree, slots: np.ndarray, noise: np.ndarray) -> None:
-        """Each root's Gumbel noise (0 where it has none) and its sequential-halving schedule."""
-        for b, noised in zip(map(int, slots), noise, strict=True):
-            legal = tree.root_board[b] == 0
-            tree.gumbel[b] = 0.0
-            if noised:
-                tree.gumbel[b, legal] = self.rng.gumbel(size=int(legal.sum()))
-            target = int(tree.target[b])
-            m = min(int(self.cfg.gumbel_considered), int(legal.sum()))
-            tree.considered_visits[b, :target] = gumbel.considered_visits(m, target)
+        assert answer.draws is not None  # _checked: zeros from a network without draws
+        logits, values, draws = answer.logits, answer.values, answer.draws
+        root_kernels.expand_roots(
+            len(todo), self.tree_threads, tree, self.params, self.kernels, todo, logits, values, draws
+        )
 
     def _add_noise(self, tree: Tree, slots: np.ndarray) -> None:
         """Dirichlet noise into each start node's priors, once per start node."""

@@ -15,14 +15,12 @@ known (terminal, won at once) is backed up on the spot and the tree selects agai
 
 from __future__ import annotations
 
-import types
-from typing import Any
-
 import numba as nb
 import numpy as np
 
 from .game_calls import GameKernels, call_encode
 from .leaves import Leaves
+from .threads import Twins
 from .tree import UNEXPANDED, SearchParams, Tree, backup, draw_value, expand, select_leaf
 
 
@@ -115,11 +113,11 @@ def _turn(
     lo: int,
     hi: int,
     select: bool,
-    chunks: int,
     slots: np.ndarray,
     logits: np.ndarray,
     values: np.ndarray,
     draws: np.ndarray,
+    chunks: int,
 ) -> tuple[int, int, int, int]:
     """One turn for trees [lo, hi): the answered leaves in `slots` finished (all of them trees of the
     range), then (with `select`) a leaf taken from each active tree below its target, encoded into
@@ -141,8 +139,8 @@ def _turn(
     for c in nb.prange(chunks):
         first, end = lo + n * c // chunks, lo + n * (c + 1) // chunks
         if ordered:
-            a = 0 if c == 0 else np.searchsorted(slots, first)
-            z = m if c == chunks - 1 else np.searchsorted(slots, end)
+            a = 0 if c == 0 else int(np.searchsorted(slots, first))
+            z = m if c == chunks - 1 else int(np.searchsorted(slots, end))
             clamped += finish_leaves(tree, params, leaves, slots, logits, values, draws, a, z)
         if select:
             backed += select_trees(tree, params, game, leaves, active, first, end)
@@ -163,45 +161,9 @@ def _turn(
     return k, backed + m, unfinished, clamped
 
 
-def _named(function: Any, name: str, **inlined: Any) -> Any:
-    """`function` under another name, the functions it calls by the names in `inlined` replaced:
-    numba keys its disk cache by a function's name, not by how it was compiled, so the parallel
-    and the serial compilation of one function need two names."""
-    copy = types.FunctionType(
-        function.__code__,
-        {**function.__globals__, **inlined},
-        name,
-        function.__defaults__,
-        function.__closure__,
-    )
-    copy.__qualname__ = name
-    return copy
-
-
-def _inline(kernel: Any) -> Any:
-    """A kernel that numba inlines where it is called (so that a call passes no arrays)."""
-    return nb.njit(cache=True, nogil=True, inline="always")(
-        _named(kernel.py_func, f"{kernel.__name__}_inline")
-    )
-
-
-#: The turn over the trees on numba's threads, and the same code on the calling thread alone, in one
-#: chunk, its parts inlined: a search of one root turns once a simulation (~20 µs), and a parallel
-#: launch, or a call that passes the ~30 arrays of the tree and the leaves, costs microseconds.
-parallel_turn: Any = nb.njit(cache=True, nogil=True, parallel=True)(_named(_turn, "parallel_turn"))
-serial_turn: Any = nb.njit(cache=True, nogil=True)(
-    _named(
-        _turn,
-        "serial_turn",
-        finish_leaves=_inline(finish_leaves),
-        select_trees=_inline(select_trees),
-        encode_leaves=_inline(encode_leaves),
-    )
+#: The turn over the trees: its serial twin has its parts inlined, since a search of one root turns
+#: once a simulation (~20 µs) and a call that passes the ~30 arrays of the tree and the leaves costs
+#: microseconds.
+turn = Twins(
+    _turn, "turn", finish_leaves=finish_leaves, select_trees=select_trees, encode_leaves=encode_leaves
 )
-
-
-def usable_threads(threads: int) -> int:
-    """The threads a turn runs on for a run given `threads` (0: every one numba has): at most numba's
-    pool (NUMBA_NUM_THREADS, this machine's CPUs unless set)."""
-    most = int(nb.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]  # set at import
-    return most if threads <= 0 else min(threads, most)

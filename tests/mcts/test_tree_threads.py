@@ -16,7 +16,7 @@ from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.mcts.config import SequentialConfig
 from framework_plugins.mcts.engines import local_search
 from framework_plugins.mcts.puct import PuctSearch
-from framework_plugins.mcts.walk import usable_threads
+from framework_plugins.mcts.threads import usable_threads
 
 GAME = Gomoku(9, 5)
 OPENINGS = [[], [40], [40, 41], [30, 40, 50], [10, 20], [80], [0, 1, 2, 3], [44, 36]]

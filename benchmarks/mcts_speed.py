@@ -49,13 +49,10 @@ network's share of the runner's time (the rest is the tree, the rules and the ru
 own rate inside the runner, and the self-play rate (moves/s over all B games, and finished games/s
 where any finished).
 
-Section 3 (the inference backends): eager torch (NetworkEvaluator) beside ONNX Runtime (OnnxEvaluator,
-`pip install onnxruntime onnx`) on the CPU, one thread each, for experiment=gomoku_9x9's network (9x9,
-3 blocks of 32 channels) and agent=alphazero's default (15x15, 4 blocks of 64): the forward's
-positions/s at B = 1, 8, 32, 128 on realistic positions, the backends interleaved repeat by repeat,
-then section 2's runner with each backend at `--batches`, and the ratios onnxruntime / torch.
+The inference backends side by side (eager torch, ONNX Runtime, half precision):
+`benchmarks/inference_backends.py`.
 
-    python benchmarks/mcts_speed.py [--section 1|2|3|all] [--repeats 5] [--sims 800] [--board 15]
+    python benchmarks/mcts_speed.py [--section 1|2|all] [--repeats 5] [--sims 800] [--board 15]
         [--clock cpu|wall] [--batches 8,32] [--device auto|cpu|cuda] [--blocks 1] [--net-sims 200]
         [--net-steps 1] [--net-clock wall|cpu] [--mallopt]
 """
@@ -798,91 +795,6 @@ def network_section(args: argparse.Namespace) -> None:
         )
 
 
-# -- section 3: the inference backends side by side -------------------------------------------------------
-
-
-BACKEND_NETS = {"9x9 preset": (9, 3, 32), "15x15 default": (15, 4, 64)}
-"""Section 3's networks, (board, blocks, channels): experiment=gomoku_9x9's and agent=alphazero's default."""
-BACKEND_BATCHES = (1, 8, 32, 128)
-
-
-def forward_rates(
-    evaluators: dict[str, Any], planes: np.ndarray, repeats: int, clock: Callable[[], float]
-) -> dict[str, list[float]]:
-    """Positions/s of each evaluator on `planes` per repeat, the backends interleaved (alternating order)."""
-    rates: dict[str, list[float]] = {name: [] for name in evaluators}
-    for evaluate in evaluators.values():
-        for _ in range(3):
-            evaluate(planes)  # untimed: the first calls at this batch size
-    for r in range(repeats):
-        for name in list(evaluators)[:: 1 if r % 2 == 0 else -1]:
-            calls, t0 = 0, clock()
-            while True:
-                evaluators[name](planes)
-                calls += 1
-                elapsed = clock() - t0
-                if calls >= 5 and elapsed >= 0.3:
-                    break
-            rates[name].append(len(planes) * calls / elapsed)
-    return rates
-
-
-def backends_section(args: argparse.Namespace) -> None:
-    """Section 3: eager torch beside ONNX Runtime on the CPU, one thread each: the forward, then self-play."""
-    import onnxruntime
-    import torch
-
-    from framework_plugins.alphazero.network import PolicyValueNet, evaluator_for
-    from framework_plugins.gomoku.rules import Gomoku
-
-    torch.set_num_threads(1)  # and onnxruntime's sessions take torch's thread count
-
-    clock = CLOCKS[args.net_clock]
-    batches = [int(b) for b in (args.batches or DEFAULT_BATCHES["cpu"]).split(",")]
-    print(
-        f"\n== section 3: inference backends on the CPU, one thread each: torch {torch.__version__} (eager,"
-        f" inference mode) beside onnxruntime {onnxruntime.__version__} (the network exported to ONNX);"
-        f" {args.repeats} interleaved repeats, {args.net_clock} time =="
-    )
-    header = ["network", "batch", "torch pos/s", "onnxruntime pos/s", "onnxruntime / torch"]
-    forward_lines, runner_lines = [], []
-    for name, (board, blocks, channels) in BACKEND_NETS.items():
-        game = Gomoku(board, N_IN_ROW)
-        torch.manual_seed(0)
-        net = PolicyValueNet(
-            board_size=board, in_planes=game.n_planes, blocks=blocks, channels=channels
-        ).eval()
-        evaluators = {backend: evaluator_for(net, "cpu", backend) for backend in ("torch", "onnxruntime")}
-        label = f"{name}: {board}x{board}, {blocks}x{channels}"
-        check_planes = realistic_planes(game, 32, np.random.default_rng(0))
-        (lt, vt), (lo, vo) = (evaluate(check_planes) for evaluate in evaluators.values())
-        print(
-            f"{label}: largest difference onnxruntime - torch: logits {np.abs(lt - lo).max():.1e},"
-            f" values {np.abs(vt - vo).max():.1e}",
-            flush=True,
-        )
-        for batch in BACKEND_BATCHES:
-            planes = realistic_planes(game, batch, np.random.default_rng(batch))
-            rates = forward_rates(evaluators, planes, args.repeats, clock)
-            t, o = statistics.median(rates["torch"]), statistics.median(rates["onnxruntime"])
-            forward_lines.append([label, str(batch), f"{t:,.0f}", f"{o:,.0f}", f"{o / t:.2f}x"])
-            print(
-                f"  forward B={batch}: torch {t:,.0f}, onnxruntime {o:,.0f} positions/s ({o / t:.2f}x)",
-                flush=True,
-            )
-        for batch in batches:
-            runs = {backend: measure_batch(net, game, "cpu", batch, args, backend) for backend in evaluators}
-            t, o = (statistics.median(runs[backend].runner) for backend in evaluators)
-            runner_lines.append([label, str(batch), f"{t:,.0f}", f"{o:,.0f}", f"{o / t:.2f}x"])
-    print(f"\nforward: positions/s, medians of {args.repeats} repeats\n")
-    print_table(header, forward_lines)
-    print(
-        f"\nself-play: runner simulations/s (VectorizeRunner of B games over search=sequential,"
-        f" {args.net_sims} simulations a move), medians of {args.repeats} repeats\n"
-    )
-    print_table([h.replace("pos/s", "sims/s") for h in header], runner_lines)
-
-
 def print_table(header: list[str], lines: list[list[str]]) -> None:
     widths = [max(len(line[i]) for line in [header, *lines]) for i in range(len(header))]
     print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
@@ -911,9 +823,9 @@ def main() -> None:
     parser.add_argument("--clock", choices=list(CLOCKS), default="cpu", help="time with CPU or wall time")
     parser.add_argument(
         "--section",
-        choices=["1", "2", "3", "all"],
+        choices=["1", "2", "all"],
         default="all",
-        help="1: tree alone; 2: with a network; 3: torch beside onnxruntime",
+        help="1: tree alone; 2: with a network",
     )
     parser.add_argument(
         "--batches", help="section 2: batch sizes, comma-separated (default 8,32 on a CPU, 8,64,256 on a GPU)"
@@ -955,8 +867,6 @@ def main() -> None:
         tree_section(args)
     if args.section in ("2", "all"):
         network_section(args)
-    if args.section in ("3", "all"):
-        backends_section(args)
 
 
 if __name__ == "__main__":

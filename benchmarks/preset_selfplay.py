@@ -11,7 +11,8 @@ median and its ratio to the first configuration's median, measured in the same i
         [--seconds 90] [--warmup 30] [--repeats 2] [--target 1.6] [-- more overrides for every run]
 
 The 9x9 preset on this project's 2-core machine: `--configs "threads=1;threads=2" --target 1.6`.
-A GPU machine: `--preset gomoku_15x15 --configs "device=cuda" -- tracking=none`.
+A GPU machine: `--preset gomoku_15x15 --configs "device=cuda"`. Runs are not tracked (tracking=none;
+`-- tracking=mlflow` after the options tracks them).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def run(preset: str, config: str, more: list[str], args: argparse.Namespace, out
         f"log_every_s={args.every}",
         "eval.every_steps=0",
         "checkpoint.every_steps=1000000000",
+        "tracking=none",
         f"hydra.run.dir={out}",
         *more,
     ]

@@ -120,23 +120,41 @@ def onnxruntime_evaluator(net: PolicyValueNet, device: str) -> NetworkEvaluator:
     return OnnxEvaluator(net, device)
 
 
+def half_evaluator(net: PolicyValueNet, device: str) -> NetworkEvaluator:
+    from .half_evaluator import HalfEvaluator
+
+    return HalfEvaluator(net, device)
+
+
+def gpu_evaluator(net: PolicyValueNet, device: str) -> NetworkEvaluator:
+    """`auto` on a GPU: the faster of torch_half and eager torch, measured as it is built."""
+    from .half_evaluator import fastest_on_gpu
+
+    return fastest_on_gpu(net, device)
+
+
 def resolved(backend: str, device: str) -> str:
-    """`auto` is ONNX Runtime on a CPU (1.5–3.5× eager torch there: benchmarks/mcts_speed.py) and
-    torch on a GPU; any other name is itself."""
+    """`auto` is ONNX Runtime on a CPU (1.5–3.5× eager torch there: benchmarks/inference_backends.py)
+    and, on a GPU, the faster of torch_half and torch (`gpu_auto`, measured when the network is
+    built); any other name is itself."""
     if backend == "auto":
-        return "torch" if str(device).startswith("cuda") else "onnxruntime"
+        return "gpu_auto" if str(device).startswith("cuda") else "onnxruntime"
     return backend
 
 
 BACKENDS: dict[str, Callable[[PolicyValueNet, str], NetworkEvaluator]] = {
     "torch": torch_evaluator,
     "onnxruntime": onnxruntime_evaluator,
+    "torch_half": half_evaluator,
 }
-"""What evaluates a network, by name: eager torch, or ONNX Runtime (a faster CPU forward at small batches)."""
+"""What evaluates a network, by name: eager torch, ONNX Runtime (a faster CPU forward at small
+batches), or torch in half precision (fp16 and CUDA graphs on a GPU, bf16 on a CPU)."""
 
 
 def backend_named(backend: str) -> Callable[[PolicyValueNet, str], NetworkEvaluator]:
-    """The evaluator builder of `backend`, one of BACKENDS."""
+    """The evaluator builder of `backend`, one of BACKENDS (or `gpu_auto`, what auto is on a GPU)."""
+    if backend == "gpu_auto":
+        return gpu_evaluator
     if backend not in BACKENDS and backend != "auto":
         raise ValueError(f"unknown inference backend {backend!r}: choose one of auto, {', '.join(BACKENDS)}")
     return BACKENDS.get(backend, torch_evaluator)
@@ -154,5 +172,5 @@ def build_evaluator(spec: dict[str, Any], device: str, backend: str = "torch") -
     backend = resolved(backend, device)
     make = backend_named(backend)
     # ONNX Runtime runs its own copy of the weights on `device`: its network stays on the CPU.
-    net = PolicyValueNet(**spec).to(device if backend == "torch" else "cpu").eval()
+    net = PolicyValueNet(**spec).to("cpu" if backend == "onnxruntime" else device).eval()
     return make(net, device)

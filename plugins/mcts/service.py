@@ -154,8 +154,11 @@ class RayInference:
 
     @classmethod
     def join(cls, cfg: RayAsyncConfig, address: RayServiceAddress) -> RayInference:
-        """The service another process started (a self-play worker's view of it)."""
-        return cls(cfg, address, owner=False)
+        """The service another process started (a self-play worker's view of it), its batches sent
+        to the inference actors of this process's node where there are any."""
+        service = cls(cfg, address, owner=False)
+        service.client.prefer_local()
+        return service
 
     def publish(self, model: str, weights: Mapping[str, np.ndarray]) -> int:
         """New weights for `model`: in the object store, with the keeper, then pushed to every actor."""

@@ -134,7 +134,7 @@ def test_the_portable_builder_pickles_and_rebuilds_the_same_backend() -> None:
 
 
 def test_an_unknown_backend_is_refused_naming_the_valid_ones() -> None:
-    assert set(BACKENDS) == {"torch", "onnxruntime"}
+    assert set(BACKENDS) == {"torch", "onnxruntime", "torch_half"}
     spec = SPECS["9x9 preset"]
     with pytest.raises(ValueError, match=r"'tensorrt'.*torch, onnxruntime"):
         build_evaluator(spec, "cpu", "tensorrt")

@@ -8,8 +8,9 @@ be), and torch_half (bf16); then `mcts_speed.py`'s self-play runner (VectorizeRu
 search=sequential) with eager torch and ONNX Runtime at `--runner-batches`.
 
 On a GPU (`--device cuda`): eager fp32, fp16 channels-last without graphs (`fp16 eager`), and
-torch_half (fp16, channels-last, batch norms folded, a CUDA graph per batch size), at `--batches`
-(64,256,1024), and what `auto` chooses. The goal there: torch_half >= 3x eager fp32 at batch 1024.
+torch_half (fp16, channels-last, batch norms folded, a CUDA graph per batch size, cuDNN's algorithms
+timed before each capture) and the same with cuDNN's untimed choice, at `--batches` (64,256,1024),
+and what `auto` chooses. The goal there: torch_half >= 3x eager fp32 at batch 1024.
 
 Agreement: the share of positions whose top move (the policy's argmax) is the same as eager fp32's,
 and the largest value difference, over a batch of 1,024 positions (`auto` requires 99 % and 0.02).
@@ -138,7 +139,12 @@ def main() -> None:
 
     import torch
 
-    from framework_plugins.alphazero.half_evaluator import AUTO_TOP_MOVE, AUTO_VALUE, fastest_on_gpu
+    from framework_plugins.alphazero.half_evaluator import (
+        AUTO_TOP_MOVE,
+        AUTO_VALUE,
+        HalfEvaluator,
+        fastest_on_gpu,
+    )
     from framework_plugins.alphazero.network import PolicyValueNet, evaluator_for
     from framework_plugins.gomoku.rules import Gomoku
 
@@ -166,6 +172,7 @@ def main() -> None:
         if gpu:
             evaluators["fp16 eager"] = Fp16Eager(net, device)
             evaluators["torch_half"] = evaluator_for(net, device, "torch_half")
+            evaluators["torch_half, cuDNN untuned"] = HalfEvaluator(net, device, autotune=False)
         else:
             evaluators["onnxruntime"] = evaluator_for(net, device, "onnxruntime")
             evaluators["int8 linear"] = Quantized(net, ["MatMul", "Gemm"])

@@ -31,10 +31,12 @@ project's target is ours >= 30x the reference.
 
 Section 2 (with a network): the same board, a PolicyValueNet with a 3x3 stem convolution and
 `--blocks` (1) residual blocks of 64 channels, that is 4 convolutions deep (stem, the block's two,
-a head's 1x1) with one block, evaluated through NetworkEvaluator in inference mode on `--device`
-(auto: cuda when available), one torch thread. For each batch size B in `--batches` (8,32 on a CPU,
-8,64,256 on a GPU), two measurements are interleaved, `--repeats` times each, in wall time
-(`--net-clock cpu`: this process's CPU time, on a CPU only, steadier on a busy machine):
+a head's 1x1) with one block, evaluated in inference mode on `--device` (auto: cuda when available)
+by each backend of `--backends` (torch: eager fp32, NetworkEvaluator; torch_half; onnxruntime), over
+`--net-threads` x `--groups` (the run's threads= and search.pipeline_groups). For each batch size
+B in `--batches` (8,32 on a CPU, 8,64,256 on a GPU), two measurements are interleaved, `--repeats`
+times each, in wall time (`--net-clock cpu`: this process's CPU time, on a CPU only, steadier on a
+busy machine):
 
 - forward: NetworkEvaluator's positions/s on B realistic positions (planes [B, 4, n, n] float32 of
   games of 0 to 60 random moves), called over and over for about as long as a runner measurement;
@@ -54,7 +56,8 @@ The inference backends side by side (eager torch, ONNX Runtime, half precision):
 
     python benchmarks/mcts_speed.py [--section 1|2|all] [--repeats 5] [--sims 800] [--board 15]
         [--clock cpu|wall] [--batches 8,32] [--device auto|cpu|cuda] [--blocks 1] [--net-sims 200]
-        [--net-steps 1] [--net-clock wall|cpu] [--mallopt]
+        [--net-steps 1] [--net-clock wall|cpu] [--mallopt] [--threads 1,2] [--roots 256]
+        [--backends torch,torch_half] [--net-threads 1,16] [--groups 1,2]
 """
 
 from __future__ import annotations
@@ -73,6 +76,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from framework.machine import short_openmp_spin
+
+# As `python -m framework` does, before torch is imported: OpenMP's workers spin briefly between
+# regions (the network and the tree take turns on the cores).
+short_openmp_spin()
 
 N_IN_ROW = 5
 C_PUCT = 2.0
@@ -527,6 +536,8 @@ class NetResult:
     """The run's threads=: the tree kernels' and torch's."""
     groups: int = 1
     """search.pipeline_groups."""
+    backend: str = "torch"
+    """search.inference.backend, the forward's and the runner's."""
     forward: list[float] = field(default_factory=list)
     """The network's positions/s."""
     runner: list[float] = field(default_factory=list)
@@ -545,7 +556,7 @@ class NetResult:
 
     @property
     def label(self) -> str:
-        return f"threads={self.threads} groups={self.groups}"
+        return f"{self.backend} threads={self.threads} groups={self.groups}"
 
 
 def realistic_planes(game: Any, n: int, rng: np.random.Generator, max_moves: int = 60) -> np.ndarray:
@@ -610,7 +621,7 @@ def measure_batch(
     from framework_plugins.mcts.engines import local_search
 
     torch.set_num_threads(threads)
-    result = NetResult(batch, threads, groups)
+    result = NetResult(batch, threads, groups, backend)
     agent = AlphaZeroConfig()
     forward = evaluator_for(net, device, backend)
     planes = realistic_planes(game, batch, np.random.default_rng(batch))
@@ -673,7 +684,7 @@ def measure_batch(
         engine.close()
     ratio = statistics.median(result.runner) / statistics.median(result.forward)
     print(
-        f"  {backend}, B={batch}, {result.label}: forward {statistics.median(result.forward):,.0f}"
+        f"  B={batch}, {result.label}: forward {statistics.median(result.forward):,.0f}"
         f" positions/s, runner {statistics.median(result.runner):,.0f} sims/s ({ratio:.2f}x); first step"
         f" {result.first_step:.2f} s",
         flush=True,
@@ -707,6 +718,10 @@ def network_section(args: argparse.Namespace) -> None:
     if device == "cuda" and args.net_clock == "cpu":
         raise SystemExit("--net-clock cpu on a GPU would leave out the time the CPU waits for it: use wall")
     configs = configurations(args, device)
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    known = ("torch", "torch_half", "onnxruntime")
+    if not backends or any(b not in known for b in backends):
+        raise SystemExit(f"--backends {args.backends!r}: each one of {', '.join(known)}")
     game = Gomoku(args.board, N_IN_ROW)
     torch.manual_seed(0)
     net = PolicyValueNet(
@@ -721,17 +736,19 @@ def network_section(args: argparse.Namespace) -> None:
         f" >= {NET_TARGET}x ==\n"
         f"network: PolicyValueNet, a 3x3 stem + {args.blocks} residual block(s) ="
         f" {1 + 2 * args.blocks} 3x3 convolutions of {NET_CHANNELS} channels, then 1x1 policy/value heads"
-        f" ({2 + 2 * args.blocks} convolutions deep, {n_params:,} parameters); float32, inference mode,"
+        f" ({2 + 2 * args.blocks} convolutions deep, {n_params:,} parameters); weights float32 (each"
+        f" backend runs them its way), inference mode,"
         f" device {device}{gpu}, torch {torch.__version__}; {malloc}\n"
         f"runner: VectorizeRunner of B games over search=sequential, {args.net_sims} simulations a move"
         f" (subtree reuse), {args.net_steps} step(s) a repeat; {args.repeats} repeats, {args.net_clock} time;"
         f" configurations (threads= of torch and the tree kernels, search.pipeline_groups):"
-        f" {', '.join(f'{t}x{g}' for t, g in configs)}",
+        f" {', '.join(f'{t}x{g}' for t, g in configs)}; backends {', '.join(backends)}",
         flush=True,
     )
     results = [
-        measure_batch(net, game, device, batch, args, threads=t, groups=g)
+        measure_batch(net, game, device, batch, args, backend, threads=t, groups=g)
         for batch in batches
+        for backend in backends
         for t, g in configs
     ]
     best = {
@@ -744,6 +761,7 @@ def network_section(args: argparse.Namespace) -> None:
     )
     header = [
         "batch",
+        "backend",
         "threads, groups",
         "forward pos/s",
         "runner sims/s",
@@ -762,6 +780,7 @@ def network_section(args: argparse.Namespace) -> None:
         games = f"{res.games / res.runner_seconds:.2f}" if res.games else f"none in {res.moves} moves"
         lines.append([
             str(res.batch),
+            res.backend,
             f"{res.threads}, {res.groups}",
             f"{fwd:,.0f} ({min(res.forward):,.0f}-{max(res.forward):,.0f})",
             f"{run:,.0f} ({min(res.runner):,.0f}-{max(res.runner):,.0f})",
@@ -787,7 +806,8 @@ def network_section(args: argparse.Namespace) -> None:
     for b, res in best.items():
         ratio = statistics.median(res.runner) / statistics.median(res.forward)
         met = "met" if ratio >= NET_TARGET else "MISSED"
-        one = next(r for r in results if r.batch == b and (r.threads, r.groups) == configs[0])
+        first = (backends[0], *configs[0])
+        one = next(r for r in results if r.batch == b and (r.backend, r.threads, r.groups) == first)
         gain = statistics.median(res.runner) / statistics.median(one.runner)
         print(
             f"  [{met}] B={b}: runner >= {NET_TARGET}x forward: {ratio:.2f}x ({res.label}, the fastest;"
@@ -845,6 +865,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--groups", help="section 2: search.pipeline_groups side by side (default 1 on a CPU, 1,2 on a GPU)"
+    )
+    parser.add_argument(
+        "--backends",
+        default="torch",
+        help="section 2: search.inference.backend side by side (torch, torch_half, onnxruntime)",
     )
     parser.add_argument("--blocks", type=int, default=1, help="section 2: residual blocks of the network")
     parser.add_argument("--net-sims", type=int, default=200, help="section 2: simulations a move")

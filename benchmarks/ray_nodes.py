@@ -117,6 +117,9 @@ def main() -> None:
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=None)
     args = parser.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "token")  # a cluster of several nodes needs it said
+    from framework.machine import short_openmp_spin
+
+    short_openmp_spin()  # as `python -m framework` does, before torch is imported
     cores = sorted(os.sched_getaffinity(0))
     if args.pin is None:
         args.pin = len(cores) >= args.nodes

@@ -7,9 +7,9 @@ from framework.errors import ConfigError
 
 
 def main() -> None:
-    from framework.machine import passive_openmp
+    from framework.machine import short_openmp_spin
 
-    passive_openmp()
+    short_openmp_spin()
     argv = sys.argv[1:]
     if argv:
         from framework import commands

@@ -90,14 +90,17 @@ def gib(n_bytes: float) -> str:
     return f"{n_bytes / 2**30:.1f} GiB"
 
 
-def passive_openmp() -> None:
-    """OpenMP's workers sleep between parallel regions rather than spin (unless OMP_WAIT_POLICY or
+def short_openmp_spin() -> None:
+    """OpenMP's workers (libgomp's: torch's, and numba's, which shares it) wait 10,000 turns for
+    their next region, not GOMP's default 300,000, then sleep (unless OMP_WAIT_POLICY or
     GOMP_SPINCOUNT says otherwise); before torch is imported, whose libgomp reads it once.
 
     A run's parts take turns on its threads: the network (torch's OpenMP threads, or ONNX Runtime's
-    own), then a search's tree kernels (numba's OpenMP threads: the same libgomp as torch's). A
-    worker left spinning for GOMP's default 300,000 turns after its region takes a core from the
-    part whose turn it is: the 9x9 preset's self-play on 2 threads made 108 moves/s so, against 490.
+    own), then a search's tree kernels (numba's). Workers left spinning after their part's turn take
+    the cores from the next part: the 9x9 preset's self-play on 2 threads made 105-123 moves/s so,
+    against 269-286 with 10,000 turns. Fewer turns make a worker sleep between the two regions of
+    a tree's turn: the tree alone on 2 threads went from 1.76x one thread's rate to 1.03x with
+    1,000, and asleep at once (OMP_WAIT_POLICY=PASSIVE) torch's own 2-thread forward lost a third.
     """
     if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        os.environ["GOMP_SPINCOUNT"] = "10000"

@@ -52,12 +52,20 @@ class HalfEvaluator(NetworkEvaluator):
     backend = "torch_half"
 
     def __init__(
-        self, net: PolicyValueNet, device: torch.device | str, *, dtype: torch.dtype | None = None
+        self,
+        net: PolicyValueNet,
+        device: torch.device | str,
+        *,
+        dtype: torch.dtype | None = None,
+        autotune: bool = True,
     ) -> None:
         super().__init__(net, device)
         self.cuda = self.device.type == "cuda"
         self.dtype = dtype or (torch.float16 if self.cuda else torch.bfloat16)
         """fp16 on a GPU; bf16 on a CPU, whose fp16 convolutions are slow (its rounding is coarser)."""
+        self.autotune = autotune
+        """cuDNN times its convolution algorithms for each graph's batch size before the capture
+        (torch.backends.cudnn.benchmark, for those calls only): the graph keeps the fastest."""
         self._half = self._make_half()
         self._tensors: list[torch.Tensor] = []
         self._synced: int | None = None
@@ -126,15 +134,20 @@ class HalfEvaluator(NetworkEvaluator):
 
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.inference_mode(), torch.cuda.stream(side):
-            for _ in range(3):  # warm-up outside the graph (cuDNN picks its algorithms)
-                forward()
-        torch.cuda.current_stream(self.device).wait_stream(side)
-        if self._pool is None:
-            self._pool = torch.cuda.graph_pool_handle()
-        graph = torch.cuda.CUDAGraph()
-        with torch.inference_mode(), torch.cuda.graph(graph, pool=self._pool):
-            static_out = forward()
+        tuned = torch.backends.cudnn.benchmark
+        torch.backends.cudnn.benchmark = self.autotune or tuned
+        try:
+            with torch.inference_mode(), torch.cuda.stream(side):
+                for _ in range(3):  # warm-up outside the graph (cuDNN picks its algorithms)
+                    forward()
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            if self._pool is None:
+                self._pool = torch.cuda.graph_pool_handle()
+            graph = torch.cuda.CUDAGraph()
+            with torch.inference_mode(), torch.cuda.graph(graph, pool=self._pool):
+                static_out = forward()
+        finally:
+            torch.backends.cudnn.benchmark = tuned
         host_in = torch.zeros(shape, dtype=torch.float32, pin_memory=True)
         host_out = tuple(torch.empty(out.shape, dtype=torch.float32, pin_memory=True) for out in static_out)
         self._host[size] = (host_in, host_out)

@@ -125,7 +125,10 @@ class GroupedWalk:
         if not ranges:
             return
         # Threads pay where each has trees to walk: a few roots (a player's one) walk on this thread.
-        chunks = chunks_for(int(active.sum()), self.threads)
+        # Pipelined, the network's thread keeps a core of its own: it launches the GPU's work, and
+        # a walk on every core would take that core from it for a time slice at a time.
+        threads = self.threads - 1 if len(ranges) > 1 and self.threads > 2 else self.threads
+        chunks = chunks_for(int(active.sum()), threads)
         compiled = self._compile(chunks > 1, tree, params, game, leaves, active, none)
         search = _Search(
             tree, leaves, active, params, game, compiled, chunks, deadline, answered, none, tally, hook

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from framework_plugins.mcts.threads import usable_threads
 from tests.conftest import start_cli
 
 pytestmark = pytest.mark.slow
@@ -41,7 +42,8 @@ def only_run(tmp_path: Path):
 
 
 def test_a_gomoku_run_self_plays_trains_gates_and_evaluates_per_opponent(cli, tmp_path: Path) -> None:
-    r = cli(*SHORT, "agent.eval_simulations=24", "hydra.run.dir=outputs/run")
+    # On two threads: its 16 games' trees are walked in parallel (threads=N: the tree's as well as torch's).
+    r = cli(*SHORT, "agent.eval_simulations=24", "threads=2", "hydra.run.dir=outputs/run")
     assert r.returncode == 0, r.output[-3000:]
     assert "FINISHED at step 640" in r.output
     client, run = only_run(tmp_path)
@@ -63,6 +65,9 @@ def test_a_gomoku_run_self_plays_trains_gates_and_evaluates_per_opponent(cli, tm
     assert run.data.metrics["train/num_simulations"] == 16
     assert run.data.metrics["eval/simulations"] == 24  # evaluations search as long as asked
     assert {"selfplay/weights_version", "selfplay/weights_lag"} <= metrics
+    assert run.data.metrics["perf/tree_threads"] == min(2, usable_threads(0))
+    assert run.data.metrics["perf/pipeline_groups"] == 1  # the network on the CPU: no groups
+    assert 0 < run.data.metrics["perf/network_busy"] <= 1 and "perf/gpu_busy" not in metrics
     # Evaluated at the start, halfway and at the end; the objective is the first metric logged.
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "eval/mcts50/score")]
     assert steps == [16, 320, 640]

@@ -291,3 +291,15 @@ def test_a_win_draw_loss_value_head_learns_the_three_outcomes_apart() -> None:
     assert values[2] < -0.8 and draws[2] < 0.1
     # A scalar head's spec is as before the option (its runs load as they were saved).
     assert "value_head" not in PolicyValueNet(board_size=6, in_planes=4, blocks=1, channels=8).spec
+
+
+def test_parallel_games_default_to_the_devices_and_a_given_number_wins() -> None:
+    from framework.errors import ConfigError
+    from framework_plugins.alphazero.agent import AlphaZeroAgent
+    from framework_plugins.alphazero.collector import PARALLEL_GAMES, parallel_games
+
+    assert parallel_games(AlphaZeroConfig(), "cpu") == PARALLEL_GAMES["cpu"] == 32
+    assert parallel_games(AlphaZeroConfig(), "cuda:1") == PARALLEL_GAMES["cuda"] == 512
+    assert parallel_games(AlphaZeroConfig(parallel_games=8), "cuda") == 8
+    with pytest.raises(ConfigError, match=r"agent.parallel_games=0 must be >= 1, or null"):
+        AlphaZeroAgent(AlphaZeroConfig(parallel_games=0))

@@ -180,6 +180,8 @@ async def play_in_the_browser(server: PlayServer, go: threading.Event, profile: 
             await page.click("#undo")
             await page.wait_for(f"document.querySelectorAll('#move-list li').length === {moves - 2}")
             assert len(state_of(server)["moves"]) == moves - 2
+            # The pushed state can come before the undo's own answer: the buttons stay disabled until then.
+            await page.wait_for("document.body.dataset.busy === '0'")
             await page.click("#new-white")
             await page.wait_for("document.querySelectorAll('#move-list li').length === 1")
             await page.wait_for("document.body.dataset.busy === '0'")

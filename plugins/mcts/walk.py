@@ -144,8 +144,11 @@ def _turn(
             clamped += finish_leaves(tree, params, leaves, slots, logits, values, draws, a, z)
         if select:
             backed += select_trees(tree, params, game, leaves, active, first, end)
-        else:
-            leaves.blocked[first:end] = False
+    if not select:
+        # Outside the parallel loop: numba's parallel lowering loses a write to a tuple's array
+        # made in the loop's own body (a function called there writes through).
+        for b in range(lo, hi):
+            leaves.blocked[b] = False
     # The slots of the leaves taken, in tree order (a prefix sum), then their planes.
     k = 0
     for b in range(lo, hi):

@@ -100,6 +100,34 @@ def test_ctrl_c_during_an_evaluation_stops_the_run_within_seconds(tmp_path: Path
     assert (tmp_path / "run/checkpoints/step_0000000016").is_dir()
 
 
+@pytest.mark.skipif(usable_threads(2) < 2, reason="needs numba's threads on 2 CPUs")
+def test_ctrl_c_during_self_play_on_two_threads_stops_the_run_within_seconds(tmp_path: Path) -> None:
+    """32 games' trees walked on 2 threads (the parallel turn) in searches of seconds: Ctrl-C ends the
+    search under way, and the run ends KILLED with its checkpoint."""
+    p = start_cli(
+        *SHORT, "tracking=none", "threads=2", "agent.parallel_games=32", "search.num_simulations=3000",
+        "eval.at_start=false", "eval.every_steps=0", "progress=log", "log_every_s=1", "hydra.run.dir=run",
+        cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        log = tmp_path / "run/framework.log"
+        deadline = time.monotonic() + 180
+        while not (log.exists() and "] - step " in log.read_text()):  # the kernels compiled, a move made
+            assert p.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(2)  # searches of 32 x 3,000 simulations: Ctrl-C lands in one
+        assert p.poll() is None
+        p.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        out, _ = p.communicate(timeout=60)
+        assert time.monotonic() - sent < 10, out[-3000:]
+        assert p.returncode == 130 and "Run KILLED at step" in out, out[-3000:]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+
+
 def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -> None:
     # With a Gumbel root, playout cap randomisation and random openings, which the resumed run keeps.
     learning = [

@@ -16,7 +16,7 @@ from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.mcts.config import SequentialConfig
 from framework_plugins.mcts.engines import local_search
 from framework_plugins.mcts.puct import PuctSearch
-from framework_plugins.mcts.threads import usable_threads
+from framework_plugins.mcts.threads import MIN_TREES_PER_THREAD, usable_threads
 
 GAME = Gomoku(9, 5)
 OPENINGS = [[], [40], [40, 41], [30, 40, 50], [10, 20], [80], [0, 1, 2, 3], [44, 36]]
@@ -195,8 +195,13 @@ def test_invariants_hold_at_every_turn_and_an_interruption_leaves_nothing_pendin
         eng.close()
 
 
-@pytest.mark.parametrize("groups", [1, 2])
-def test_an_interrupt_from_another_thread_ends_the_search_with_every_root_visited(groups: int) -> None:
+@pytest.mark.parametrize(("n_roots", "groups"), [(8, 1), (8, 2), (4 * MIN_TREES_PER_THREAD, 1), (64, 2)])
+def test_an_interrupt_from_another_thread_ends_the_search_with_every_root_visited(
+    n_roots: int, groups: int
+) -> None:
+    """A few roots walk on the calling thread; enough of them on 2 threads take the parallel turn,
+    whose turn without selecting once left the last turn's leaves marked as taken: they went to the
+    network again and again, and the search never ended."""
     started = threading.Event()
 
     class Slow(Shaped):
@@ -208,14 +213,21 @@ def test_an_interrupt_from_another_thread_ends_the_search_with_every_root_visite
     eng = engine(Slow, threads=2, groups=groups, num_simulations=100_000)
     stopper = threading.Thread(target=lambda: started.wait(30) and eng.interrupt())
     stopper.start()
+    found: list[np.ndarray] = []
+    searching = threading.Thread(target=lambda: found.append(eng.search(roots(n_roots))), daemon=True)
     try:
-        counts = eng.search(roots(8))
+        searching.start()
+        searching.join(120)
+        assert not searching.is_alive(), "the interrupted search never ended"
         stopper.join()
-        assert started.is_set()
+        assert started.is_set() and found
+        counts = found[0]
         assert (counts.sum(1) >= 1).all() and (counts.sum(1) < 100_000).all()
         assert eng.tree is not None and (eng.tree.pending_visits == 0).all()
+        assert eng.clamped == 0  # no answer came twice for a leaf
     finally:
-        eng.close()
+        if not searching.is_alive():
+            eng.close()
 
 
 def test_perf_metrics_say_the_threads_groups_and_the_network_s_share() -> None:

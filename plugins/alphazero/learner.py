@@ -97,6 +97,7 @@ class Learner:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate
         net.train()
+        losses: list[torch.Tensor] = []  # read once the phase is over: on a GPU a read waits for it
         for _ in range(cfg.updates_per_phase):
             planes, policy, value = replay.sample(cfg.batch_size, rng)
             x = torch.from_numpy(planes).to(self.device)
@@ -115,13 +116,12 @@ class Learner:
             optimizer.step()
             with torch.no_grad():
                 entropy = -(log_p.exp() * log_p).sum(1).mean()
-            for key, val in (
-                ("train/policy_loss", policy_loss),
-                ("train/value_loss", value_loss),
-                ("train/policy_entropy", entropy),
-            ):
-                self.stats.setdefault(key, []).append(float(val.detach()))
+                losses.append(torch.stack([policy_loss.detach(), value_loss.detach(), entropy]))
         net.eval()
+        if losses:
+            read = torch.stack(losses).cpu().numpy()
+            for i, key in enumerate(("train/policy_loss", "train/value_loss", "train/policy_entropy")):
+                self.stats.setdefault(key, []).extend(float(v) for v in read[:, i])
 
     def take_stats(self) -> dict[str, float]:
         metrics = {key: float(np.mean(values)) for key, values in self.stats.items() if values}

@@ -253,12 +253,28 @@ def test_each_training_phase_steps_at_the_learning_rate_it_is_given() -> None:
     def moved(rate: float) -> float:
         before = [p.detach().clone() for p in learner.net.parameters()]  # type: ignore[union-attr]
         learner.train_phase(np.random.default_rng(0), rate)
-        after = learner.net.parameters()  # type: ignore[union-attr]
+        after = [p.detach() for p in learner.net.parameters()]  # type: ignore[union-attr]
         return max(float((a - b).abs().max()) for a, b in zip(after, before, strict=True))
 
     assert moved(0.0) == 0.0
     small, large = moved(1e-4), moved(1e-2)
     assert small > 0 and 30 < large / small < 300
+    # Each update's losses, read once the phase is over: at rate 0 each is the network's loss now.
+    learner.take_stats()
+    learner.cfg.updates_per_phase = 3
+    learner.train_phase(np.random.default_rng(1), 0.0)
+    assert all(len(learner.stats[k]) == 3 for k in ("train/policy_loss", "train/value_loss"))
+    planes, policy, _ = learner.replay.sample(16, np.random.default_rng(1))  # type: ignore[union-attr]
+    with torch.no_grad():
+        learner.net.train()
+        logits, _ = learner.net.heads(torch.from_numpy(planes))
+        learner.net.eval()
+    log_p = torch.log_softmax(logits, 1)
+    assert learner.stats["train/policy_loss"][0] == pytest.approx(
+        float(-(torch.from_numpy(policy) * log_p).sum(1).mean()), rel=1e-5
+    )
+    entropy = learner.take_stats()["train/policy_entropy"]
+    assert 0 < entropy <= np.log(GAME.n_actions)
 
 
 def test_a_win_draw_loss_value_head_learns_the_three_outcomes_apart() -> None:

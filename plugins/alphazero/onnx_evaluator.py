@@ -87,6 +87,10 @@ class OnnxEvaluator(NetworkEvaluator):
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Its workers sleep between calls rather than spin: the tree's kernels and the training take
+        # the cores between two calls (the 9x9 preset network's self-play on 2 threads, mcts_speed.py
+        # section 2: 1.17x the spinning one).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(model.getvalue(), options, providers=self.providers)
         self._tensors = [*net.parameters(), *net.buffers()]
         self._exported_version = sum(t._version for t in self._tensors)

@@ -148,7 +148,12 @@ def test_threads_follow_torchs_unless_given() -> None:
     try:
         torch.set_num_threads(1)
         assert OnnxEvaluator(net, "cpu").threads == 1
-        assert OnnxEvaluator(net, "cpu", threads=2).threads == 2
+        two = OnnxEvaluator(net, "cpu", threads=2)
+        assert two.threads == 2
+        # Its workers sleep between calls: the tree and the training take the cores meanwhile.
+        options = two._session.get_session_options()
+        assert options.intra_op_num_threads == 2
+        assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     finally:
         torch.set_num_threads(threads)
 

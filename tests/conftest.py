@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
 import socket
@@ -86,30 +87,40 @@ class MlflowServer:
 
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
-    """`mlflow server` on 127.0.0.1 with a SQLite backend and proxied artifacts."""
+    """`mlflow server` on 127.0.0.1 with a SQLite backend and proxied artifacts. A free port can be
+    taken by another process (a test's Ray) before the server binds it: then it tries another."""
     root = tmp_path_factory.mktemp("mlflow-server")
-    port = free_port()
-    log = open(root / "server.log", "wb")  # noqa: SIM115 - held open for the server's lifetime
-    process = subprocess.Popen(
-        [
-            sys.executable, "-m", "mlflow", "server",
-            "--host", "127.0.0.1",
-            "--port", str(port),
-            "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-            "--artifacts-destination", str(root / "artifacts"),
-            "--workers", "1",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=root,
-    )  # fmt: skip
-    uri = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while not _healthy(uri):
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"mlflow server did not start: {(root / 'server.log').read_text()[-3000:]}")
-        time.sleep(0.5)
+    tried = []
+    for attempt in range(3):
+        port = free_port()
+        log = open(root / f"server{attempt}.log", "wb")  # noqa: SIM115 - held open for the server's lifetime
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "mlflow", "server",
+                "--host", "127.0.0.1",
+                "--port", str(port),
+                "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+                "--artifacts-destination", str(root / "artifacts"),
+                "--workers", "1",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=root,
+        )  # fmt: skip
+        uri = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        state = _health(uri)
+        while state == "down" and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            state = _health(uri)
+        if state == "up":
+            break
+        process.kill()
+        process.wait()
+        log.close()
+        tried.append(f"port {port}: {state}, {(root / f'server{attempt}.log').read_text()[-1500:]}")
+    else:
+        raise RuntimeError("mlflow server did not start:\n" + "\n".join(tried))
     yield MlflowServer(uri, process)
     process.terminate()
     try:
@@ -119,12 +130,18 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowSe
     log.close()
 
 
-def _healthy(uri: str) -> bool:
+def _health(uri: str) -> str:
+    """ "up" (mlflow answers), "down" (nothing listens yet) or "another server" (something that is
+    not an HTTP server answering 200 there)."""
     try:
         with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
-            return bool(r.status == 200)
+            return "up" if r.status == 200 else "another server"
+    except http.client.RemoteDisconnected:  # closed without an answer: starting
+        return "down"
+    except http.client.HTTPException:  # an answer that is not HTTP
+        return "another server"
     except OSError:  # not listening yet
-        return False
+        return "down"
 
 
 @dataclass

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from mcts_speed import realistic_planes
+from mcts_speed import print_table, realistic_planes
 
 CPU_TARGET = 0.8
 WORKERS_TARGET = 0.8
@@ -483,15 +483,6 @@ def wait_until_quiet(limit_s: float, cores: float = 0.5, window_s: float = 0.5) 
         waited = time.perf_counter() - started
         if others < cores or waited >= limit_s:
             return waited, others
-
-
-def print_table(header: list[str], lines: list[list[str]]) -> None:
-    widths = [max(len(line[i]) for line in [header, *lines]) for i in range(len(header))]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for line in lines:
-        cells = [line[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(line[1:], widths[1:], strict=True))]
-        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

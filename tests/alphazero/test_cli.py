@@ -112,10 +112,11 @@ def test_ctrl_c_during_self_play_on_two_threads_stops_the_run_within_seconds(tmp
     try:
         log = tmp_path / "run/framework.log"
         deadline = time.monotonic() + 180
-        while not (log.exists() and "] - step " in log.read_text()):  # the kernels compiled, a move made
+        # Two progress lines: the kernels compiled, moves made; the next search (32 x 3,000
+        # simulations, seconds) is under way as the second is written, and Ctrl-C lands in it.
+        while not (log.exists() and log.read_text().count("] - step ") >= 2):
             assert p.poll() is None and time.monotonic() < deadline
             time.sleep(0.1)
-        time.sleep(2)  # searches of 32 x 3,000 simulations: Ctrl-C lands in one
         assert p.poll() is None
         p.send_signal(signal.SIGINT)
         sent = time.monotonic()

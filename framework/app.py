@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import shutil
@@ -18,12 +19,21 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from framework import STARTED_AT, commands, config, registry
+from framework import STARTED_AT, commands, config, orphans, registry, run_dirs
 from framework.errors import ConfigError, ExplainedError, RunFailed, hydra_message
 from framework.interrupts import EXIT_KILLED, forget_caught_interrupt
 from framework.summary import say
-from framework.sweep import JOB_INTERRUPTED, PARENT_RUN_ENV, child_run_name, swept_keys_of_this_sweep
+from framework.sweep import (
+    JOB_INTERRUPTED,
+    PARENT_RUN_ENV,
+    child_run_name,
+    swept_keys_of_this_sweep,
+    task_overrides,
+)
 from framework.trial import number_from_environment
+
+# A launcher's worker resolves its job's directory too, having imported nothing but this module.
+run_dirs.register_resolver()
 
 #: Hydra's variable for showing whole tracebacks; without it a user's mistake is one message.
 FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
@@ -62,19 +72,20 @@ def task(cfg: DictConfig) -> float | None:
 
     hc = HydraConfig.get()
     sweep = hc.mode == RunMode.MULTIRUN
-    overrides = list(hc.overrides.task)
+    overrides = task_overrides(hc.overrides.task)
     try:
-        final = run(
-            cfg,
-            run_dir=Path(hc.runtime.output_dir),
-            overrides=overrides,
-            parent_run_id=os.environ.get(PARENT_RUN_ENV),
-            run_name=child_run_name(overrides, swept_keys_of_this_sweep(), number_from_environment())
-            if sweep
-            else None,
-            # A single run started with the process; a sweep's job when Hydra handed it over.
-            started_at=time.time() if sweep else STARTED_AT,
-        )
+        with orphans.end_with_the_sweep() if sweep else contextlib.nullcontext():
+            final = run(
+                cfg,
+                run_dir=Path(hc.runtime.output_dir),
+                overrides=overrides,
+                parent_run_id=os.environ.get(PARENT_RUN_ENV),
+                run_name=child_run_name(overrides, swept_keys_of_this_sweep(), number_from_environment())
+                if sweep
+                else None,
+                # A single run started with the process; a sweep's job when Hydra handed it over.
+                started_at=time.time() if sweep else STARTED_AT,
+            )
     except RunKilled:
         if sweep:
             JOB_INTERRUPTED.set()
@@ -134,6 +145,7 @@ def _setup() -> None:
 
     register_schemas()
     commands.register_help_resolver()
+    run_dirs.register_resolver()
     Plugins.instance().register(EntryPointSearchPath)
     Plugins.instance().register(OptunaSweeper)
 
@@ -161,6 +173,7 @@ def main() -> None:
     full = os.environ.get(FULL_ERROR_ENV) == "1"
     os.environ[USER_FULL_ERROR_ENV] = "1" if full else "0"
     os.environ[COMMAND_PID_ENV] = str(os.getpid())
+    orphans.mark_command_process()
     # Hydra then re-raises what it would print; what a user sees is decided here.
     os.environ[FULL_ERROR_ENV] = "1"
     try:
@@ -180,6 +193,11 @@ def main() -> None:
         _refuse(str(e))
     except Exception as e:
         message = hydra_message(e)
+        if message is None:  # a resolver's refusal (run_dirs), which OmegaConf wraps twice
+            inner: BaseException | None = e
+            while inner is not None and not isinstance(inner, ConfigError):
+                inner = inner.__cause__ or inner.__context__
+            message = str(inner) if inner is not None else None
         if full or message is None:
             raise
         _refuse(message)

@@ -1,17 +1,34 @@
 """A run's plugins built from their config sections: each checked against its contract, a value it
-refuses said as a ConfigError; torch set up for the device the run asked for.
+refuses said as a ConfigError; the objective checked against the metrics they will log; torch set
+up for the device the run asked for.
 
 Shared by a training run (`framework.run`) and a trained agent loaded to play (`framework.trained`).
 """
 
 from __future__ import annotations
 
+import difflib
 import sys
 from typing import Any
 
 from framework import config, contracts, registry
-from framework.contracts import Agent, EnvPlugin, GameEnvPlugin, SearchAgent, SearchPlugin, Tracker
-from framework.errors import ConfigError
+from framework.contracts import (
+    Agent,
+    EnvPlugin,
+    EpisodeStatsEnvPlugin,
+    EvaluatingAgent,
+    GameEnvPlugin,
+    MetricNamingAgent,
+    SearchAgent,
+    SearchPlugin,
+    Tracker,
+    VariantEnvPlugin,
+)
+from framework.errors import ConfigError, closest
+from framework.evaluation import Episodes, summarize
+
+#: The prefix of every metric an evaluation logs (framework.context, EvaluatingAgent).
+EVAL_PREFIX = "eval/"
 
 
 def build_plugin(section: config.Section, kind: str) -> Any:
@@ -51,6 +68,61 @@ def search_plugin(
         )
     plugin: SearchPlugin = build_plugin(section, "search")
     return plugin
+
+
+def evaluation_metrics(env: EnvPlugin, agent: Agent) -> tuple[frozenset[str], bool]:
+    """The metrics the run's evaluation will log, and whether that is all of them: not when the
+    agent evaluates itself without naming its metrics, nor when the env does not name its episode
+    stats (`MetricNamingAgent`, `EpisodeStatsEnvPlugin`)."""
+    if isinstance(agent, EvaluatingAgent):
+        if isinstance(agent, MetricNamingAgent):
+            return frozenset(agent.eval_metric_names(env)), True
+        return frozenset(), False
+    stats = env.episode_stat_names() if isinstance(env, EpisodeStatsEnvPlugin) else ()
+    # The names `summarize` gives each stat (a 0-or-1 *_rate gets its interval too), as the run logs them.
+    episodes = Episodes(returns=[0.0], lengths=[1], stats={name: [0.0] for name in stats})
+    prefixes = ["eval", *(f"eval/{v}" for v in _variants(env))]
+    names = frozenset(name for prefix in prefixes for name in summarize(episodes, prefix))
+    return names, isinstance(env, EpisodeStatsEnvPlugin)
+
+
+def check_objective(metric: str, env: EnvPlugin, agent: Agent) -> None:
+    """Refuse an objective the run's evaluation will not log: a sweep would rank nothing, and an
+    Optuna study optimise nothing. Where the names are not all known (an env's undeclared episode
+    stats), only a name outside eval/, under no variant, or one letter-swap from a known one is."""
+    names, complete = evaluation_metrics(env, agent)
+    if metric in names or not _refused(metric, names, complete, env, agent):
+        return
+    hint = f" Did you mean {found[0]}?" if (found := closest(metric, names)) else ""
+    pooled = sorted(n for n in names if n.count("/") == 1)
+    logs = f"It logs {', '.join(pooled)}" if pooled else f"It logs {EVAL_PREFIX}... metrics"
+    variants = _variants(env)
+    if variants and not isinstance(agent, EvaluatingAgent):
+        logs += f"; the same under eval/<variant>/ for each of {', '.join(variants)}"
+    if not complete and not isinstance(agent, EvaluatingAgent):
+        logs += "; and the env's episode stats as eval/<stat>"
+    raise ConfigError(
+        f"objective.metric={metric!r} is not a metric this run's evaluation logs.{hint} {logs}."
+    )
+
+
+def _refused(metric: str, names: frozenset[str], complete: bool, env: EnvPlugin, agent: Agent) -> bool:
+    if complete or not metric.startswith(EVAL_PREFIX):
+        return True
+    if isinstance(agent, EvaluatingAgent):
+        return False  # its own metrics, unnamed: any eval/ name may be one
+    parts = metric.removeprefix(EVAL_PREFIX).split("/")
+    if len(parts) == 2 and parts[0] in _variants(env):
+        parts = parts[1:]
+    if len(parts) != 1:
+        return True  # deeper than eval/<variant>/<stat>, or under no variant of this env
+    # An env's stat we cannot know, unless it is one slip from a metric every evaluation logs.
+    leaves = {name.rsplit("/", 1)[-1] for name in names}
+    return bool(difflib.get_close_matches(parts[0], leaves, n=1, cutoff=0.8))
+
+
+def _variants(env: EnvPlugin) -> tuple[str, ...]:
+    return tuple(env.eval_variants) if isinstance(env, VariantEnvPlugin) else ()
 
 
 def null_tracker() -> Tracker:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import errno
+import gc
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from framework.errors import ExplainedError
 
 STATE_FILE = "state.json"
 CONFIG_FILE = "config.yaml"
@@ -15,6 +20,19 @@ AGENT_DIR = "agent"
 
 class CheckpointError(RuntimeError):
     """A checkpoint that is missing or unreadable."""
+
+
+#: Errors of a disk that takes no more (full, over quota, read-only, past a file size limit): said
+#: in one line, not as a traceback.
+DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
+
+
+#: Free bytes under which a disk counts as full (a write failed that torch reports without errno).
+FULL_BELOW_BYTES = 1 << 20
+
+
+class DiskError(ExplainedError):
+    """A checkpoint the disk would not take; the earlier ones are intact."""
 
 
 class Checkpointer:
@@ -38,13 +56,32 @@ class Checkpointer:
         final = self.root / f"step_{step:010d}"
         tmp = self.root / f".tmp_step_{step:010d}"
         shutil.rmtree(tmp, ignore_errors=True)
-        (tmp / AGENT_DIR).mkdir(parents=True)
-        save_agent(tmp / AGENT_DIR)
-        (tmp / STATE_FILE).write_text(json.dumps({**state, "step": step}, indent=2))
-        (tmp / CONFIG_FILE).write_text(self.config_yaml)
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)  # a crash mid-save never leaves a half-written checkpoint as `latest`
-        (self.root / "latest").write_text(final.name)
+        try:
+            (tmp / AGENT_DIR).mkdir(parents=True)
+            save_agent(tmp / AGENT_DIR)
+            (tmp / STATE_FILE).write_text(json.dumps({**state, "step": step}, indent=2))
+            (tmp / CONFIG_FILE).write_text(self.config_yaml)
+            shutil.rmtree(final, ignore_errors=True)
+            tmp.rename(final)  # a crash mid-save never leaves a half-written checkpoint as `latest`
+            _write_atomically(self.root / "latest", final.name)
+        except Exception as e:
+            disk = _disk_error(e, self.root)  # before the space the attempt took is given back
+            shutil.rmtree(tmp, ignore_errors=True)
+            if disk is None:
+                raise
+            failed = disk.strerror
+        else:
+            failed = None
+        if failed is not None:
+            # Raised here, not in the `except`: the failed write's exception (which holds the file
+            # torch left open, its space with it) is gone once the block ends.
+            gc.collect()
+            earlier = self.latest()
+            kept = f"the last one, {earlier}, is intact" if earlier else "there is no earlier one"
+            raise DiskError(
+                f"The checkpoint of step {step} could not be written to {self.root}: {failed} ({kept}); "
+                "make room there, then resume"
+            )
         self.last_saved_step = step
         self._prune()
         return final
@@ -56,6 +93,31 @@ class Checkpointer:
         done = sorted(p for p in self.root.glob("step_*") if p.is_dir())
         for old in done[: -self.keep]:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _disk_error(e: BaseException, where: Path) -> OSError | None:
+    """The OSError of a disk that takes no more behind `e`. torch.save reports it as a RuntimeError
+    without its errno ("file write failed", "unexpected pos"): that one counts where the disk is
+    full now."""
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in DISK_ERRNOS:
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(e, RuntimeError | OSError):
+        try:
+            full = shutil.disk_usage(where).free < FULL_BELOW_BYTES
+        except OSError:
+            full = False
+        if full:
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return None
 
 
 def find_latest(root: Path) -> Path | None:

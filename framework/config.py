@@ -16,32 +16,42 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from framework import contracts, registry
 from framework.errors import ConfigError, check_choice, did_you_mean
+from framework.values import HOST, bounds, check_values, resolved
 
-__all__ = ["ConfigError", "FrameworkConfig", "Section", "check_root", "plugin_section", "store_schema"]
+__all__ = [
+    "HOST",
+    "ConfigError",
+    "FrameworkConfig",
+    "Section",
+    "bounds",
+    "check_root",
+    "plugin_section",
+    "store_schema",
+]
 
 
 @dataclass
 class EvalConfig:
-    every_steps: int = 10_000
+    every_steps: int = field(default=10_000, metadata=bounds(ge=0))
     """Evaluate every N env steps during training (0: only at the end)."""
     at_start: bool = True
     """Evaluate at the first step too (the untrained policy), so that each learning curve has its
     start; the objective is then the first metric a run logs, which MLflow's compare page plots."""
-    episodes: int = 10
-    """Episodes per evaluation."""
+    episodes: int = field(default=10, metadata=bounds(ge=0))
+    """Episodes per evaluation (0: none, and no metric for the objective)."""
     deterministic: bool = True
     """Act greedily during evaluation."""
     video: bool = False
     """Record the final evaluation to video and attach it to the run."""
-    video_episodes: int = 1
+    video_episodes: int = field(default=1, metadata=bounds(ge=1))
     """How many final-evaluation episodes to record."""
 
 
 @dataclass
 class CheckpointConfig:
-    every_steps: int = 10_000
+    every_steps: int = field(default=10_000, metadata=bounds(ge=0))
     """Save a checkpoint every N env steps (0: only at the end and on Ctrl-C)."""
-    keep: int = 2
+    keep: int = field(default=2, metadata=bounds(ge=1))
     """How many recent checkpoints to keep on disk."""
 
 
@@ -61,11 +71,11 @@ class RayConfig:
     address: Optional[str] = None
     """The Ray cluster a run that uses Ray joins (auto, host:6379, ray://host:10001); null: a local
     Ray on 127.0.0.1, started when the run first needs it and stopped with the run."""
-    num_cpus: Optional[int] = None
+    num_cpus: Optional[int] = field(default=None, metadata=bounds(ge=1))
     """CPUs the local Ray offers its actors (null: this machine's count)."""
-    num_gpus: Optional[int] = None
+    num_gpus: Optional[int] = field(default=None, metadata=bounds(ge=0))
     """GPUs the local Ray offers (null: those it finds)."""
-    init_timeout_s: float = 120.0
+    init_timeout_s: float = field(default=120.0, metadata=bounds(gt=0))
     """How long starting or joining Ray may take before the run fails saying so."""
 
 
@@ -78,13 +88,13 @@ class FrameworkConfig:
     buffer: Any = None
     search: Any = None
     tracking: Any = None
-    seed: int = 0
-    """Seed for numpy, torch, python and the environments."""
-    total_steps: int = 100_000
+    seed: int = field(default=0, metadata=bounds(ge=0, le=2**32 - 1))
+    """Seed for numpy, torch, python and the environments (numpy's legacy generator takes 32 bits)."""
+    total_steps: int = field(default=100_000, metadata=bounds(ge=0))
     """Training budget in environment steps (summed over vectorised envs)."""
     device: str = "auto"
     """Torch device: auto (GPU when present), cpu, cuda, cuda:1, ..."""
-    threads: int = 1
+    threads: int = field(default=1, metadata=bounds(ge=0))
     """CPU threads the run computes on: torch's (the network's, ONNX Runtime's too) and a search's
     tree kernels, which walk a batch of games' trees on that many threads (0: every CPU this
     process may use, its affinity and cgroup quota honoured)."""
@@ -92,8 +102,8 @@ class FrameworkConfig:
     """An MLflow run id or a run directory to continue from its last checkpoint."""
     progress: str = "auto"
     """auto (a bar on a terminal, log lines otherwise), bar, log or off."""
-    log_every_s: float = 10.0
-    """Seconds between progress log lines and perf/ metrics."""
+    log_every_s: float = field(default=10.0, metadata=bounds(ge=0))
+    """Seconds between progress log lines and perf/ metrics (0: a line every step)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
@@ -111,8 +121,6 @@ PLUGIN_SECTIONS = {
     "tracking": "tracker",
 }
 PROGRESS_MODES = ("auto", "bar", "log", "off")
-#: Seeds go to numpy's legacy generator too, which takes 32 bits.
-MAX_SEED = 2**32
 OBJECTIVE_MODES = ("max", "min")
 
 
@@ -153,14 +161,12 @@ def schema_config_name(section: str, name: str) -> str:
 
 
 def check_root(cfg: DictConfig) -> None:
-    """Checks on root values that their type alone does not express."""
+    """Every interpolation resolved (an unset `${oc.env:X}` is refused here, not halfway through a
+    run), then the root's values held to their schema and to what their types alone do not say."""
+    values = resolved(cfg)
     check_choice("progress", cfg.progress, PROGRESS_MODES)
     check_choice("objective.mode", cfg.objective.mode, OBJECTIVE_MODES)
-    for key in ("total_steps", "eval.every_steps", "eval.episodes", "checkpoint.every_steps"):
-        if OmegaConf.select(cfg, key) < 0:
-            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} must be >= 0")
-    if not 0 <= cfg.seed < MAX_SEED:
-        raise ConfigError(f"seed={cfg.seed} is not valid; a seed is an integer from 0 to {MAX_SEED - 1}")
+    check_values(FrameworkConfig, values)
     if cfg.env is None or cfg.agent is None:
         raise ConfigError("Both env and agent must be chosen, e.g. env=cartpole agent=ppo")
 
@@ -187,7 +193,7 @@ def plugin_section(cfg: DictConfig, section: str) -> Section | None:
 
 def typed(node: DictConfig, schema: type, section: str, name: str) -> Any:
     """Merge `node` (less its `name`) into the plugin's dataclass schema; errors name the key."""
-    data = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "name"}  # type: ignore[union-attr]
+    data = {k: v for k, v in resolved(node).items() if k != "name"}
     assert is_dataclass(schema)
     base = OmegaConf.structured(schema)
     try:
@@ -207,4 +213,6 @@ def typed(node: DictConfig, schema: type, section: str, name: str) -> Any:
         raise ConfigError(
             f"Invalid value for {section}.{key} ({section} plugin {name!r}): {reason}"
         ) from None
-    return OmegaConf.to_object(merged)
+    typed_cfg = OmegaConf.to_object(merged)
+    check_values(schema, typed_cfg, f"{section}.")
+    return typed_cfg

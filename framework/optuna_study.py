@@ -8,9 +8,12 @@ description, so that a job in another process prunes by the sweep's rule.
 from __future__ import annotations
 
 import inspect
+import logging
 import re
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +25,8 @@ if TYPE_CHECKING:
     import optuna
 
     from framework.optuna_search_space import SearchSpace
+
+log = logging.getLogger("framework")
 
 #: sampler name → Optuna's class.
 SAMPLERS = {"tpe": "TPESampler", "cmaes": "CmaEsSampler", "random": "RandomSampler", "grid": "GridSampler"}
@@ -40,6 +45,8 @@ PRUNER_ATTR = "framework.pruner"
 DEFAULT_FILE = "optuna.db"
 #: How long a job waits for the SQLite file another process is writing.
 SQLITE_TIMEOUT_S = 60
+#: Heartbeats a running trial may miss before it counts as left by a sweep that was killed.
+STALE_AFTER = 3
 
 
 def check(sweeper: DictConfig) -> None:
@@ -48,7 +55,7 @@ def check(sweeper: DictConfig) -> None:
         chosen = str(sweeper.get(field))
         if chosen not in names:
             raise ConfigError(f"hydra.sweeper.{field}={chosen} is not one of: {', '.join(names)}")
-    for field in ("n_trials", "n_jobs"):
+    for field in ("n_trials", "n_jobs", "heartbeat_s"):
         if int(sweeper.get(field)) < 1:
             raise ConfigError(f"hydra.sweeper.{field}={sweeper.get(field)}: give 1 or more")
 
@@ -70,15 +77,22 @@ def shown(url: str) -> str:
     return re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", url)
 
 
-def open_storage(url: str) -> optuna.storages.BaseStorage:
-    """Optuna's storage at `url`; a SQLite file waits for other writers rather than failing."""
+def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.RDBStorage:
+    """Optuna's storage at `url`; a SQLite file waits for other writers rather than failing. With
+    `heartbeat_s`, trials whose heartbeat stopped for STALE_AFTER of them count as stale."""
+    import warnings
+
     import optuna
 
     kwargs: dict[str, Any] = {}
     if url.startswith("sqlite:"):
         kwargs["engine_kwargs"] = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
+    if heartbeat_s is not None:
+        kwargs.update(heartbeat_interval=heartbeat_s, grace_period=heartbeat_s * STALE_AFTER)
     try:
-        return optuna.storages.RDBStorage(url, **kwargs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: Optuna 2.9+
+            return optuna.storages.RDBStorage(url, **kwargs)
     except Exception as e:  # a URL SQLAlchemy cannot open: a missing driver, folder or server
         raise ConfigError(f"hydra.sweeper.storage={shown(url)} cannot be opened: {e}") from None
 
@@ -165,3 +179,42 @@ def _build(cls: type, kwargs: dict[str, Any], what: str) -> Any:
         raise ConfigError(f"{what} needs a package that is not installed: {e}") from None
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{what}: {cls.__name__}({kwargs}) refused: {e}") from None
+
+
+def fail_stale_trials(study: optuna.Study) -> int:
+    """Mark FAIL the trials a killed sweep left RUNNING (their heartbeats stopped); how many."""
+    import warnings
+
+    import optuna
+
+    before = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+    return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))) - before
+
+
+@contextmanager
+def heartbeats(study: optuna.Study, trials: Sequence[optuna.Trial], every_s: float) -> Iterator[None]:
+    """Record the heartbeat of `trials` every `every_s` while they run (Optuna does it only for
+    trials its own optimize() runs; a sweep asks for its trials and runs them itself)."""
+    storage = study._storage
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            for trial in trials:
+                try:
+                    storage.record_heartbeat(trial._trial_id)  # type: ignore[attr-defined]
+                except Exception as e:  # a storage that is briefly locked: the next beat will do
+                    log.debug("heartbeat of trial %d: %s", trial.number, e)
+            if stop.wait(every_s):
+                return
+
+    thread = threading.Thread(target=beat, name="optuna-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=every_s + SQLITE_TIMEOUT_S)

@@ -106,7 +106,9 @@ class StudySweep:
         )
         done = 0
         while done < n_trials:
-            trials = [study.ask(space.distributions) for _ in range(min(batch, n_trials - done))]
+            with warnings.catch_warnings():  # the heartbeats are ours (optuna_study.heartbeats)
+                warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
+                trials = [study.ask(space.distributions) for _ in range(min(batch, n_trials - done))]
             to_run, twins = _split_duplicates(study, trials) if self.sweeper.skip_duplicates else (trials, [])
             jobs = [
                 [*space.overrides(t.params), _trial_override(self._url, study.study_name, t)] for t in to_run
@@ -114,7 +116,8 @@ class StudySweep:
             try:
                 if jobs:
                     self.validate(jobs)
-                results = self._launch(jobs, len(returns)) if jobs else []
+                with optuna_study.heartbeats(study, to_run, int(self.sweeper.heartbeat_s)):
+                    results = self._launch(jobs, len(returns)) if jobs else []
             except BaseException:  # Ctrl-C, or a batch that cannot run: its trials end FAIL, not RUNNING
                 for t in trials:
                     _tell_safely(study, t, state=_fail())
@@ -148,7 +151,7 @@ class StudySweep:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         name = optuna_study.name_the_study(self.sweeper)
         study = optuna.create_study(
-            storage=optuna_study.open_storage(self._url),
+            storage=optuna_study.open_storage(self._url, int(self.sweeper.heartbeat_s)),
             sampler=optuna_study.make_sampler(self.sweeper, space),
             study_name=name,
             direction=direction,  # type: ignore[arg-type]
@@ -159,6 +162,9 @@ class StudySweep:
                 f"hydra.sweeper.study_name={name}: that study {study.direction.name.lower()}s its objective; "
                 f"objective.mode={self.config.objective.mode} asks the opposite (name a new study)"
             )
+        stale = optuna_study.fail_stale_trials(study)
+        if stale:
+            log.warning("Optuna study %s: %d trial(s) a stopped sweep left RUNNING are FAIL now", name, stale)
         parent = os.environ.get(PARENT_RUN_ENV)
         if parent and study.user_attrs.get(optuna_study.PARENT_ATTR) is None:
             study.set_user_attr(optuna_study.PARENT_ATTR, parent)

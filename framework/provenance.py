@@ -65,3 +65,38 @@ def run_tags(plugins: Mapping[str, str], run_dir: Path, overrides: Sequence[str]
         tags["git.commit"] = commit
         tags["mlflow.source.git.commit"] = commit
     return tags
+
+
+#: How many times a tracked run was resumed; resume N's own tags are `framework.resumeN.*`.
+RESUMES_TAG = "framework.resumes"
+
+
+def resume_tags(
+    number: int, run_dir: Path, overrides: Sequence[str], step: int, total_steps: int
+) -> dict[str, str]:
+    """The tags of a run's resume number `number`, set beside the run's own (which keep the values of
+    its first start: its directory, its command line)."""
+    prefix = f"framework.resume{number}"
+    return {
+        RESUMES_TAG: str(number),
+        f"{prefix}.run_dir": str(run_dir.resolve()),
+        f"{prefix}.overrides": " ".join(overrides)[:5000],
+        f"{prefix}.from_step": str(step),
+        "framework.resumed_from_step": str(step),
+        "framework.total_steps": str(total_steps),
+    }
+
+
+def resumes(tags: Mapping[str, str]) -> int:
+    """How many times the run with these tags was resumed."""
+    value = tags.get(RESUMES_TAG, "0")
+    return int(value) if value.isdigit() else 0
+
+
+def run_dir_of(tags: Mapping[str, str]) -> str | None:
+    """The directory a tracked run went on in last: its latest resume's, else its own."""
+    for number in range(resumes(tags), 0, -1):
+        found = tags.get(f"framework.resume{number}.run_dir")
+        if found:
+            return found
+    return tags.get("framework.run_dir")

@@ -13,10 +13,12 @@ from __future__ import annotations
 import logging
 import math
 import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from framework import machine, ray_address
@@ -217,6 +219,27 @@ def start_local(ray: Any, *, num_cpus: int | None = None, num_gpus: int | None =
 
 def _init_local(ray: Any, *, num_cpus: int | None, num_gpus: int | None) -> Any:
     """ray.init of a local Ray on 127.0.0.1; its context (address_info: addresses, session_dir)."""
+    with _own_sigterm():
+        return _ray_init_local(ray, num_cpus=num_cpus, num_gpus=num_gpus)
+
+
+@contextmanager
+def _own_sigterm() -> Iterator[None]:
+    """The process's SIGTERM handler survives ray.init, which replaces it in the main thread with
+    one that exits at once (a driver's) or kills Ray's processes and exits 1 (a node's): SIGTERM
+    from a scheduler must stop a run as Ctrl-C does, KILLED with a last checkpoint. The run then
+    stops its Ray itself (`shutdown`), and the reaper does where the process dies first."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+def _ray_init_local(ray: Any, *, num_cpus: int | None, num_gpus: int | None) -> Any:
     return ray.init(
         # "local": a Ray of its own, even where another was started on this machine (`ray start`).
         address="local",
@@ -240,8 +263,9 @@ def _init_with_timeout(ray: Any, timeout_s: float, **kwargs: Any) -> None:
             failure.append(e)
 
     thread = threading.Thread(target=join, name="ray-init", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
+    with _own_sigterm():  # Ray sets it in the main thread only; this covers a Ray that one day does not
+        thread.start()
+        thread.join(timeout_s)
     if thread.is_alive():
         raise ConfigError(
             f"ray.address={kwargs.get('address')}: no Ray cluster answered in {timeout_s:.0f} s "

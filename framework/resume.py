@@ -15,6 +15,7 @@ from framework import config
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, find_latest, read_state
 from framework.contracts import Tracker
 from framework.errors import ConfigError
+from framework.provenance import resumes, run_dir_of
 
 log = logging.getLogger("framework")
 
@@ -28,6 +29,8 @@ class ResumePoint:
     checkpoint: Path
     config: DictConfig
     step: int
+    number: int = 1
+    """Which resume of its tracked run this is (1: the first)."""
 
 
 def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_dir: Path) -> ResumePoint:
@@ -49,10 +52,9 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
                 f"resume={target!r} is neither a run directory nor a tracked run: {e}"
             ) from None
         run_id = target
-        local = tags.get("framework.run_dir")
-        checkpoint = find_latest(Path(local)) if local else None
+        checkpoint, why_not = local_checkpoint(run_id, run_dir_of(tags))
         if checkpoint is None:
-            checkpoint = download_checkpoint(tracker, run_id, run_dir / RESUMED_DIR)
+            checkpoint = download_checkpoint(tracker, run_id, run_dir / RESUMED_DIR, why_not)
     state = read_state(checkpoint)
     saved = OmegaConf.load(checkpoint / CONFIG_FILE)
     assert isinstance(saved, DictConfig)
@@ -61,13 +63,31 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
         if run_id is not None:
             _warn_if_the_run_went_on(tracker, run_id, checkpoint, int(state["step"]))
     merged = _apply_resume_overrides(saved, cfg, overrides)
-    return ResumePoint(run_id, checkpoint, merged, int(state["step"]))
+    try:
+        number = resumes(tracker.run_tags(run_id)) + 1 if run_id is not None else 1
+    except LookupError:
+        number = 1
+    return ResumePoint(run_id, checkpoint, merged, int(state["step"]), number)
+
+
+def local_checkpoint(run_id: str, run_dir: str | None) -> tuple[Path | None, str]:
+    """The last checkpoint in a tracked run's directory, if that checkpoint is the run's own; else
+    None and why not. A directory that another run wrote into (two runs given one `hydra.run.dir`)
+    must not continue the other run's training inside this one."""
+    checkpoint = find_latest(Path(run_dir)) if run_dir else None
+    if checkpoint is None:
+        return None, "its run directory is gone"
+    owner = read_state(checkpoint).get("run_id")
+    if owner not in (None, run_id):
+        log.warning("%s holds a checkpoint of run %s, not of run %s", run_dir, owner, run_id)
+        return None, f"its run directory {run_dir} holds a checkpoint of another run ({owner})"
+    return checkpoint, ""
 
 
 def _warn_if_the_run_went_on(tracker: Tracker, run_id: str, checkpoint: Path, step: int) -> None:
     """A run directory's checkpoint is older than its tracked run when a resume went on elsewhere."""
     try:
-        latest_dir = tracker.run_tags(run_id).get("framework.run_dir")
+        latest_dir = run_dir_of(tracker.run_tags(run_id))
     except LookupError:
         return
     this_dir = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint
@@ -101,8 +121,11 @@ def _tracked_run_of(
     )
 
 
-def download_checkpoint(tracker: Tracker, run_id: str, dst: Path) -> Path:
-    """A tracked run's last checkpoint, rebuilt from its artifacts: state, model and config."""
+def download_checkpoint(
+    tracker: Tracker, run_id: str, dst: Path, why: str = "its run directory is gone"
+) -> Path:
+    """A tracked run's last checkpoint, rebuilt from its artifacts: state, model and config. `why`:
+    why its run directory's cannot be used, for the refusal when the artifacts lack one too."""
     shutil.rmtree(dst, ignore_errors=True)
     dst.mkdir(parents=True)
     try:
@@ -111,8 +134,7 @@ def download_checkpoint(tracker: Tracker, run_id: str, dst: Path) -> Path:
         cfg = tracker.download_artifacts(run_id, CONFIG_FILE, dst)
     except Exception as e:
         raise ConfigError(
-            f"resume={run_id!r}: the run has no checkpoint to continue from in its artifacts ({e}) "
-            "and its run directory is gone"
+            f"resume={run_id!r}: the run has no checkpoint to continue from in its artifacts ({e}) and {why}"
         ) from None
     model.rename(dst / AGENT_DIR)
     for path in (state, cfg):

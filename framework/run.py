@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import sys
 import threading
 import time
 import traceback
@@ -21,16 +22,15 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from framework import __version__, config, ray_runtime, trial
+from framework import __version__, config, endings, ray_runtime, trial
 from framework.building import (
     build_plugin,
     null_tracker,
     run_threads,
     search_plugin,
     setup_torch,
-    untracked,
 )
-from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, Checkpointer
+from framework.checkpoint import AGENT_DIR, Checkpointer, DiskError
 from framework.context import RunContext
 from framework.contracts import (
     Agent,
@@ -45,8 +45,9 @@ from framework.contracts import (
 from framework.errors import ConfigError, ExplainedError, RunFailed
 from framework.interrupts import EXIT_KILLED, forget_caught_interrupt, sigterm_as_interrupt, stop_on_sigint
 from framework.progress import ProgressDisplay
-from framework.provenance import flatten, run_tags
+from framework.provenance import flatten, resume_tags, run_tags
 from framework.resume import ResumePoint, resume_point
+from framework.run_dirs import RunDirLock
 from framework.searches import RunSearches
 from framework.summary import RunSummary, say
 from framework.trial import PRUNED_STATUS
@@ -76,6 +77,11 @@ class RunKilled(SystemExit):
     """Raised after a run was stopped by Ctrl-C and ended KILLED with a checkpoint."""
 
 
+class RunAborted(RunKilled):
+    """Raised where a second Ctrl-C or SIGTERM cut the ending of a stopped run short: what is left
+    (a local Ray, the tracked run's end) ends without waiting, by the reaper and the tracking process."""
+
+
 def run(
     cfg: DictConfig,
     *,
@@ -87,6 +93,7 @@ def run(
 ) -> dict[str, float]:
     """Run one experiment end to end; returns the final evaluation metrics."""
     started_at = time.time() if started_at is None else started_at
+    endings.log_file_errors_once()
     config.check_root(cfg)
     ray_runtime.configure(cfg.get("ray"))
     tracking = config.plugin_section(cfg, "tracking")
@@ -97,12 +104,19 @@ def run(
     with sigterm_as_interrupt(stop):
         try:
             plan = _prepare(cfg, tracker, overrides, run_dir)
-            return _execute(plan, tracker, run_dir, overrides, parent_run_id, run_name, started_at, stop)
-        finally:
+            lock = RunDirLock(run_dir)  # a run directory is its run's alone, for as long as it runs
             try:
-                tracker.close()
+                return _execute(plan, tracker, run_dir, overrides, parent_run_id, run_name, started_at, stop)
             finally:
-                ray_runtime.shutdown()  # a local Ray the run started (if it needed one) ends with it
+                lock.release()
+        finally:
+            aborted = isinstance(sys.exc_info()[1], RunAborted | KeyboardInterrupt)
+            try:
+                if not aborted:
+                    tracker.close()
+            finally:
+                # A local Ray the run started (if it needed one) ends with it; at once when aborted.
+                ray_runtime.shutdown(at_once=aborted)
 
 
 def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_dir: Path) -> Plan:
@@ -112,6 +126,7 @@ def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_di
         resume = resume_point(cfg, tracker, overrides, run_dir)
         cfg = resume.config
         config.check_root(cfg)
+        ray_runtime.configure(cfg.get("ray"))  # the run's own Ray settings, with this command's on top
     _seed_everything(int(cfg.seed))
     # Cheapest first, so that a mistake is refused before the agent's libraries are imported.
     env = _required(cfg, "env")
@@ -141,13 +156,17 @@ def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_di
 
 
 def _check_plan(plan: Plan) -> None:
-    """The agent's own check of the run's other plugins, and the checkpoint it resumes from."""
+    """The agent's own check of the run's other plugins, the objective against the metrics they
+    will log, and the checkpoint it resumes from."""
     cfg, resume = plan.cfg, plan.resume
     if isinstance(plan.agent, CheckedAgent):
         try:
             plan.agent.check_run(env=plan.env, buffer=plan.buffer, search=plan.search)
         except ValueError as e:
             raise ConfigError(str(e)) from None
+    from framework.building import check_objective
+
+    check_objective(str(cfg.objective.metric), plan.env, plan.agent)
     if resume is not None:
         try:
             plan.agent.load(resume.checkpoint / AGENT_DIR)
@@ -168,19 +187,28 @@ def _execute(
     stop: threading.Event,
 ) -> dict[str, float]:
     cfg, resume = plan.cfg, plan.resume
-    run_dir.mkdir(parents=True, exist_ok=True)
     name = run_name or _run_name(cfg, plan.env_name)
     ctx = _context(plan, tracker, run_dir, stop)
     ray_runtime.set_stop_flag(ctx.stop)  # a wait on Ray gives up at the first Ctrl-C
     try:
+        if resume is None:
+            tags = run_tags(plan.plugins, run_dir, overrides)
+        else:  # the run's own tags (its first directory, command line) stay; this resume's go beside
+            tags = resume_tags(resume.number, run_dir, overrides, resume.step, int(cfg.total_steps))
         tracker.start_run(
             run_name=name,
-            tags=run_tags(plan.plugins, run_dir, overrides),
+            tags=tags,
             parent_run_id=parent_run_id,
             resume_run_id=resume.run_id if resume else None,
             start_time=started_at,
         )
         run_id = tracker.run_id  # a tracker that cannot create its run stops here, before training
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while the tracked run was being made
+        forget_caught_interrupt()
+        started = endings.end_started_run(tracker, "KILLED")
+        ctx.close()
+        say(f"Run KILLED as it started{f' ({started})' if started else ''}: nothing to continue from.")
+        raise RunKilled(EXIT_KILLED) from None
     except BaseException:
         ctx.close()
         raise
@@ -195,15 +223,8 @@ def _execute(
     agent = plan.agent
     # From here on the run exists: whatever happens, it ends FINISHED, KILLED or FAILED.
     try:
-        if resume is None:
+        if resume is None:  # params cannot change once logged: the budget of a resumed part is a tag
             tracker.log_params(flatten(OmegaConf.to_container(cfg, resolve=True)))
-        else:  # params cannot change once logged: the budget of the resumed part is a tag
-            tracker.set_tags(
-                {
-                    "framework.resumed_from_step": str(resume.step),
-                    "framework.total_steps": str(cfg.total_steps),
-                }
-            )
         log.info(
             "run started: env=%s agent=%s dir=%s%s",
             plan.env_name,
@@ -223,7 +244,7 @@ def _execute(
         video_dir = run_dir / "videos" if cfg.eval.video else None
         final = ctx.evaluate(agent, step, video_dir=video_dir)
         last = ctx.save_checkpoint(step, agent)
-        _log_artifacts(tracker, run_dir, last)
+        endings.log_artifacts(tracker, run_dir, last)
         if ctx.trial is not None:
             tracker.set_tags(ctx.trial.tags("COMPLETE"))
         tracker.end_run("FINISHED", end_time=time.time())
@@ -232,29 +253,37 @@ def _execute(
         return final
     except KeyboardInterrupt:
         forget_caught_interrupt()  # the status is EXIT_KILLED, whatever code the interrupt landed in
-        saved = _last_checkpoint(ctx, agent)
-        _end_safely(tracker, run_dir, saved, "KILLED")
-        ctx.close()
-        again = f"python -m framework resume={run_dir.resolve()}"
-        if untracked(tracker):  # resume= tracks with MLflow unless told otherwise
-            again += " tracking=none"
-        else:  # a tracked run also continues by its id, from any directory
-            again += f"\nor python -m framework resume={run_id}"
-        extra = [("checkpoint", str(saved)), ("continue with", again)]
+        try:
+            saved = endings.last_checkpoint(ctx, agent)
+            endings.end_safely(tracker, run_dir, saved, "KILLED")
+            ctx.close()
+        except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: no more waiting
+            forget_caught_interrupt()
+            print(
+                f"Aborted while the run was ending (a second Ctrl-C or SIGTERM); its last checkpoint: "
+                f"{ctx.checkpointer.latest() or 'none'}",
+                file=sys.stderr,
+            )
+            raise RunAborted(EXIT_KILLED) from None
+        extra = endings.resume_rows(run_dir, saved, tracker, run_id)
         say(summary.text("KILLED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, extra=extra))
         raise RunKilled(EXIT_KILLED) from None
     except BaseException as e:
         trace = traceback.format_exc()
-        (run_dir / "traceback.txt").write_text(trace)
-        saved = _last_checkpoint(ctx, agent)
+        wrote_trace = endings.write_quietly(run_dir / "traceback.txt", trace)
+        saved = None if isinstance(e, DiskError) else endings.last_checkpoint(ctx, agent)
+        saved = saved or ctx.checkpointer.latest()
         tags = ctx.trial.tags("FAIL") if ctx.trial is not None else {}
-        _end_safely(tracker, run_dir, saved, "FAILED", trace, tags)
+        endings.end_safely(tracker, run_dir, saved, "FAILED", trace, tags, wrote_trace)
         ctx.close()
         if not isinstance(e, Exception):
             raise
         # A mistake only the started run could see is said once, by the command line.
         error = None if isinstance(e, ConfigError | ExplainedError) else e
-        text = summary.text("FAILED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, error=error)
+        extra = endings.resume_rows(run_dir, saved, tracker, run_id) if saved is not None else []
+        text = summary.text(
+            "FAILED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, error=error, extra=extra
+        )
         raise RunFailed(text) from e
     finally:
         ctx.close()
@@ -299,7 +328,7 @@ def _end_pruned(ctx: RunContext, agent: Agent, summary: RunSummary) -> dict[str,
     assert ctx.trial is not None
     step = ctx.progress.step
     last = ctx.save_checkpoint(step, agent)
-    _log_artifacts(ctx.tracker, ctx.run_dir, last)
+    endings.log_artifacts(ctx.tracker, ctx.run_dir, last)
     ctx.tracker.set_tags({**ctx.trial.tags("PRUNED"), "mlflow.runName": f"{summary.run_name} (pruned)"})
     ctx.tracker.end_run(PRUNED_STATUS, end_time=time.time())
     ctx.trial.tell_pruned()
@@ -344,53 +373,6 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     os.environ.setdefault("PYTHONHASHSEED", str(seed))
-
-
-def _last_checkpoint(ctx: RunContext, agent: Agent) -> Path | None:
-    """Best effort: a fresh checkpoint at the current step, else the newest periodic one."""
-    try:
-        if ctx.progress.step > 0:
-            return ctx.save_checkpoint(ctx.progress.step, agent)
-    except Exception:  # the agent may be in the state that caused the failure
-        log.exception("could not save a last checkpoint")
-    return ctx.checkpointer.latest()
-
-
-def _end_safely(
-    tracker: Tracker,
-    run_dir: Path,
-    saved: Path | None,
-    status: str,
-    trace: str = "",
-    tags: dict[str, str] | None = None,
-) -> None:
-    """End the run KILLED or FAILED (with `tags`: an Optuna trial's state, say); a tracker that fails
-    too must not hide the original error."""
-    end_time = time.time()
-    try:
-        if trace:
-            tracker.log_artifact(run_dir / "traceback.txt")
-            tracker.set_tags({**(tags or {}), "framework.error": trace.strip().splitlines()[-1][:5000]})
-        _log_artifacts(tracker, run_dir, saved)
-    except Exception:
-        log.exception("could not log the artifacts of a %s run", status)
-    finally:
-        try:
-            tracker.end_run(status, end_time=end_time)
-        except Exception:
-            log.exception("could not mark the run %s", status)
-
-
-def _log_artifacts(tracker: Tracker, run_dir: Path, checkpoint: Path | None) -> None:
-    """The resolved config, the model (once: the checkpoint's agent files) and the checkpoint's state."""
-    if checkpoint is not None:
-        (run_dir / CONFIG_FILE).write_text((checkpoint / CONFIG_FILE).read_text())
-        tracker.log_artifact(run_dir / CONFIG_FILE)
-        tracker.log_artifact(checkpoint / AGENT_DIR, "model")
-        tracker.log_artifact(checkpoint / STATE_FILE, "checkpoint")
-    videos = run_dir / "videos"
-    if videos.is_dir() and any(videos.iterdir()):
-        tracker.log_artifact(videos, "videos")
 
 
 __all__ = ["EXIT_KILLED", "RunFailed", "RunKilled", "__version__", "run"]

@@ -110,6 +110,14 @@ def short_value(value: str) -> str:
     return f"{number:.3g}" if not value.lstrip("+-").isdigit() and math.isfinite(number) else value
 
 
+def task_overrides(node: Any) -> list[str]:
+    """The command line's overrides as typed: `${oc.env:X}` in one stays text (reading the node's
+    items would resolve it, and an unset variable would raise before the run can refuse it)."""
+    from omegaconf import OmegaConf
+
+    return [str(item) for item in OmegaConf.to_container(node, resolve=False)]  # type: ignore[union-attr]
+
+
 def child_run_name(
     job_overrides: Sequence[str], swept_keys: Sequence[str], trial: int | None = None
 ) -> str | None:
@@ -176,7 +184,7 @@ class SweepParentRun(Callback):
             return
         params = OmegaConf.select(config, "hydra.sweeper.params")
         sweeper_params = OmegaConf.to_container(params) if isinstance(params, DictConfig) else None
-        swept = swept_values(list(config.hydra.overrides.task), sweeper_params)  # type: ignore[arg-type]
+        swept = swept_values(task_overrides(config.hydra.overrides.task), sweeper_params)  # type: ignore[arg-type]
         named = labels(list(swept))
         resumed = None
         if optuna:
@@ -191,7 +199,7 @@ class SweepParentRun(Callback):
             else None,
         )
         self._tracker = section.plugin(section.cfg)
-        overrides = " ".join(config.hydra.overrides.task)
+        overrides = " ".join(task_overrides(config.hydra.overrides.task))
         title = " ".join(f"{named[k]}={swept[k]}" for k in sorted(swept, key=lambda k: named[k]))
         if optuna:  # the study's name, and what it searches
             title = f"{config.hydra.sweeper.study_name}: {' '.join(sorted(named.values()))}"

@@ -152,7 +152,8 @@ def _parse(overrides: Sequence[str], command: str) -> list[tuple[str, Any]]:
 def _tracked_checkpoint(run_id: str, overrides: list[tuple[str, Any]], temp: Path) -> Path:
     """The last checkpoint of a tracked run: its run directory's, else rebuilt from its artifacts."""
     from framework.building import build_plugin
-    from framework.resume import download_checkpoint
+    from framework.provenance import run_dir_of
+    from framework.resume import download_checkpoint, local_checkpoint
 
     cfg = _compose_tracking(overrides)
     section = config.plugin_section(cfg, "tracking")
@@ -167,9 +168,10 @@ def _tracked_checkpoint(run_id: str, overrides: list[tuple[str, Any]], temp: Pat
             raise ConfigError(
                 f"{run_id!r} is neither a run directory, a tracked run nor a shipped agent ({shipped}): {e}"
             ) from None
-        local = tags.get("framework.run_dir")
-        found = find_latest(Path(local)) if local else None
-        return found if found is not None else download_checkpoint(tracker, run_id, temp / "checkpoint")
+        found, why_not = local_checkpoint(run_id, run_dir_of(tags))
+        if found is None:
+            found = download_checkpoint(tracker, run_id, temp / "checkpoint", why_not)
+        return found
     finally:
         tracker.close()
 

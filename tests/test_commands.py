@@ -67,5 +67,5 @@ def test_a_word_that_is_no_command_is_hydras_refusal_naming_the_commands(cli) ->
     assert r.returncode == 1
     assert "'plugin' is neither a command nor an override" in r.stderr
     assert "Did you mean python -m framework plugins?" in r.stderr
-    assert "Commands: gomocup, play, plugins, ui." in r.stderr
+    assert "Commands: gomocup, play, plugins, sync, ui." in r.stderr
     assert "Traceback" not in r.output

@@ -108,6 +108,58 @@ def test_ctrl_c_ends_the_children_of_a_joblib_sweep_that_loky_killed_with_their_
     assert all(runs[name].info.end_time for name in ("seed=1", "seed=2"))
 
 
+def test_a_joblib_sweep_killed_outright_takes_its_workers_with_it_and_its_jobs_end_killed(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL to the sweep's process alone (the OOM killer's, say): its loky workers see it gone,
+    end their runs KILLED with a last checkpoint, and exit, within about 10 s."""
+    from framework.orphans import start_time
+
+    p = start_cli(
+        "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=1,2", "total_steps=400000",
+        "eval.every_steps=0", "progress=log", "log_every_s=0.5", cwd=tmp_path, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    logs: list[Path] = []
+    while len(logs) < 2:  # both jobs training
+        logs = [f for f in tmp_path.glob("multirun/*/*/*/framework.log") if "| eval/" in f.read_text()]
+        assert p.poll() is None, p.stdout.read() if p.stdout else ""
+        assert time.monotonic() < deadline, "the jobs did not start within 120 s"
+        time.sleep(0.2)
+    workers = {
+        int(pid): start_time(int(pid))
+        for pid in os.listdir("/proc")
+        if pid.isdigit() and start_time(int(pid)) and f" {p.pid} " in f" {_ppid(int(pid))} "
+    }
+    assert len(workers) >= 2, workers
+    p.kill()
+    p.communicate(timeout=60)
+    killed = time.monotonic()
+    while any(start_time(pid) == started for pid, started in workers.items()):
+        assert time.monotonic() - killed < 30, "loky workers outlived their sweep by 30 s"
+        time.sleep(0.2)
+    assert time.monotonic() - killed < 15  # 1 s to notice, a few to end the runs KILLED
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("framework")
+    assert experiment is not None
+    deadline = time.monotonic() + 60  # each job's tracking process ends its run as told
+    while True:
+        runs = {r.info.run_name: r.info.status for r in client.search_runs([experiment.experiment_id])}
+        if runs.get("seed=1") == runs.get("seed=2") == "KILLED" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert runs["seed=1"] == runs["seed=2"] == "KILLED", runs
+    for log in logs:
+        assert (log.parent / "checkpoints" / "latest").is_file()
+
+
+def _ppid(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+    except OSError:
+        return ""
+
+
 @pytest.mark.slow
 def test_a_sweep_through_the_ray_launcher_joins_a_running_ray(
     cli: Any, tmp_path: Path, ray_session: Any

@@ -404,3 +404,31 @@ def _check_max_failure_rate(cli: Any, tmp_path: Path, place: list[str], env: dic
     assert r.returncode == 1
     assert "trials failed, more than hydra.sweeper.max_failure_rate=0.0 of 2 allows" in r.stderr
     assert "Traceback" not in r.output
+
+
+def test_a_sweep_killed_outright_leaves_no_trial_running_once_its_study_is_resumed(
+    cli: Any, tmp_path: Path
+) -> None:
+    """SIGKILL to the sweep in the middle of a trial: nothing can tell the study, whose trial stays
+    RUNNING; its heartbeat stops, and the next sweep on the study marks it FAIL before going on."""
+    import time
+
+    from tests.conftest import start_cli
+
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    sweep = ["-m", "progress=log", "hydra/sweeper=optuna", "hydra.sweeper.study_name=killed", *SPACE]
+    p = start_cli(*sweep, "total_steps=1000000", "hydra.sweeper.heartbeat_s=1", cwd=tmp_path)
+    assert p.stdout is not None
+    for line in p.stdout:  # the trial is training
+        if "| eval/" in line:
+            break
+    stuck = optuna.load_study(study_name="killed", storage=storage).get_trials()
+    assert [t.state for t in stuck] == [TrialState.RUNNING]
+    p.kill()
+    p.communicate(timeout=60)
+    time.sleep(4)  # 3 missed heartbeats of 1 s make a trial stale
+    r = cli(*sweep, *FAST, "hydra.sweeper.n_trials=1", "hydra.sweeper.heartbeat_s=1", timeout=240)
+    assert r.returncode == 0, r.output[-3000:]
+    assert "1 trial(s) a stopped sweep left RUNNING are FAIL now" in r.output
+    trials = optuna.load_study(study_name="killed", storage=storage).get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]

@@ -6,7 +6,7 @@ is declared and typed, never guessed. `check` holds a loaded plugin to its kind'
 One module per kind; every public name is re-exported here (`from framework.contracts import Agent`).
 """
 
-from framework.contracts.agent import Agent, CheckedAgent, EvaluatingAgent, SearchAgent
+from framework.contracts.agent import Agent, CheckedAgent, EvaluatingAgent, MetricNamingAgent, SearchAgent
 from framework.contracts.buffer import Buffer, FrameBuffer
 from framework.contracts.check import (
     CAPABILITIES,
@@ -17,7 +17,13 @@ from framework.contracts.check import (
     check_env,
     check_instance,
 )
-from framework.contracts.env import BestEpisodeReplay, EnvPlugin, VariantEnvPlugin, VectorEnvPlugin
+from framework.contracts.env import (
+    BestEpisodeReplay,
+    EnvPlugin,
+    EpisodeStatsEnvPlugin,
+    VariantEnvPlugin,
+    VectorEnvPlugin,
+)
 from framework.contracts.game import (
     BoardGame,
     BoardState,
@@ -48,6 +54,7 @@ __all__ = [
     "CheckedAgent",
     "DistributedSearch",
     "EnvPlugin",
+    "EpisodeStatsEnvPlugin",
     "EvaluatingAgent",
     "Evaluator",
     "FrameBuffer",
@@ -55,6 +62,7 @@ __all__ = [
     "GameOpponent",
     "InferenceService",
     "Measured",
+    "MetricNamingAgent",
     "PortableEvaluator",
     "SearchAgent",
     "SearchEngine",

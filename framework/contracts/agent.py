@@ -44,6 +44,14 @@ class EvaluatingAgent(Agent, Protocol):
 
 
 @runtime_checkable
+class MetricNamingAgent(EvaluatingAgent, Protocol):
+    """An EvaluatingAgent that names, before the run starts, every metric its `evaluate` logs on
+    `env` (eval/<opponent>/win_rate, ...): the run then refuses an objective that is none of them."""
+
+    def eval_metric_names(self, env: EnvPlugin) -> tuple[str, ...]: ...
+
+
+@runtime_checkable
 class CheckedAgent(Agent, Protocol):
     """An agent that can tell, before the run starts, that it cannot train with the run's other
     plugins (a buffer it cannot fill, say): `check_run` raises ConfigError naming what to change."""

@@ -7,9 +7,15 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from framework.contracts.agent import Agent, CheckedAgent, EvaluatingAgent, SearchAgent
+from framework.contracts.agent import Agent, CheckedAgent, EvaluatingAgent, MetricNamingAgent, SearchAgent
 from framework.contracts.buffer import Buffer, FrameBuffer
-from framework.contracts.env import BestEpisodeReplay, EnvPlugin, VariantEnvPlugin, VectorEnvPlugin
+from framework.contracts.env import (
+    BestEpisodeReplay,
+    EnvPlugin,
+    EpisodeStatsEnvPlugin,
+    VariantEnvPlugin,
+    VectorEnvPlugin,
+)
 from framework.contracts.game import GameEnvPlugin
 from framework.contracts.search import DistributedSearch, SearchPlugin
 from framework.contracts.tracker import Tracker
@@ -23,9 +29,9 @@ CONTRACTS: dict[str, type] = {
     "tracker": Tracker,
 }
 CAPABILITIES: dict[str, tuple[type, ...]] = {
-    "env": (VectorEnvPlugin, VariantEnvPlugin, GameEnvPlugin),
+    "env": (VectorEnvPlugin, VariantEnvPlugin, GameEnvPlugin, EpisodeStatsEnvPlugin),
     "buffer": (FrameBuffer,),
-    "agent": (CheckedAgent, SearchAgent, EvaluatingAgent),
+    "agent": (CheckedAgent, SearchAgent, EvaluatingAgent, MetricNamingAgent),
     "search": (DistributedSearch,),
 }
 #: Optional capabilities of the envs an env plugin makes (gymnasium is their contract).

@@ -45,6 +45,15 @@ class VariantEnvPlugin(EnvPlugin, Protocol):
 
 
 @runtime_checkable
+class EpisodeStatsEnvPlugin(EnvPlugin, Protocol):
+    """An env plugin that names, before any env is made, the `episode_stats` its envs report as an
+    episode ends (a round's win_rate, damage_dealt; none for most gymnasium envs): with them the run
+    knows every metric its evaluation will log, and refuses an objective that is none of them."""
+
+    def episode_stat_names(self) -> tuple[str, ...]: ...
+
+
+@runtime_checkable
 class BestEpisodeReplay(Protocol):
     """An evaluation env (not a plugin: an env a plugin makes) that keeps its best episode and
     writes it as a video. With `eval.video` the run's final evaluation attaches that video

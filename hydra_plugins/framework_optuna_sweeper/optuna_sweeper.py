@@ -37,6 +37,10 @@ class OptunaSweeperConf:
     """More arguments of Optuna's pruner (defaults from total_steps and eval.every_steps)."""
     max_failure_rate: float = 0.0
     """The share of n_trials that may fail: one more failure ends the sweep (0: the first)."""
+    heartbeat_s: int = 10
+    """Seconds between the heartbeats of the trials a sweep runs, kept in the study: a trial whose
+    heartbeat stopped for 3 of them (its sweep was killed) is marked FAIL when the study is next
+    opened, instead of staying RUNNING for ever."""
     skip_duplicates: bool = True
     """A trial whose params equal a finished trial's is not run again: it takes that trial's
     evaluations and end (a run with the same params and seed repeats its result). false where runs

@@ -1,7 +1,9 @@
 """AlphaZero's config schema: every key, its default and its description (`agent.<key>`)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
+
+from framework.values import bounds
 
 RUNNERS = ("vectorize", "single")
 VALUE_HEADS = ("scalar", "wdl")
@@ -9,9 +11,9 @@ VALUE_HEADS = ("scalar", "wdl")
 
 @dataclass
 class AlphaZeroConfig:
-    blocks: int = 4
+    blocks: int = field(default=4, metadata=bounds(ge=1))
     """Residual blocks of the network's tower."""
-    channels: int = 64
+    channels: int = field(default=64, metadata=bounds(ge=1))
     """Convolution channels of the tower."""
     value_head: str = "scalar"
     """The network's value head: scalar (AlphaGo Zero's: tanh, MSE to the outcome) or wdl (the
@@ -20,58 +22,58 @@ class AlphaZeroConfig:
     runner: str = "vectorize"
     """Self-play runner: vectorize (parallel_games games in one process, the leaves of all of them
     evaluated in one network call) or single (one game at a time)."""
-    parallel_games: Optional[int] = None
+    parallel_games: Optional[int] = field(default=None, metadata=bounds(ge=1))
     """Games the vectorize runner plays at once (the batch of roots each search gets, the network's
     batch with it); null: 32 where the network runs on a CPU, 512 on a GPU (enough leaves a call
     to keep it busy, and trees to keep the run's threads so)."""
-    temperature: Any = 1.0
+    temperature: Any = field(default=1.0, metadata=bounds(ge=0))
     """Self-play: moves are drawn from visit counts^(1/temperature) for the first temperature_moves
     moves of a game, then the most visited move is played. A number, or a schedule over the run's
     steps ({kind: linear, start: 1.0, end: 0.5, fraction: 0.5}, as DQN's exploration)."""
-    temperature_moves: int = 8
+    temperature_moves: int = field(default=8, metadata=bounds(ge=0))
     """Moves of each self-play game played with `temperature`."""
     noise: bool = True
     """Self-play: the search's exploration noise at each start node (PUCT: Dirichlet noise,
     search.dirichlet_alpha and _epsilon; a Gumbel root: its Gumbel noise)."""
-    full_search_fraction: float = 1.0
+    full_search_fraction: float = field(default=1.0, metadata=bounds(gt=0, le=1))
     """Playout cap randomisation (KataGo): the share of self-play moves searched with
     search.num_simulations and noise, and recorded for training; the others get a fast search of
     fast_simulations, without noise, and are not recorded. 1: every move is a full one."""
-    fast_simulations: int = 20
+    fast_simulations: int = field(default=20, metadata=bounds(ge=1))
     """With full_search_fraction < 1: the simulations of a fast search."""
-    random_openings: float = 0.0
+    random_openings: float = field(default=0.0, metadata=bounds(ge=0, le=1))
     """The share of self-play games that start from one of the env's random openings (those its
     evaluations start from: env.eval_opening_stones for gomoku) rather than the game's start, for
     varied positions (KataGo's opening diversity); the opening's moves are not recorded. 0: none."""
-    replay_size: int = 100_000
+    replay_size: int = field(default=100_000, metadata=bounds(ge=1))
     """Positions kept for training (each sampled under a random one of the 8 board symmetries)."""
-    min_replay: int = 2_000
+    min_replay: int = field(default=2_000, metadata=bounds(ge=0))
     """Positions needed before the first training phase."""
-    train_every: int = 1_000
+    train_every: int = field(default=1_000, metadata=bounds(ge=1))
     """Self-play moves between training phases."""
-    updates_per_phase: int = 50
+    updates_per_phase: int = field(default=50, metadata=bounds(ge=1))
     """Gradient steps per training phase."""
-    batch_size: int = 256
+    batch_size: int = field(default=256, metadata=bounds(ge=1))
     """Positions per gradient step."""
-    learning_rate: Any = 2.0e-3
+    learning_rate: Any = field(default=2.0e-3, metadata=bounds(gt=0))
     """Adam's learning rate: a number, or a schedule over the run's steps, set at each training
     phase ({kind: linear, start: 2.0e-3, end: 2.0e-4, fraction: 1.0}: a tenth of it by the end)."""
-    l2: float = 1.0e-4
+    l2: float = field(default=1.0e-4, metadata=bounds(ge=0))
     """L2 weight penalty (Adam's weight_decay)."""
     gating: bool = True
     """Self-play uses the best network so far; a trained network replaces it only if it scores at
     least gate_threshold against it in gate_games arena games."""
-    gate_every: int = 4
+    gate_every: int = field(default=4, metadata=bounds(ge=1))
     """Training phases between arena matches (with gating)."""
-    gate_games: int = 20
+    gate_games: int = field(default=20, metadata=bounds(ge=1))
     """Arena games per gate, colours alternating."""
-    gate_threshold: float = 0.55
+    gate_threshold: float = field(default=0.55, metadata=bounds(ge=0, le=1))
     """Arena score (win = 1, draw = 1/2) a new network needs to replace the best."""
-    arena_temperature_moves: int = 2
+    arena_temperature_moves: int = field(default=2, metadata=bounds(ge=0))
     """Gates and evaluations start from the env's random openings (env.eval_opening_stones) and play
     the search's best move throughout; from the empty board (no openings), this many moves are
     drawn from the visit counts (temperature 1) at the start of each game, so that games differ."""
-    eval_simulations: Optional[int] = None
+    eval_simulations: Optional[int] = field(default=None, metadata=bounds(ge=1))
     """Simulations a move in evaluations against the env's opponents (null: search.num_simulations)."""
     save_replay: bool = True
     """Keep the replay in checkpoints, so that resume= continues with it."""

@@ -12,6 +12,9 @@ import tempfile
 import webbrowser
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+from framework_plugins.web.token_logs import redact
 
 from . import chromium_guard
 
@@ -95,6 +98,8 @@ class HeadlessChromium:
                 f"No Chromium found (looked for {', '.join(CHROMIUM_NAMES)}); install Debian's `chromium`, "
                 "or use env.headless=false to open the page in your own browser"
             )
+        self._token = parse_qs(urlsplit(url).query).get("token", [""])[0]
+        """The page's token, kept out of what is said of Chromium's log (it quotes the page's address)."""
         self.profile = Path(tempfile.mkdtemp(prefix="framework-chromium-"))
         self.log = open(self.profile / "chromium.log", "wb")  # noqa: SIM115 - held for the process's life
         # Chromium's own temporary files (its singleton socket's directory) go inside the profile,
@@ -136,7 +141,7 @@ class HeadlessChromium:
         code = self.returncode
         if code is not None:
             self.log.flush()
-            tail = (self.profile / "chromium.log").read_text(errors="replace")[-2000:]
+            tail = redact((self.profile / "chromium.log").read_text(errors="replace")[-2000:], [self._token])
             raise RuntimeError(f"Chromium exited with code {code} before the game connected:\n{tail}")
 
     def alive(self) -> bool:

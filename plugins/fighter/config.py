@@ -4,6 +4,8 @@
 from dataclasses import dataclass, field
 from typing import List
 
+from framework.values import HOST, bounds
+
 TRANSPORTS = ("inprocess", "python", "browser")
 SIGNALING = ("builtin", "peerjs")
 
@@ -29,9 +31,9 @@ class FighterConfig:
     open_browser: bool = True
     """browser transport, headless=false: open the page in your browser (false: only print its
     address, e.g. to open it on another screen; it is printed either way)."""
-    host: str = "127.0.0.1"
+    host: str = field(default="127.0.0.1", metadata=HOST)
     """Address the game page and its signaling endpoint are served on."""
-    port: int = 0
+    port: int = field(default=0, metadata=bounds(ge=0, le=65535))
     """Port of the first training env's page (0: any free port); others take free ports."""
     signaling: str = "builtin"
     """How the game client reaches the trainer: builtin (the page server's offer/answer endpoint) or
@@ -40,19 +42,19 @@ class FighterConfig:
     """signaling=peerjs: the PeerJS server (`npx peer --port 9000`), http://HOST:PORT/PATH."""
     peerjs_key: str = "peerjs"
     """signaling=peerjs: the PeerJS server's --key."""
-    connect_timeout_s: float = 120.0
+    connect_timeout_s: float = field(default=120.0, metadata=bounds(gt=0))
     """Longest wait for the game client to connect, and for your page to come back after it was
     lost (a client the trainer started itself, the Python peer or a headless Chromium, is
     started anew at once instead)."""
-    step_timeout_s: float = 10.0
+    step_timeout_s: float = field(default=10.0, metadata=bounds(gt=0))
     """Longest wait for the game's answer to one step."""
-    heartbeat_timeout_s: float = 2.0
+    heartbeat_timeout_s: float = field(default=2.0, metadata=bounds(gt=0))
     """A game client silent for this long is declared gone."""
     reconnect: bool = True
     """After the client was lost, truncate the round and go on with a new one (false: stop the run)."""
-    n_envs: int = 1
+    n_envs: int = field(default=1, metadata=bounds(ge=1))
     """Parallel game instances an agent trains on."""
-    damage_reward: float = 1.0
+    damage_reward: float = field(default=1.0, metadata=bounds())
     """Reward per full health bar of damage dealt (and penalty per bar taken)."""
-    win_reward: float = 1.0
+    win_reward: float = field(default=1.0, metadata=bounds())
     """Bonus for winning the round (its negative for losing; 0 for a draw)."""

@@ -32,11 +32,14 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from framework.errors import ExplainedError
+from framework_plugins.web.token_logs import guard_token, release_token
 
 from .peerjs import PeerJSError, PeerJSServer, PeerJSSocket, answer_offers, new_peer_id
 from .protocol import MAX_MESSAGE_BYTES, ProtocolError, decode, encode, token_matches
 
 log = logging.getLogger(__name__)
+#: Where aiohttp logs the page server's requests that fail (token_logs.py: never what a client sent).
+request_log = logging.getLogger(f"{__name__}.requests")
 STATIC = Path(__file__).parent / "static"
 #: The page's files, served by name (nothing else under static/ is reachable).
 PAGE_FILES = frozenset(
@@ -69,13 +72,12 @@ def restrict_ice_to_loopback() -> None:
 
 
 def quiet_libraries() -> None:
-    """Only warnings from aioice and aiortc; no traceback from aiohttp's server for a page that
-    went away mid-request (a fast reload), while any other error in a handler is still logged."""
+    """Only warnings from aioice and aiortc; no line from the page server's request log for a page
+    that went away mid-request (a fast reload), while any other error in a handler is still logged."""
     for name in CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
-    server = logging.getLogger("aiohttp.server")
-    if not any(isinstance(f, _PageWentAway) for f in server.filters):
-        server.addFilter(_PageWentAway())
+    if not any(isinstance(f, _PageWentAway) for f in request_log.filters):
+        request_log.addFilter(_PageWentAway())  # before the token's redaction, which drops tracebacks
 
 
 class _PageWentAway(logging.Filter):
@@ -133,6 +135,7 @@ class WebRTCClient:
         if ipaddress.ip_address(host).is_loopback and (peerjs is None or peerjs.is_loopback):
             restrict_ice_to_loopback()
         quiet_libraries()
+        guard_token(self.token, log, request_log)
         self.inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.connected = threading.Event()
         self.client_kind = ""
@@ -240,6 +243,7 @@ class WebRTCClient:
         self._thread.join(timeout=10)
         if not self._thread.is_alive():
             self._loop.close()
+            release_token(self.token)  # nothing logs this server's requests any more
 
     def _call(self, coro: Any, *, timeout: float) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
@@ -251,7 +255,7 @@ class WebRTCClient:
         app.router.add_get("/", self._page)
         app.router.add_get("/static/{name}", self._static)
         app.router.add_post("/offer", self._offer)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(app, access_log=None, logger=request_log, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, port)
         await site.start()

@@ -8,15 +8,19 @@ The manager writes commands a line at a time; the brain answers each on one line
     BEGIN            the brain's first move, x,y
     TURN x,y         the opponent's move; the brain's answer, x,y
     BOARD … DONE     a position, one `x,y,field` line per stone (1: the brain's, 2: the opponent's);
-                     the brain's move
+                     the brain's move. A block with more lines than the board has cells, or a bad
+                     line, is answered ERROR at DONE (the lines after the first bad one are skipped,
+                     not kept)
     TAKEBACK x,y     OK (the last stone is taken back; any other is ERROR)
     PLAY x,y         the brain plays x,y (the manager's choice); answers x,y
     INFO key value   no answer; timeout_turn, timeout_match and time_left (milliseconds) bound the
-                     search (a value not a whole number: a MESSAGE, and the limit stays as it was),
-                     rule (1: exactly five) chooses the rule
+                     search, rule (1: exactly five) chooses the rule. A value that is not a number
+                     in range (gomocup_values.INFO_RANGES: times up to 2147483647 ms, the protocol's
+                     32-bit limit) is answered ERROR, and the value in force stays
     ABOUT            name="...", version="...", ...
     END              the brain exits (inside BOARD too)
 
+Every number is written in the ASCII digits 0-9 (a coordinate `1_0` or `１０` is an ERROR, not 10).
 Any other line, any bytes, is answered `ERROR ...` or `UNKNOWN ...` (control characters shown as `?`),
 an empty line skipped: the brain never stops on input.
 
@@ -35,6 +39,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from .gomocup_values import INFO_RANGES, TIME_KEYS, ProtocolError, number_pair, quoted, whole_number
 from .rules import WIN, GameState, Gomoku
 
 #: The part of a move's time allowance kept back for the answer to reach the manager: a fraction,
@@ -48,14 +53,18 @@ MOVES_TO_PLAN_FOR = 20
 FIRST_TIMED = 2048
 #: The longest command line the brain reads (longer ones are answered ERROR, never read whole).
 MAX_LINE = 4096
-#: INFO keys whose values are times in milliseconds (whole numbers, 0 or more).
-TIME_KEYS = ("timeout_turn", "timeout_match", "time_left")
 #: INFO rule bits (piskvork): exactly five, continuous game, renju, caro.
 RULE_EXACT, RULE_CONTINUOUS, RULE_RENJU, RULE_CARO = 1, 2, 4, 8
 
 
-class ProtocolError(ValueError):
-    """A command the brain cannot carry out: answered `ERROR <message>`."""
+@dataclasses.dataclass
+class BoardBlock:
+    """A BOARD command being read: its stones so far (at most one per cell), or why it is refused."""
+
+    stones: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    """(action, field) in the order given."""
+    refused: str | None = None
+    """The ERROR that answers the block at DONE; the lines until then are skipped."""
 
 
 class GomocupBrain:
@@ -78,8 +87,9 @@ class GomocupBrain:
         self.about = about
         self.out = out
         self.state: GameState | None = None
-        self.info: dict[str, str] = {}
-        self._board_lines: list[str] | None = None
+        self.info: dict[str, int] = {}
+        """The INFO numbers in force (INFO_RANGES' keys)."""
+        self._board: BoardBlock | None = None
         self._rate: float | None = None
         """Simulations a second of the searches so far (sizes a timed search's tree)."""
 
@@ -92,18 +102,21 @@ class GomocupBrain:
             if not line:
                 continue
             if len(line) > MAX_LINE:
-                self._board_lines = None  # a BOARD it was part of is given up
-                self._say(f"ERROR a line of {len(line)} characters (at most {MAX_LINE})")
+                too_long = f"a line of {len(line)} characters (at most {MAX_LINE})"
+                if self._board is None:
+                    self._say(f"ERROR {too_long}")
+                elif self._board.refused is None:  # the BOARD it is part of is answered at DONE
+                    self._board.refused = f"BOARD: {too_long}"
                 continue
             command, _, rest = line.partition(" ")
             command = command.upper()
             if command == "END":  # also inside BOARD: the manager ends the brain whatever it was doing
                 return
-            if self._board_lines is not None:
-                self._board_line(line)
-                continue
             try:
-                self._command(command, rest.strip())
+                if self._board is not None:
+                    self._board_line(line)
+                else:
+                    self._command(command, rest.strip())
             except ProtocolError as e:
                 self._say(f"ERROR {e}")
             except Exception as e:  # a bug: said to the manager, the trace to stderr; the brain goes on
@@ -112,10 +125,11 @@ class GomocupBrain:
 
     def _command(self, command: str, rest: str) -> None:
         if command == "START":
-            size = _integer(rest, "START")
+            size = whole_number(rest, "START", "give START n, n the board's size (START 15)")
             self._start(size, size)
         elif command == "RECTSTART":
-            width, height = _pair(rest, "RECTSTART")
+            form = "give RECTSTART width,height (RECTSTART 15,15)"
+            width, height = number_pair(rest, "RECTSTART", ("width", "height"), form)
             self._start(width, height)
         elif command == "RESTART":
             self._require_started()
@@ -151,7 +165,7 @@ class GomocupBrain:
             self._say("OK")
         elif command == "BOARD":
             self._require_started()
-            self._board_lines = []
+            self._board = BoardBlock()
         else:
             self._say(f"UNKNOWN {command}")
 
@@ -171,24 +185,36 @@ class GomocupBrain:
     def _info(self, rest: str) -> None:
         key, _, value = rest.partition(" ")
         key, value = key.lower(), value.strip()
-        if key in TIME_KEYS and not (value.isascii() and value.isdigit()):
-            # A limit misread must not lift the limit: the one in force stays, and the manager is told.
-            kept = self.info.get(key)
-            stays = f"it stays {kept} ms" if kept is not None else "none is set"
-            self._say(f"MESSAGE INFO {key} {value!r} is not a whole number of milliseconds: {stays}")
+        if key == "evaluate":  # the manager's mouse cursor: checked, not used
+            self._action(value, "INFO evaluate")
             return
-        self.info[key] = value
+        allowed = INFO_RANGES.get(key)
+        if allowed is None:
+            return  # folder, and any key this brain does not use: ignored, nothing kept
+        # A value misread must not change (or lift) what is in force: it stays, and the manager is told.
+        try:
+            number = whole_number(value, f"INFO {key}", allowed.form, signed=allowed.low < 0)
+        except ProtocolError as e:
+            raise ProtocolError(f"{e}; {self._in_force(key)}") from None
+        if not allowed.low <= number <= allowed.high:
+            raise ProtocolError(
+                f"INFO {key} {quoted(value)} is out of range: {allowed.form}; {self._in_force(key)}"
+            )
+        self.info[key] = number
         if key == "rule":
-            try:
-                bits = int(value)
-            except ValueError:
-                self._say(f"MESSAGE INFO rule {value!r} is not a number: the rule stays {self.game.rule}")
-                return
-            rule = "exact" if bits & RULE_EXACT else "freestyle"
-            if bits & (RULE_RENJU | RULE_CARO):
+            rule = "exact" if number & RULE_EXACT else "freestyle"
+            if number & (RULE_RENJU | RULE_CARO):
                 self._say(f"MESSAGE renju and caro rules are not supported: playing {rule}")
             if rule != self.game.rule:
                 self._set_game(dataclasses.replace(self.trained, rule=rule))
+
+    def _in_force(self, key: str) -> str:
+        """What stays of INFO `key` when a new value is refused."""
+        if key == "rule":
+            return f"the rule stays {self.game.rule}"
+        kept = self.info.get(key)
+        unit = " ms" if key in TIME_KEYS else ""
+        return f"it stays {kept}{unit}" if kept is not None else "none is set"
 
     def _set_game(self, game: Gomoku) -> None:
         self.engine.close()
@@ -197,34 +223,48 @@ class GomocupBrain:
             self.state = GameState.from_moves(game, self.state.moves)
 
     def _board_line(self, line: str) -> None:
-        assert self._board_lines is not None
-        if line.upper() != "DONE":
-            self._board_lines.append(line)
+        """One line of a BOARD block: a stone, kept as numbers (never the line itself, so that a block
+        of any length holds at most a board's worth of memory), or DONE, which answers the block."""
+        block = self._board
+        assert block is not None
+        if line.upper() == "DONE":
+            self._board = None
+            if block.refused is not None:
+                raise ProtocolError(block.refused)
+            self.state = self._position(block.stones)
+            self._move()
             return
-        lines, self._board_lines = self._board_lines, None
+        if block.refused is not None:
+            return  # skipped until DONE
+        size = self.game.board_size
+        if len(block.stones) == size * size:
+            block.refused = (
+                f"BOARD: more than {size * size} stones, the cells of the {size}x{size} board: "
+                "one x,y,field line per stone"
+            )
+            return
         try:
-            self.state = self._position(lines)
+            block.stones.append(self._stone(line))
         except ProtocolError as e:
-            self._say(f"ERROR {e}")
-            return
-        self._move()
+            block.refused = str(e)
 
-    def _position(self, lines: list[str]) -> GameState:
+    def _stone(self, line: str) -> tuple[int, int]:
+        """(action, field) of a BOARD line `x,y,field` (field 1: the brain's stone, 2: the opponent's)."""
+        parts = line.split(",")
+        if len(parts) != 3:
+            raise ProtocolError(f"BOARD: {quoted(line)} is not x,y,field (7,7,1)")
+        action = self._action(",".join(parts[:2]), "BOARD")
+        field = parts[2].strip(" \t")
+        if field not in ("1", "2"):
+            raise ProtocolError(
+                f"BOARD: field {quoted(field)} in {quoted(line)} (1: own stone, 2: opponent's)"
+            )
+        return action, int(field)
+
+    def _position(self, stones: list[tuple[int, int]]) -> GameState:
         """The position a BOARD command gives, with the brain to move (its stones are field 1)."""
-        own: list[int] = []
-        theirs: list[int] = []
-        for line in lines:
-            parts = [p.strip() for p in line.split(",")]
-            if len(parts) != 3:
-                raise ProtocolError(f"BOARD: {line!r} is not x,y,field")
-            action = self._action(",".join(parts[:2]), "BOARD")
-            field = parts[2]
-            if field == "1":
-                own.append(action)
-            elif field == "2":
-                theirs.append(action)
-            else:
-                raise ProtocolError(f"BOARD: field {field!r} in {line!r} (1: own stone, 2: opponent's)")
+        own = [action for action, field in stones if field == 1]
+        theirs = [action for action, field in stones if field == 2]
         if len(set(own + theirs)) != len(own) + len(theirs):
             raise ProtocolError("BOARD: a cell is given twice")
         if len(own) == len(theirs):
@@ -299,12 +339,12 @@ class GomocupBrain:
 
     def _budget_s(self) -> float | None:
         """Seconds this move may take: from INFO timeout_turn and the match's time left (None: no limit)."""
-        limits = []
-        turn = _ms(self.info.get("timeout_turn"))
+        limits: list[float] = []
+        turn = self.info.get("timeout_turn")
         if turn is not None:
             limits.append(turn)
-        match, left = _ms(self.info.get("timeout_match")), _ms(self.info.get("time_left"))
-        if match and left is not None:
+        match, left = self.info.get("timeout_match"), self.info.get("time_left")
+        if match and left is not None:  # time_left may be below 0 (the match time is overrun): play at once
             limits.append(left / MOVES_TO_PLAN_FOR)
         if not limits:
             return None
@@ -319,12 +359,13 @@ class GomocupBrain:
         return self.state
 
     def _action(self, text: str, command: str) -> int:
-        x, y = _pair(text, command)
         size = self.game.board_size
+        valid = f"x and y from 0 to {size - 1}"
+        x, y = number_pair(
+            text, command, ("x", "y"), f"give x,y with {valid} ({command} {size // 2},{size // 2})"
+        )
         if not (0 <= x < size and 0 <= y < size):
-            raise ProtocolError(
-                f"{command} {x},{y} is off the {size}x{size} board (x and y from 0 to {size - 1})"
-            )
+            raise ProtocolError(f"{command} {x},{y} is off the {size}x{size} board ({valid})")
         return self.game.from_xy(x, y)
 
     def _xy(self, action: int) -> str:
@@ -337,24 +378,3 @@ class GomocupBrain:
         line = "".join(c if c.isprintable() else "?" for c in line)
         self.out.write(line + "\n")
         self.out.flush()
-
-
-def _integer(text: str, command: str) -> int:
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise ProtocolError(f"{command} {text!r}: expected a number") from None
-
-
-def _pair(text: str, command: str) -> tuple[int, int]:
-    parts = text.split(",")
-    if len(parts) != 2:
-        raise ProtocolError(f"{command} {text!r}: expected x,y")
-    try:
-        return int(parts[0].strip()), int(parts[1].strip())
-    except ValueError:
-        raise ProtocolError(f"{command} {text!r}: expected x,y as numbers") from None
-
-
-def _ms(value: str | None) -> float | None:
-    return None if value is None else float(value)  # checked by _info: digits only

@@ -1,14 +1,12 @@
-"""What every request and log line of the play page goes through: the size and shape of a request's
-body, the security headers of every answer, and the page's token kept out of aiohttp's log lines."""
+"""What every request of the play page goes through: the size and shape of a request's body and the
+security headers of every answer (its token is kept out of log lines by token_logs.py)."""
 
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 
 #: Enough for any request of the API; anything larger is refused unread.
 MAX_BODY_BYTES = 1024
@@ -48,43 +46,6 @@ async def read_body(request: web.Request, *, allowed: set[str]) -> dict[str, Any
         valid = ", ".join(sorted(allowed)) or "none"
         raise api_error(web.HTTPBadRequest, f"unknown field(s) {', '.join(unknown)}; valid: {valid}")
     return body
-
-
-#: The loggers of aiohttp's server side: what they say (a bad request's first line, say) may quote a
-#: request's address, and so its token.
-AIOHTTP_LOGGERS = ("aiohttp.access", "aiohttp.internal", "aiohttp.server", "aiohttp.web", "aiohttp.websocket")
-
-
-#: The longest account of a client's malformed request or lost connection a log line gives.
-MAX_CLIENT_ERROR_CHARS = 200
-
-
-class _Redact(logging.Filter):
-    """Rewrites a record with the token (and any traceback, which may quote it) replaced. A client's
-    fault (a request that is not HTTP, a connection lost mid-request) is one line, not a traceback."""
-
-    def __init__(self, token: str) -> None:
-        super().__init__()
-        self.token = token
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        if record.exc_info:
-            error = record.exc_info[1]
-            if isinstance(error, HttpProcessingError | ConnectionResetError):
-                said = " ".join(f"{type(error).__name__}: {error}".split())
-                text += ": " + said[:MAX_CLIENT_ERROR_CHARS]
-            else:
-                text += "\n" + logging.Formatter().formatException(record.exc_info)
-            record.exc_info, record.exc_text = None, None
-        record.msg, record.args = text.replace(self.token, "<token>"), ()
-        return True
-
-
-def redact_in_logs(token: str) -> None:
-    """Keep `token` out of every line aiohttp's server logs."""
-    for name in AIOHTTP_LOGGERS:
-        logging.getLogger(name).addFilter(_Redact(token))
 
 
 async def add_security_headers(request: web.Request, response: web.StreamResponse) -> None:

@@ -39,9 +39,13 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from .http_guard import MAX_BODY_BYTES, add_security_headers, api_error, read_body, redact_in_logs
+from framework_plugins.web.token_logs import guard_token, release_token
+
+from .http_guard import MAX_BODY_BYTES, add_security_headers, api_error, read_body
 
 log = logging.getLogger(__name__)
+#: Where aiohttp logs this server's requests that fail (token_logs.py: never what the client sent).
+request_log = logging.getLogger(f"{__name__}.requests")
 STATIC = Path(__file__).parent / "static"
 PAGE_FILES = {"play.html", "play.js", "play.css"}
 #: The most simulations a page may ask per move: an array tree's memory grows with them
@@ -102,7 +106,7 @@ class PlayServer:
 
     def start(self) -> str:
         """Listen in a background thread; returns `url`."""
-        redact_in_logs(self.token)
+        guard_token(self.token, log, request_log)
         self._engine = self.player.engine()
         self.simulations = int(self._engine.num_simulations)
         if self.warm_up:
@@ -133,6 +137,8 @@ class PlayServer:
                 self._thread.join(timeout=10)
         if not self._loop.is_running() and not self._loop.is_closed():
             self._loop.close()
+        if self._loop.is_closed():  # nothing logs this server's requests any more
+            release_token(self.token)
         if self._engine is not None:
             self._search_thread.submit(self._engine.close)
             self._engine = None
@@ -151,9 +157,10 @@ class PlayServer:
         app.router.add_post("/api/new", self._new)
         app.router.add_post("/api/move", self._move)
         app.router.add_post("/api/undo", self._undo)
-        # No access log (it would hold the token); a request still answering when the server stops
-        # gets half a second (its search was interrupted).
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        # No access log (it would hold the token); the request log to our own logger, which never
+        # writes what a client sent; a request still answering when the server stops gets half a
+        # second (its search was interrupted).
+        self._runner = web.AppRunner(app, access_log=None, logger=request_log, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()

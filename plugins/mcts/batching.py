@@ -17,9 +17,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .inference import RayInferenceClient, actor_errors
+from .inference import RayInferenceClient, actor_errors, settle
 
 log = logging.getLogger("framework")
+
+#: How long cleanup() waits for the cancelled batches to end (the one an actor is evaluating).
+SETTLE_S = 2.0
 
 
 class Evaluated(NamedTuple):
@@ -136,6 +139,8 @@ class BatchInferenceManager:
         self.stats = InferenceStats(batch_size=batch_size)
         self.cancelled: list[Any] = []
         """ObjectRefs cancelled by the last cleanup()."""
+        self._unsettled: list[Any] = []
+        """Cancelled ObjectRefs not ended yet, retrieved at the next cleanup()."""
 
     def enqueue(self, mapping: np.ndarray, planes: np.ndarray) -> None:
         """Queue leaves (`mapping[i]` names the leaf of `planes[i]`); full batches go at once."""
@@ -219,7 +224,8 @@ class BatchInferenceManager:
         return queued + [b.mapping for b in self._inflight.values()] + self._given_back
 
     def cleanup(self) -> None:
-        """Cancel what is in flight, and forget the queue and its clock."""
+        """Cancel what is in flight, retrieve how it ended (a batch being evaluated ends in
+        moments), and forget the queue and its clock."""
         import ray
 
         self.cancelled = list(self._inflight)
@@ -228,6 +234,7 @@ class BatchInferenceManager:
                 ray.cancel(ref)
             except Exception as e:  # an already finished or failed task: nothing to cancel
                 log.debug("cancel %s: %s", ref, e)
+        self._unsettled = settle(self._unsettled + self.cancelled, timeout_s=SETTLE_S)
         self._inflight.clear()
         self._queue.clear()
         self._queued = 0

@@ -3,6 +3,8 @@
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from framework.values import bounds
+
 #: The names search.inference.backend takes.
 BACKENDS = ("auto", "torch", "onnxruntime", "torch_half")
 #: The names search.root takes.
@@ -21,22 +23,22 @@ class InferenceConfig:
 
 @dataclass
 class SequentialConfig:
-    num_simulations: Any = 400
+    num_simulations: Any = field(default=400, metadata=bounds(ge=1))
     """Simulations per move: a root is searched until its children's visits add up to this
     (visits kept from the previous move's tree count). In self-play, a schedule over the run's
     steps may set it ({kind: linear, start: 50, end: 200, fraction: 0.5}, as DQN's exploration);
     play and gomocup take the schedule's last value."""
-    c_puct: float = 2.0
+    c_puct: float = field(default=2.0, metadata=bounds(gt=0))
     """Exploration weight of PUCT: Q + c_puct · P · sqrt(N_parent) / (1 + N_child)."""
-    fpu_value: Optional[float] = 0.0
+    fpu_value: Optional[float] = field(default=0.0, metadata=bounds(ge=-1, le=1))
     """An unvisited move's value (first-play urgency), from the mover's view: a number in [-1, 1]
     (0, a draw, as in AlphaZero), or null for KataGo's: its parent's value less fpu_reduction times
     the square root of the policy mass of the moves already visited."""
-    fpu_reduction: float = 0.2
+    fpu_reduction: float = field(default=0.2, metadata=bounds(ge=0))
     """With fpu_value null: the reduction at a node whose every move was visited (KataGo: 0.2)."""
-    dirichlet_alpha: float = 0.3
+    dirichlet_alpha: float = field(default=0.3, metadata=bounds(gt=0))
     """Concentration of the Dirichlet noise mixed into the start node's priors (self-play only)."""
-    dirichlet_epsilon: Any = 0.25
+    dirichlet_epsilon: Any = field(default=0.25, metadata=bounds(ge=0, le=1))
     """Weight of that noise: P = (1 − ε) · P + ε · Dir(α); a number, or a schedule over the run's steps."""
     reuse_tree: bool = True
     """Keep the subtree of the moves played since the last search of a game (its visits count)."""
@@ -51,7 +53,7 @@ class SequentialConfig:
     solver without the network (Gomoku: victory by continuous fours, `forced_win`), is scored as
     won, and at the root that win's first move is the only move searched (the search neither
     misses such a win nor walks into one). Needs a game with a `forced_win` kernel."""
-    draw_contempt: float = 0.0
+    draw_contempt: float = field(default=0.0, metadata=bounds(ge=0, le=1))
     """A player's contempt for draws (Leela Chess Zero's): the player the search is for counts a
     draw as a loss of this much, its opponent as a win of as much, so that against a weaker
     opponent it plays for the win, not the draw. A network with a win/draw/loss value head
@@ -63,13 +65,13 @@ class SequentialConfig:
     moves, halved by sequential halving; the policy target is the completed-Q policy, the move
     played the halving's winner, and mctx's rule chooses below the root; no Dirichlet noise, and
     each search starts a new tree)."""
-    gumbel_considered: int = 16
+    gumbel_considered: int = field(default=16, metadata=bounds(ge=1))
     """With root=gumbel: the moves the root considers at first (m of Gumbel-top-k)."""
-    gumbel_c_visit: float = 50.0
+    gumbel_c_visit: float = field(default=50.0, metadata=bounds(ge=0))
     """With root=gumbel: σ(q) = (gumbel_c_visit + the most visits of a move) · gumbel_c_scale · q."""
-    gumbel_c_scale: float = 0.1
+    gumbel_c_scale: float = field(default=0.1, metadata=bounds(gt=0))
     """With root=gumbel: the weight of the values against the policy's logits (see gumbel_c_visit)."""
-    pipeline_groups: Optional[int] = None
+    pipeline_groups: Optional[int] = field(default=None, metadata=bounds(ge=1))
     """With the network in the run's process (search=sequential): the roots of a search split into
     this many groups, whose trees are walked while the network evaluates another group's leaves
     (null: 2 where the network runs on a GPU, 1 on a CPU, whose cores the network needs itself)."""
@@ -79,35 +81,35 @@ class SequentialConfig:
 
 @dataclass
 class RayAsyncConfig(SequentialConfig):
-    batch_size: int = 32
+    batch_size: int = field(default=32, metadata=bounds(ge=1))
     """Leaves per inference call: a batch is sent when this many wait, or after max_wait_ms."""
-    max_wait_ms: float = 5.0
+    max_wait_ms: float = field(default=5.0, metadata=bounds(ge=0))
     """How long a partial batch may wait for more leaves before it is sent anyway (Ray's own
     per-call cost is ~1.5 ms: much less than that saves nothing)."""
-    async_inflight_limit: Optional[int] = 4
+    async_inflight_limit: Optional[int] = field(default=4, metadata=bounds(ge=1))
     """Leaves a search may have waiting for the network at once, in batches: max_pending =
     async_inflight_limit × batch_size (null: one batch per root). More keeps the actor busy; more
     also means more leaves chosen on the same stale statistics (with 32 games and batches of 32,
     4 lets each tree have about 4 leaves waiting)."""
-    max_inflight_batches: int = 2
+    max_inflight_batches: int = field(default=2, metadata=bounds(ge=1))
     """Batches sent and not yet answered at once: while the actor runs one, the search selects the
     next (the pipeline's depth)."""
-    virtual_loss: float = 1.0
+    virtual_loss: float = field(default=1.0, metadata=bounds(ge=0))
     """A leaf waiting for its evaluation counts, on its path, as a visit that lost this much, so
     that the next selections spread over other paths."""
-    inference_actors: int = 1
+    inference_actors: int = field(default=1, metadata=bounds(ge=1))
     """Ray actors that run the network (batches go to them in turn)."""
-    inference_num_cpus: float = 1.0
+    inference_num_cpus: float = field(default=1.0, metadata=bounds(gt=0))
     """CPUs Ray reserves for each inference actor (also its torch threads on a CPU)."""
-    inference_num_gpus: Optional[float] = None
+    inference_num_gpus: Optional[float] = field(default=None, metadata=bounds(ge=0))
     """GPUs per inference actor (null: 1 when the cluster has one, else 0); fractions share a GPU."""
-    workers: int = 1
+    workers: int = field(default=1, metadata=bounds(ge=0))
     """Self-play workers (Ray actors, each playing agent.parallel_games games with its own trees, all
     sharing the inference actors) while the run's process trains; 0: self-play runs in the run's
     own process, between training phases."""
-    worker_num_cpus: float = 1.0
+    worker_num_cpus: float = field(default=1.0, metadata=bounds(gt=0))
     """CPUs Ray reserves for each self-play worker."""
-    max_restarts: int = 3
+    max_restarts: int = field(default=3, metadata=bounds(ge=0))
     """Times Ray restarts an inference actor or a self-play worker that died, before the run fails."""
-    inference_timeout_s: float = 120.0
+    inference_timeout_s: float = field(default=120.0, metadata=bounds(gt=0))
     """How long a batch sent to an inference actor may go unanswered before the search fails."""

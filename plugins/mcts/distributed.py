@@ -18,10 +18,11 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from framework import ray_runtime
+from framework.errors import ExplainedError
 
 from .batching import InferenceStats, inference_metrics
-from .inference import actor_errors, started_here
-from .restarts import SLICE_S, Incarnations
+from .inference import actor_errors, settle
+from .restarts import SLICE_S, Incarnations, incarnation_here
 from .service import BEST, RayInference, RayServiceAddress
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ log = logging.getLogger("framework")
 
 #: Calls queued on each worker, so that it plays on while the run trains.
 CALLS_PER_WORKER = 4
+#: How long closing waits for the calls of the workers it stopped to end.
+SETTLE_S = 10.0
 
 
 @dataclasses.dataclass
@@ -65,7 +68,7 @@ class RaySelfPlayWorker:
         from .engines import RayAsyncSearch
 
         torch.set_num_threads(1)
-        self.incarnation = started_here(service.keeper)
+        self.incarnation = incarnation_here()
         if self.incarnation > 1:
             seed += 1_000_003 * self.incarnation  # a restarted worker plays new games
         self.inference = RayInference.join(cfg, service)
@@ -148,6 +151,8 @@ class RayAsyncRunner:
         self._sims_mark = 0
         self._search_s = 0.0
         self._calls: dict[Any, int] = {}
+        self._dropped: list[Any] = []
+        """Calls of a worker that died, given up: retrieved later (settle), so none is left unretrieved."""
         try:
             self.placement = [self._wait_alive(i) for i in range(len(self.workers))]
         except BaseException:
@@ -182,6 +187,8 @@ class RayAsyncRunner:
             except actor_errors() as e:
                 self._worker_failed(i, e)
                 continue
+            except ray.exceptions.RayTaskError as e:
+                raise _explained(e) from None
             if result.incarnation > self.incarnations.incarnations[i]:
                 self.incarnations.note(i, {"incarnation": result.incarnation})
             moves += result.moves
@@ -204,24 +211,33 @@ class RayAsyncRunner:
             self._wait_alive(i)
         metrics["perf/worker_restarts"] = float(self.incarnations.total_deaths)
         metrics["perf/inference_restarts"] = float(self.inference.check_actors())
+        metrics["perf/weights_keeper_restarts"] = float(self.inference.keeper_deaths)
         metrics["perf/pending_clamped"] = float(sum(self.clamped.values()))
         return metrics
 
     def close(self) -> None:
+        """Stop the workers; every call still in flight is cancelled and its end retrieved."""
         import ray
 
-        for ref in list(self._calls):
+        calls = [*self._calls, *self._dropped]
+        self._calls.clear()
+        self._dropped = []
+        for ref in calls:
             try:
                 ray.cancel(ref)
             except Exception as e:  # already finished
                 log.debug("cancel: %s", e)
-        self._calls.clear()
         for worker in self.workers:
             try:
                 ray.kill(worker, no_restart=True)
             except Exception as e:  # Ray already shut down
                 log.debug("kill worker: %s", e)
         self.workers = []
+        if calls and ray.is_initialized():
+            # Killed, the workers fail their calls at once: a few seconds cover a loaded machine.
+            left = settle(calls, timeout_s=SETTLE_S)
+            if left:
+                log.debug("self-play: %d call(s) of stopped workers not ended", len(left))
 
     def _wait_any(self) -> list[Any]:
         """The calls that ended, waiting in slices so that Ctrl-C is seen within a second."""
@@ -260,6 +276,8 @@ class RayAsyncRunner:
         counted once), then give it calls again; its unfinished games are lost."""
         for ref in [r for r, w in self._calls.items() if w == i]:
             self._calls.pop(ref)  # the worker's queued calls failed with it
+            self._dropped.append(ref)
+        self._dropped = settle(self._dropped, timeout_s=0)
         self._wait_alive(i, error)
         log.warning(
             "self-play worker %s: its unfinished games are discarded and the run goes on",
@@ -270,6 +288,15 @@ class RayAsyncRunner:
 
     def _submit(self, i: int) -> None:
         self._calls[self.workers[i].play.remote(1, self.settings)] = i
+
+
+def _explained(error: Any) -> BaseException:
+    """A worker's call that raised: a worker's ExplainedError (an inference actor that cannot
+    restart) as the one line it is, without the worker's traceback Ray wraps it in; else as Ray gave it."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, ExplainedError):
+        return ExplainedError(str(cause).strip())
+    return error
 
 
 def worker_nodes(placement: list[dict[str, Any]]) -> dict[str, int]:

@@ -1,13 +1,12 @@
-"""The run's network on Ray: inference actors holding versioned weights, the keeper of the current
-weights, and the client that calls them.
+"""The run's network on Ray: inference actors holding versioned weights, and the client that calls them.
 
 Every model (the network self-play uses, a candidate under gating) has a version that goes up with
-each `publish`. The keeper holds, per model, the current version and its weights in Ray's object
-store; every batch carries the oldest version its search may use (`min_version`) and every answer
-the version it used. An actor behind that version (a restarted one: Ray builds it anew, with its
-first weights) fetches the current weights from the keeper before it answers, so no batch is ever
-answered with weights older than the version current when its search began. Nothing here imports
-Ray at import time.
+each `publish`. The weights keeper (keeper.py) holds, per model, the current version and its
+weights in Ray's object store, as the run's process last published them; every batch carries the
+oldest version its search may use (`min_version`) and every answer the version it used. An actor
+behind that version (a restarted one: Ray builds it anew, with no weights) fetches the current
+weights from the keeper before it answers, so no batch is ever answered with weights older than
+the version current when its search began. Nothing here imports Ray at import time.
 """
 
 from __future__ import annotations
@@ -21,6 +20,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from framework import ray_runtime
+
+from .keeper import start_keeper
+from .restarts import incarnation_here
 
 log = logging.getLogger("framework")
 
@@ -68,33 +70,7 @@ def evaluated(answer: tuple[Any, ...]) -> tuple[Any, Any, Any]:
 
 
 class StaleWeights(RuntimeError):
-    """An actor could not get weights as new as a batch asked for (the keeper does not have them)."""
-
-
-class WeightsKeeper:
-    """A Ray actor holding each model's current version and weights (an ObjectRef, kept alive here),
-    and how many times each of the run's restartable actors has started (its incarnations)."""
-
-    def __init__(self) -> None:
-        self.models: dict[str, tuple[int, list[Any]]] = {}
-        self.starts: dict[str, int] = {}
-
-    def started(self, name: str) -> int:
-        """Actor `name` (re)started: its incarnation, 1 for its first start."""
-        self.starts[name] = self.starts.get(name, 0) + 1
-        return self.starts[name]
-
-    def set(self, model: str, version: int, holder: list[Any]) -> int:
-        """`holder` is [ObjectRef of the weights]: in a list, so Ray hands the reference, not the value."""
-        if version > self.models.get(model, (-1, []))[0]:
-            self.models[model] = (version, holder)
-        return version
-
-    def current(self) -> dict[str, tuple[int, list[Any]]]:
-        return dict(self.models)
-
-    def versions(self) -> dict[str, int]:
-        return {model: version for model, (version, _) in self.models.items()}
+    """An actor could not get weights as new as a batch asked for (the keeper did not give them in time)."""
 
 
 class InferenceActor:
@@ -106,7 +82,14 @@ class InferenceActor:
     """
 
     def __init__(
-        self, builder: Callable[..., Any], *, portable: bool, threads: int, use_gpu: bool, keeper: str
+        self,
+        builder: Callable[..., Any],
+        *,
+        portable: bool,
+        threads: int,
+        use_gpu: bool,
+        keeper: str,
+        timeout_s: float,
     ) -> None:
         import torch
 
@@ -114,11 +97,12 @@ class InferenceActor:
         self.device = "cuda" if use_gpu and torch.cuda.is_available() else "cpu"
         self.kept_memory = self.device == "cpu" and keep_freed_memory()
         self.builder, self.portable, self.keeper_name = builder, portable, keeper
+        self.timeout_s = timeout_s
         self.evaluators: dict[str, Any] = {}
         self.versions: dict[str, int] = {}
         self.batches = 0
         self.positions = 0
-        self.incarnation = started_here(keeper)
+        self.incarnation = incarnation_here()
         if portable:  # a restarted actor starts from the current weights, before it answers anything
             self._refresh()
 
@@ -179,24 +163,33 @@ class InferenceActor:
         return evaluator
 
     def _refresh(self) -> None:
+        """Load the keeper's current weights where they are newer. A keeper that Ray is restarting
+        answers once the run's process has seeded it again: this actor waits for that."""
         import ray
+        from ray import exceptions
 
         if not self.portable:
             return
-        ref: Any = ray.get_actor(self.keeper_name).current.remote()
-        current: dict[str, tuple[int, list[Any]]] = ray.get(ref)
-        for model, (version, holder) in current.items():
-            if version > self.versions.get(model, -1):
-                self.load_weights(model, version, ray.get(holder[0]))
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                ref: Any = ray.get_actor(self.keeper_name).current.remote()
+                current: dict[str, tuple[int, list[Any]]] = ray.get(ref, timeout=_left(deadline))
+                for model, (version, holder) in current.items():
+                    if version > self.versions.get(model, -1):
+                        self.load_weights(model, version, ray.get(holder[0], timeout=_left(deadline)))
+                return
+            except exceptions.ActorUnavailableError:  # it died as it answered: ask its next incarnation
+                time.sleep(0.05)
+            except exceptions.GetTimeoutError:
+                raise StaleWeights(
+                    f"the weights keeper {self.keeper_name} gave no weights in {self.timeout_s:.0f} s "
+                    "(search.inference_timeout_s)"
+                ) from None
 
 
-def started_here(keeper: str) -> int:
-    """Tell the keeper that the actor running this code started; its incarnation (1: the first)."""
-    import ray
-
-    name = ray.get_runtime_context().get_actor_name() or "?"
-    ref: Any = ray.get_actor(keeper).started.remote(name)
-    return int(ray.get(ref))
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
 
 
 def actor_errors() -> tuple[type[BaseException], ...]:
@@ -204,6 +197,25 @@ def actor_errors() -> tuple[type[BaseException], ...]:
     from ray import exceptions
 
     return (exceptions.RayActorError, exceptions.ActorUnavailableError)
+
+
+def settle(refs: list[Any], *, timeout_s: float) -> list[Any]:
+    """Wait at most `timeout_s` for calls that are given up (cancelled, or of an actor that died) and
+    retrieve each that ended, its error included; the ones still running.
+
+    Ray reports a call's error that nobody retrieved as an "Unhandled error", with the remote
+    traceback, when its ObjectRef goes: a run that stops must leave no such call behind."""
+    import ray
+
+    if not refs:
+        return []
+    ready, rest = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    for ref in ready:
+        try:
+            ray.get(ref, timeout=0)
+        except Exception as e:  # given up already: only retrieved
+            log.debug("settled: %s", type(e).__name__)
+    return rest
 
 
 def compact(planes: np.ndarray) -> np.ndarray:
@@ -266,10 +278,19 @@ class RayInferenceClient:
         return self.actors[i].infer.remote(model, compact(planes), min_version), i
 
     def current_versions(self) -> dict[str, int]:
-        """Each model's current version, as the keeper holds it."""
+        """Each model's current version, as the keeper holds it (a restarted keeper answers once
+        the run's process has seeded it again)."""
         import ray
+        from ray import exceptions
 
-        return dict(ray.get(self.keeper.versions.remote(), timeout=self.timeout_s))
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return dict(ray.get(self.keeper.versions.remote(), timeout=_left(deadline)))
+            except exceptions.ActorUnavailableError:  # it died as it answered: ask its next incarnation
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def where(self, i: int | None = None, timeout_s: float | None = None) -> Any:
         """Where actor i runs (every actor's, with i None)."""
@@ -290,6 +311,7 @@ def start_inference_actors(
     num_cpus: float,
     num_gpus: float | None,
     max_restarts: int,
+    timeout_s: float,
 ) -> tuple[list[str], str, dict[str, Any]]:
     """`count` inference actors and their weights keeper, by Ray names unique to this call:
     (actor names, keeper name, handles by name). On a GPU when the cluster has one (num_gpus null)."""
@@ -305,10 +327,7 @@ def start_inference_actors(
     )
     prefix = f"framework-inference-{uuid.uuid4().hex[:12]}"
     keeper = f"{prefix}-weights"
-    # The keeper does no work (no CPU reserved); restarted, it would be empty: the next publish fills it.
-    handles: dict[str, Any] = {
-        keeper: ray.remote(WeightsKeeper).options(name=keeper, num_cpus=0, max_restarts=-1).remote()
-    }
+    handles: dict[str, Any] = {keeper: start_keeper(keeper)}
     remote = ray.remote(InferenceActor)
     names = []
     for i in range(count):
@@ -325,7 +344,12 @@ def start_inference_actors(
             # One on each node before two on one: a node's workers send their batches to its own.
             scheduling_strategy="SPREAD",
         ).remote(
-            builder, portable=portable, threads=max(1, int(num_cpus)), use_gpu=num_gpus > 0, keeper=keeper
+            builder,
+            portable=portable,
+            threads=max(1, int(num_cpus)),
+            use_gpu=num_gpus > 0,
+            keeper=keeper,
+            timeout_s=timeout_s,
         )
         names.append(name)
     return names, keeper, handles

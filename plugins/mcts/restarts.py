@@ -1,15 +1,18 @@
 """Deaths of restartable Ray actors, counted once per incarnation.
 
 A killed actor fails every call it had queued, some while Ray is still restarting it; counting
-failed calls would count one death several times. A death is a new incarnation: each start of an
-actor is told to the run's keeper, which numbers them, and the actor says its number with every
-`where`. Calls are sent again only once it answers; when Ray gives up on it (its restarts spent)
-the run ends in one line naming the actor.
+failed calls would count one death several times. A death is a new incarnation: an actor reads,
+as it starts, how many times Ray has restarted it (`incarnation_here`) and says that number with
+every `where`. The count is Ray's own, kept by its control store (GCS), not by any actor of ours:
+it holds whichever actors die and in whatever order, the weights keeper included. Calls are sent
+again only once the actor answers; when Ray gives up on it (its restarts spent) the run ends in
+one line naming the actor.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,35 +25,75 @@ log = logging.getLogger("framework")
 SLICE_S = 0.25
 
 
-class Incarnations:
-    """The pids of a group of restartable actors, and the deaths seen of each."""
+def incarnation_here() -> int:
+    """The incarnation of the actor running this code: 1 at its first start, n + 1 after Ray's n-th
+    restart of it.
 
-    def __init__(self, what: str, names: list[str], *, max_restarts: int, timeout_s: float) -> None:
+    Ray's control store counts an actor's restarts before it starts the new process, and is the one
+    place that outlives every actor; Ray offers the count publicly only through its state API, which
+    needs the dashboard (a local Ray of a run has none), hence its global state accessor here.
+    """
+    import ray
+    from ray._private import state
+
+    actor_id = ray.get_runtime_context().get_actor_id()
+    if actor_id is None:
+        raise RuntimeError("incarnation_here() is called in a Ray actor only")
+    info = state.actors(actor_id=actor_id)
+    if "NumRestarts" not in info:
+        raise RuntimeError(
+            f"Ray {ray.__version__} did not tell the restarts of actor {actor_id} "
+            "(ray._private.state.actors has no NumRestarts): this framework needs a Ray 2.x that does"
+        )
+    return int(info["NumRestarts"]) + 1
+
+
+class Incarnations:
+    """The incarnations of a group of restartable actors, and the deaths seen of each.
+
+    `loud`: each death is a warning line. Only the run's process says them (each once, whoever finds
+    the death first); a self-play worker's copy waits for restarts quietly, as the run counts them.
+    `max_restarts` None: Ray restarts the actors without limit (the weights keeper).
+    """
+
+    def __init__(
+        self, what: str, names: list[str], *, max_restarts: int | None, timeout_s: float, loud: bool = True
+    ) -> None:
         self.what, self.names = what, list(names)
-        self.max_restarts, self.timeout_s = max_restarts, timeout_s
+        self.max_restarts, self.timeout_s, self.loud = max_restarts, timeout_s, loud
         self.incarnations = [1] * len(names)
         self.deaths = [0] * len(names)
         self.should_stop: Callable[[], bool] = lambda: False
         """Looked at while waiting for a restart: True ends the wait with KeyboardInterrupt (Ctrl-C)."""
+        self._lock = threading.Lock()  # a guard thread notes the keeper's incarnations too
 
     @property
     def total_deaths(self) -> int:
         return sum(self.deaths)
 
     def note(self, i: int, where: dict[str, Any]) -> bool:
-        """Actor i says where it runs; True (its deaths counted) if it is a new incarnation."""
+        """Actor i says where it runs; True (its deaths counted, said once) if it is a new incarnation."""
         incarnation = int(where["incarnation"])
-        if incarnation <= self.incarnations[i]:
-            return False
-        self.incarnations[i] = incarnation
-        self.deaths[i] = incarnation - 1
-        log.warning(
-            "%s %s died; Ray restarted it (pid %s now; %d of search.max_restarts=%d restarts)",
+        with self._lock:
+            if incarnation <= self.incarnations[i]:
+                return False
+            new = incarnation - self.incarnations[i]
+            self.incarnations[i] = incarnation
+            self.deaths[i] = incarnation - 1
+        limit = (
+            "Ray restarts it without limit"
+            if self.max_restarts is None
+            else f"of search.max_restarts={self.max_restarts}"
+        )
+        log.log(
+            logging.WARNING if self.loud else logging.DEBUG,
+            "%s %s died%s; Ray restarted it (pid %s now; restart %d, %s)",
             self.what,
             self.names[i],
-            where.get("pid"),
+            f" {new} times" if new > 1 else "",
+            where.get("pid", "?"),
             self.deaths[i],
-            self.max_restarts,
+            limit,
         )
         return True
 
@@ -69,7 +112,7 @@ class Incarnations:
             if left <= 0:
                 raise ExplainedError(
                     f"{self.what} {self.names[i]} did not answer for {self.timeout_s:.0f} s after it failed"
-                    + (f" ({_said(error)})" if error is not None else "")
+                    + (f" ({said(error)})" if error is not None else "")
                 )
             try:
                 return self.note(i, where(min(left, SLICE_S)))
@@ -78,12 +121,16 @@ class Incarnations:
             except exceptions.ActorUnavailableError:
                 time.sleep(0.05)
             except exceptions.RayActorError as e:  # died, and Ray will not restart it
+                spent = (
+                    f": its search.max_restarts={self.max_restarts} are spent"
+                    if self.max_restarts is not None
+                    else ""  # stopped for good (the run's own close)
+                )
                 raise ExplainedError(
-                    f"{self.what} {self.names[i]} died and Ray cannot restart it: its "
-                    f"search.max_restarts={self.max_restarts} are spent ({self.deaths[i]} restarts; "
-                    f"{_said(e)})"
+                    f"{self.what} {self.names[i]} died and Ray cannot restart it{spent} ({said(e)})"
                 ) from None
 
 
-def _said(error: BaseException) -> str:
-    return f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+def said(error: BaseException) -> str:
+    """An error in one short line: its type and the first line of its message."""
+    return f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"

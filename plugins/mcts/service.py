@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -18,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from framework.contracts import PortableEvaluator
+from framework.errors import ExplainedError
 
 from .batching import BatchInferenceManager
 from .evaluation import InProcess, Pipelined
-from .inference import RayInferenceClient, start_inference_actors
-from .restarts import Incarnations
+from .inference import RayInferenceClient, settle, start_inference_actors
+from .keeper import Entry, KeeperGuard
+from .restarts import Incarnations, said
 
 if TYPE_CHECKING:
     from framework.contracts import Evaluator
@@ -96,7 +100,14 @@ class RayServiceAddress:
 
 
 class RayInference:
-    """The network on Ray inference actors: started once (`start`), joined anywhere (`join`)."""
+    """The network on Ray inference actors: started once (`start`), joined anywhere (`join`).
+
+    The process that starts it (the run's) holds the authoritative weights: each model's version and
+    the ObjectRef of its weights, which it owns, so that they outlive any actor. It hands them to the
+    weights keeper, seeds a restarted keeper again (`KeeperGuard`), and is the one that says and
+    counts the deaths of the inference actors and of the keeper; a joined service only waits for
+    restarts.
+    """
 
     def __init__(
         self,
@@ -115,8 +126,16 @@ class RayInference:
             list(address.actors),
             max_restarts=cfg.max_restarts,
             timeout_s=cfg.inference_timeout_s,
+            loud=owner,
         )
         self._versions: dict[str, int] = {}
+        self._published: dict[str, Entry] = {}
+        """Each model's current entry, (version, [ObjectRef of its weights]): what seeds the keeper."""
+        self._lock = threading.Lock()
+        self.guard: KeeperGuard | None = None
+        """The owner's: keeps the weights keeper seeded, and counts its deaths."""
+        self._unsettled: list[Any] = []
+        """Weight pushes not ended when `publish` returned, retrieved later."""
 
     @classmethod
     def start(
@@ -140,10 +159,17 @@ class RayInference:
             num_cpus=cfg.inference_num_cpus,
             num_gpus=cfg.inference_num_gpus,
             max_restarts=cfg.max_restarts,
+            timeout_s=cfg.inference_timeout_s,
         )
         service = cls(cfg, RayServiceAddress(tuple(names), keeper), owner=True, handles=handles)
         service.actors.should_stop = should_stop
         try:
+            # The actors, starting now, wait for the keeper to be seeded (empty here) before they answer.
+            service.guard = KeeperGuard(
+                service.client.keeper, keeper, service.published, timeout_s=cfg.inference_timeout_s
+            )
+            service.guard.incarnations.should_stop = should_stop
+            service.guard.start()
             service.wait_started()
             if isinstance(first, PortableEvaluator):
                 service.publish(BEST, first.weights())
@@ -161,19 +187,28 @@ class RayInference:
         return service
 
     def publish(self, model: str, weights: Mapping[str, np.ndarray]) -> int:
-        """New weights for `model`: in the object store, with the keeper, then pushed to every actor."""
+        """New weights for `model`: in the object store (held here), with the keeper, then pushed to
+        every actor. Once it returns, no search that begins answers with an older version: a worker
+        begins at the keeper's version, and an actor behind a batch's version loads the keeper's."""
         import ray
 
         if not self.owner:
             raise RuntimeError("only the process that started the inference service publishes weights")
         version = self._versions.get(model, 0) + 1
         ref = ray.put({k: np.asarray(v) for k, v in weights.items()})
-        ray.get(self.client.keeper.set.remote(model, version, [ref]), timeout=self.cfg.inference_timeout_s)
-        self._versions[model] = version
+        with self._lock:  # the guard may be seeding a restarted keeper from the table right now
+            self._published[model] = (version, [ref])
+            self._versions[model] = version
+        self._hand_to_keeper(model, version, [ref])
         pushed = [a.load_weights.remote(model, version, ref) for a in self.client.actors]
-        # An actor restarting now fetches the version from the keeper itself before it answers.
-        ray.wait(pushed, num_returns=len(pushed), timeout=self.cfg.inference_timeout_s)
+        # An actor that dies now loads the version from the keeper as it starts again; its push failed.
+        self._unsettled = settle(self._unsettled + pushed, timeout_s=self.cfg.inference_timeout_s)
         return version
+
+    def published(self) -> dict[str, Entry]:
+        """Each model's current entry, as this process last published it (what seeds the keeper)."""
+        with self._lock:
+            return dict(self._published)
 
     def version(self, model: str) -> int:
         """The model's current version: this process's own count where it publishes, else the keeper's."""
@@ -206,10 +241,18 @@ class RayInference:
         self.check_actors()
 
     def check_actors(self) -> int:
-        """Ask every actor where it runs, counting restarts not seen yet; the total restarts."""
+        """Ask every actor, and the keeper, where it runs, counting restarts not seen yet (a restarted
+        keeper seeded again); the inference actors' total restarts."""
         for i in range(len(self.client.actors)):
             self.actors.wait_alive(i, functools.partial(self.client.where, i))
+        if self.guard is not None:
+            self.guard.check()
         return self.actors.total_deaths
+
+    @property
+    def keeper_deaths(self) -> int:
+        """The weights keeper's deaths seen by the process that started it (0 elsewhere)."""
+        return self.guard.deaths if self.guard is not None else 0
 
     def close(self) -> None:
         """Stop the actors and the keeper (the process that started them only)."""
@@ -217,17 +260,45 @@ class RayInference:
 
         if not self.owner:
             return
+        if self.guard is not None:
+            self.guard.close()
         for actor in [*self.client.actors, self.client.keeper]:
             try:
                 ray.kill(actor, no_restart=True)
             except Exception as e:  # Ray already shut down: its actors went with it
                 log.debug("inference actors: %s", e)
         self.client.actors = []
+        if ray.is_initialized():
+            if self.guard is not None:
+                self.guard.settle()
+            self._unsettled = settle(self._unsettled, timeout_s=1.0)
 
     def _actor_failed(self, i: int, error: BaseException) -> None:
-        log.warning(
-            "inference actor %s failed a batch (%s); it is sent again once Ray has restarted the actor",
+        # Said once, as a death, by the process that started the actors (`Incarnations.note`).
+        log.debug(
+            "inference actor %s failed a batch (%s); sent again once it is back",
             self.address.actors[i],
-            f"{type(error).__name__}: {str(error).splitlines()[0][:160]}",
+            said(error),
         )
         self.actors.wait_alive(i, functools.partial(self.client.where, i), error)
+
+    def _hand_to_keeper(self, model: str, version: int, holder: list[Any]) -> None:
+        """`set` on the keeper until it holds the version (a keeper Ray is restarting takes it once up)."""
+        import ray
+        from ray import exceptions
+
+        deadline = time.monotonic() + self.cfg.inference_timeout_s
+        while True:
+            try:
+                ray.get(
+                    self.client.keeper.set.remote(model, version, holder),
+                    timeout=max(0.0, deadline - time.monotonic()),
+                )
+                return
+            except exceptions.ActorUnavailableError:  # it died as it took it: its next incarnation
+                time.sleep(0.05)
+            except exceptions.GetTimeoutError:
+                raise ExplainedError(
+                    f"the weights keeper {self.address.keeper} took no weights for "
+                    f"{self.cfg.inference_timeout_s:.0f} s (search.inference_timeout_s)"
+                ) from None

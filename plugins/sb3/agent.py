@@ -1,11 +1,13 @@
 """The SB3 adapter: one agent plugin that runs any Stable-Baselines3 algorithm."""
 
+import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 
 from framework.context import RunContext
+from framework.contracts import Buffer, EnvPlugin, SearchPlugin
 from framework.errors import ConfigError, check_choice
 
 from .algorithms import algorithm_class, build_kwargs, check_hyperparams, default_policy, space_mismatch
@@ -29,6 +31,31 @@ class SB3Agent:
         check_hyperparams(self.algo_cls, cfg.hyperparams, cfg.policy, cfg.policy_kwargs)
         self.model: Any = None
         self._load_from: Optional[Path] = None
+
+    def check_run(self, *, env: EnvPlugin, buffer: Optional[Buffer], search: Optional[SearchPlugin]) -> None:
+        """Refuse a buffer section, which SB3 would never read, and a rollout SB3 cannot normalise."""
+        algo = self.algo_cls.__name__
+        if buffer is not None:
+            own = (
+                "replay buffer (agent.hyperparams.buffer_size)"
+                if issubclass(self.algo_cls, OffPolicyAlgorithm)
+                else "rollouts (agent.hyperparams.n_steps per env), and no replay buffer"
+            )
+            raise ConfigError(
+                f"agent.algo={algo} keeps its own {own}: it never reads the buffer section; drop "
+                "buffer= (~buffer). A buffer is for an agent that trains from the run's buffer (agent=dqn)"
+            )
+        hyperparams = self.cfg.hyperparams
+        defaults = {n: p.default for n, p in inspect.signature(self.algo_cls.__init__).parameters.items()}
+        n_steps = hyperparams.get("n_steps", defaults.get("n_steps"))
+        normalize = hyperparams.get("normalize_advantage", defaults.get("normalize_advantage"))
+        rollout = "rollout_buffer_class" in defaults  # on-policy: n_steps per env make a rollout
+        if rollout and normalize is True and isinstance(n_steps, int) and n_steps * env.n_envs <= 1:
+            raise ConfigError(
+                f"agent.hyperparams.n_steps={n_steps} with env.n_envs={env.n_envs} makes rollouts of "
+                f"{n_steps * env.n_envs} step, which {algo} cannot normalise advantages over "
+                "(agent.hyperparams.normalize_advantage=true): make n_steps x n_envs at least 2"
+            )
 
     def learn(self, ctx: RunContext) -> None:
         venv = make_vec_env(ctx.env_plugin, ctx.n_envs, seed=ctx.seed, kind=self.cfg.vec_env)
@@ -90,6 +117,6 @@ class SB3Agent:
 
 
 if TYPE_CHECKING:  # mypy holds each plugin to its kind's contract
-    from framework.contracts import Agent
+    from framework.contracts import CheckedAgent
 
-    _sb3agent_contract: type[Agent] = SB3Agent
+    _sb3agent_contract: type[CheckedAgent] = SB3Agent

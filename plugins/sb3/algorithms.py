@@ -12,6 +12,8 @@ import torch
 
 from framework.errors import ConfigError, check_choice, did_you_mean
 
+from .ranges import check_range
+
 SB3_ALGOS = ("A2C", "DDPG", "DQN", "PPO", "SAC", "TD3")
 CONTRIB_ALGOS = ("ARS", "CrossQ", "MaskablePPO", "QRDQN", "RecurrentPPO", "TQC", "TRPO")
 CONTRIB_INSTALL = 'pip install "framework[contrib]"'
@@ -74,6 +76,7 @@ def check_hyperparams(
                 f"{algo.__name__} takes: {', '.join(valid)}"
             )
         _check_value(f"agent.hyperparams.{key}", key, value, defaults.get(key))
+    _check_together(algo, hyperparams, defaults)
     aliases: dict[str, Any] = dict(algo.policy_aliases)
     if policy != "auto" and policy not in aliases:
         hint = did_you_mean(policy, list(aliases))
@@ -97,10 +100,16 @@ def check_hyperparams(
 
 
 def _check_value(name: str, key: str, value: Any, default: Any) -> None:
-    """A value of the kind the constructor's default has (a number where it takes a number)."""
-    if value is None or default is None or default is inspect.Parameter.empty:
-        if key == "noise_type" and value is not None:
+    """A value of the kind the constructor's default has (a number where it takes a number), in
+    its documented range (`ranges`)."""
+    if key == "noise_type":
+        if value is not None:
             check_choice(name, value, NOISE_TYPES)
+        return
+    if value is None:
+        return
+    if key == "train_freq" and isinstance(value, list | tuple):  # [n, unit]: n steps or episodes
+        check_range(name, key, value, default)
         return
     try:
         parsed = parse_value(key, value)
@@ -109,11 +118,23 @@ def _check_value(name: str, key: str, value: Any, default: Any) -> None:
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ConfigError(f"{name}={value!r} is not valid: it is true or false")
-    elif isinstance(default, int | float) and not callable(parsed):
+        return
+    if isinstance(default, int | float) and not callable(parsed):
         number = isinstance(value, int | float) and not isinstance(value, bool)
         if not number or not _integral(value, default):
             kind = "an integer" if isinstance(default, int) else "a number"
             raise ConfigError(f"{name}={value!r} is not valid: it is {kind} (the default is {default!r})")
+    check_range(name, key, value, default)
+
+
+def _check_together(algo: Any, hyperparams: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
+    """What SB3 asserts of two hyperparameters together when it builds the model, after the run started."""
+    normalize = hyperparams.get("normalize_advantage", defaults.get("normalize_advantage"))
+    if "batch_size" in defaults and normalize is True and hyperparams.get("batch_size") == 1:
+        raise ConfigError(
+            f"agent.hyperparams.batch_size=1 must be > 1 for {algo.__name__} with "
+            "agent.hyperparams.normalize_advantage=true (advantages are normalised over each minibatch)"
+        )
 
 
 def _integral(value: Any, default: Any) -> bool:

@@ -4,6 +4,8 @@
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
+from framework.values import bounds
+
 VEC_ENVS = ("dummy", "subproc")
 
 
@@ -19,7 +21,7 @@ class SB3Config:
     """Policy arguments (net_arch, activation_fn by name, ...)."""
     vec_env: str = "dummy"
     """How env.n_envs instances run: dummy (one process) or subproc (one process each)."""
-    log_interval: Optional[int] = None
+    log_interval: Optional[int] = field(default=None, metadata=bounds(ge=1))
     """SB3 log interval (rollouts for on-policy, episodes for off-policy); None: SB3's default."""
     save_replay_buffer: bool = False
     """Include the replay buffer of off-policy algorithms in checkpoints."""

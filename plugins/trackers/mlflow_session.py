@@ -1,11 +1,17 @@
-"""The MLflow calls of a tracked run, made synchronously (inside the tracking process)."""
+"""The MLflow calls of a tracked run, made inside the tracking process.
+
+A run's writes go to its journal first (journal.py) and from there to MLflow, in order, from a
+thread of the session's (journal_sender.py): a store that stops answering loses nothing and stops
+nothing. Reads, the run's creation and sweep parents (sweep_parents.py) are made synchronously.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import difflib
-import json
 import logging
+import os
+import shutil
 import tempfile
 import time
 import warnings
@@ -13,39 +19,39 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from . import store_template, sweep_summary
+from framework.provenance import run_dir_of
 
-#: MLflow's per-request limits on a log_batch call.
+from . import store_template
+from .journal import FOLDER, SUFFIX, Journal, JournalBusy, RunRecord, sync_notice
+from .journal_sender import JournalSender, say
+from .store_checks import store_name
+from .sweep_parents import (  # noqa: F401 - the names a sweep's tests and framework.sweep rely on here
+    ENDED_BY_TAG,
+    ORPHAN_GRACE_S,
+    PARENT_ABANDONED,
+    SUMMARY_SPEC_TAG,
+    SweepParents,
+    ms,
+)
+
 SQLITE_PREFIX = "sqlite:///"
-MAX_METRICS_PER_BATCH = 1000
-MAX_PARAMS_PER_BATCH = 100
-MAX_PARAM_VALUE = 6000
 #: Marks an experiment as model training, so the MLflow UI opens on its runs (not GenAI traces).
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
-#: Children of one sweep read back for its summary.
-MAX_CHILDREN = 10_000
-#: The parent's tag with what its summary needs (framework.sweep.SUMMARY_SPEC_TAG: the same name), so that
-#: the tracking process can summarise the sweep when the process that ran it is gone.
-SUMMARY_SPEC_TAG = "framework.summary_spec"
-#: The tag on a run that another than its own tracker ended, saying who.
-ENDED_BY_TAG = "framework.ended_by"
-#: The status a sweep's child still RUNNING when the sweep ends gets, by the sweep's status.
-ORPHAN_STATUS = {"KILLED": "KILLED", "FAILED": "FAILED", "FINISHED": "FAILED"}
-#: How long the parent of a sweep whose launching process is gone waits for its RUNNING children's own
-#: trackers (which see their job end at about the same time) to end them, before it ends them itself.
-ORPHAN_GRACE_S = 10.0
-PARENT_ABANDONED = "tracking process: the sweep's process ended without ending the sweep"
 
 
 def quiet_libraries() -> None:
-    """MLflow's and its database's INFO lines and known-harmless warnings stay out of the run's output."""
+    """MLflow's and its database's INFO lines, its run addresses and known-harmless warnings stay out of
+    the run's output; so do the errors MLflow's SQL store logs with their traceback before raising
+    them (the exception says it, once)."""
+    # MLflow prints a run's address when a server's run ends; the run's summary gives it already.
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     for name in ("mlflow", "alembic", "sqlalchemy", "urllib3"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     # SQLAlchemy's deprecation notes about MLflow's own queries are MLflow's to fix, not the user's.
     warnings.filterwarnings("ignore", message=r".*SADeprecationWarning.*")
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -57,22 +63,36 @@ def quiet_libraries() -> None:
 
 
 class MlflowSession:
-    """One tracked run (or a sweep's parent) against one tracking URI."""
+    """One tracked run (or a sweep's parent) against one tracking URI.
+
+    `outage_wait_s` and `finish_timeout_s` bound the wait at a run's end for a store that does not
+    answer, and for everything (the tracker passes its config's).
+    """
 
     def __init__(
-        self, uri: str, experiment: str, flush_every_s: float, orphan_grace_s: float = ORPHAN_GRACE_S
+        self,
+        uri: str,
+        experiment: str,
+        flush_every_s: float,
+        orphan_grace_s: float = ORPHAN_GRACE_S,
+        outage_wait_s: float = 0.0,
+        finish_timeout_s: float = 600.0,
     ) -> None:
         quiet_libraries()
         self.uri = uri
         self.experiment = experiment
         self.flush_every_s = flush_every_s
-        self.orphan_grace_s = orphan_grace_s
+        self.outage_wait_s = outage_wait_s
+        self.finish_timeout_s = finish_timeout_s
         self.run_id: str | None = None
         self.experiment_id: str | None = None
-        self._parents: dict[str, Mapping[str, Any] | None] = {}
-        """The sweep parents started here and not yet ended, with what their summary needs (if known)."""
-        self._pending: list[Metric] = []
-        self._last_flush = time.monotonic()
+        self._sweeps = SweepParents(lambda: self.client, self._experiment_id, orphan_grace_s)
+        self._journal: Journal | None = None
+        self._sender: JournalSender | None = None
+        self._scratch: Path | None = None
+        """The journal's temporary folder, for a run that names no run directory."""
+        self._logged_through: dict[str, int] = {}
+        """A resumed run's metrics: the last step each had reached before (logged no more)."""
         self._client: MlflowClient | None = None
         if not _creates_store(uri):
             # Open the store while the trainer starts up; a real problem surfaces at start_run.
@@ -129,60 +149,115 @@ class MlflowSession:
         resume_run_id: str | None = None,
         start_time: float | None = None,
     ) -> dict[str, str]:
-        """Create (or reopen, to resume) the run; returns its run and experiment ids."""
+        """Create (or reopen, to resume) the run, and open its journal in the directory its tags name;
+        returns its run and experiment ids."""
         if resume_run_id is not None:
             run = self._get_run(resume_run_id)
             self.experiment_id = str(run.info.experiment_id)
+            self._send_earlier_journal(resume_run_id, run_dir_of(run.data.tags))
+            self._logged_through = self._last_steps(resume_run_id)
             self.client.update_run(resume_run_id, status="RUNNING")
-            self.run_id = resume_run_id
-            self.set_tags(tags)
+            run_id = resume_run_id
         else:
             all_tags = dict(tags)
             if parent_run_id:
                 all_tags["mlflow.parentRunId"] = parent_run_id
             run = self.client.create_run(
-                self._experiment_id(), run_name=run_name, tags=all_tags, start_time=_ms(start_time)
+                self._experiment_id(), run_name=run_name, tags=all_tags, start_time=ms(start_time)
             )
-            self.run_id = str(run.info.run_id)
-        return {"run_id": str(self.run_id), "experiment_id": self._experiment_id()}
+            run_id = str(run.info.run_id)
+        self._open_journal(run_id, run_dir_of(tags))
+        self.run_id = run_id
+        if resume_run_id is not None:
+            self.set_tags(tags)
+        return {"run_id": run_id, "experiment_id": self._experiment_id()}
 
-    def log_params(self, params: Mapping[str, Any], run_id: str | None = None) -> None:
-        items = [Param(k, str(v)[:MAX_PARAM_VALUE]) for k, v in params.items()]
-        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
-            self.client.log_batch(run_id or self._active(), params=items[i : i + MAX_PARAMS_PER_BATCH])
-
-    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        stamp = int(time.time() * 1000)
-        self._pending.extend(Metric(k, float(v), stamp, int(step)) for k, v in metrics.items())
-        if time.monotonic() - self._last_flush >= self.flush_every_s:
-            self.flush()
-
-    def flush(self) -> None:
-        pending, self._pending = self._pending, []
-        for i in range(0, len(pending), MAX_METRICS_PER_BATCH):
-            self.client.log_batch(self._active(), metrics=pending[i : i + MAX_METRICS_PER_BATCH])
-        self._last_flush = time.monotonic()
-
-    def log_artifact(self, path: Path | str, artifact_path: str | None = None) -> None:
-        path = Path(path)
-        if path.is_dir():
-            self.client.log_artifacts(self._active(), str(path), artifact_path)
-        else:
-            self.client.log_artifact(self._active(), str(path), artifact_path)
-
-    def set_tags(self, tags: Mapping[str, str]) -> None:
-        items = [RunTag(k, str(v)) for k, v in tags.items()]
-        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
-            self.client.log_batch(self._active(), tags=items[i : i + MAX_PARAMS_PER_BATCH])
-
-    def end_run(self, status: str, end_time: float | None = None) -> None:
-        if self.run_id is None:
+    def _send_earlier_journal(self, run_id: str, run_dir: str | None) -> None:
+        """What the run's previous part left unsent (its server was down when it ended) goes first,
+        its end included, before the run is reopened: its points stay in order."""
+        path = Path(run_dir) / FOLDER / f"{run_id}{SUFFIX}" if run_dir else None
+        if path is None or not path.is_file():
             return
         try:
-            self.flush()
+            journal = Journal.reopen(path)
+        except (OSError, ValueError, JournalBusy) as e:
+            say(f"tracking: the journal of the run's previous part is not sent ({e})")
+            return
+        try:
+            sender = JournalSender(journal, self.client, say_outages=False)
+            if not journal.all_sent() and not sender.send_pending():
+                say(f"tracking: the rest of {path} is not sent yet: python -m framework sync {run_dir}")
         finally:
-            self.client.set_terminated(self.run_id, status, end_time=_ms(end_time))
-            self.run_id = None
+            journal.close()
+
+    def _open_journal(self, run_id: str, run_dir: str | None) -> None:
+        if run_dir:
+            folder, self._scratch = Path(run_dir) / FOLDER, None
+        else:
+            folder = self._scratch = Path(tempfile.mkdtemp(prefix="framework-tracking-"))
+        record = RunRecord(self.uri, self.experiment, self._experiment_id(), run_id)
+        self._journal = Journal.open(folder, record)
+        self._sender = JournalSender(self._journal, self.client, flush_every_s=self.flush_every_s)
+        self._sender.start()
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        self._append("params", params={k: str(v) for k, v in params.items()})
+
+    def _last_steps(self, run_id: str) -> dict[str, int]:
+        """The last step each metric of a run reached: a resumed run starts again from its checkpoint,
+        and the points its previous part logged past that step are not logged twice."""
+        run = self._get_run(run_id)
+        return {
+            key: max(m.step for m in self.client.get_metric_history(run_id, key)) for key in run.data.metrics
+        }
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int, timestamp: float | None = None) -> None:
+        """Metric points at `step`, stamped with `timestamp` (when they were logged; default now);
+        in a resumed run, only those past where the metric's curve had got to."""
+        if self._logged_through:
+            metrics = {k: v for k, v in metrics.items() if step > self._logged_through.get(k, -1)}
+            if not metrics:
+                return
+        stamp = ms(time.time() if timestamp is None else timestamp)
+        self._append(
+            "metrics", metrics={k: float(v) for k, v in metrics.items()}, step=int(step), time_ms=stamp
+        )
+
+    def log_artifact(self, path: Path | str, artifact_path: str | None = None) -> None:
+        self._append("artifact", path=str(Path(path).resolve()), artifact_path=artifact_path)
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        self._append("tags", tags={k: str(v) for k, v in tags.items()})
+
+    def _append(self, op: str, **data: Any) -> None:
+        if self._journal is None or self._sender is None:
+            raise RuntimeError("No MLflow run is active: call start_run first")
+        self._journal.append(op, **data)
+        self._sender.added(op)
+
+    def end_run(self, status: str, end_time: float | None = None) -> dict[str, str]:
+        """End the run as `status` once everything it logged is sent; a store that does not answer is
+        waited for at most `outage_wait_s`. Returns what is left unsent ('' for nothing), where, and why."""
+        if self.run_id is None or self._journal is None or self._sender is None:
+            return {"unsent": ""}
+        journal, sender = self._journal, self._sender
+        try:
+            self._append("end", status=status, end_time_ms=ms(end_time))
+            sent = sender.finish(outage_wait_s=self.outage_wait_s, timeout_s=self.finish_timeout_s)
+            unsent = "" if sent else journal.describe_unsent()
+        finally:
+            journal.close()
+            self.run_id, self._journal, self._sender = None, None, None
+        if sent and self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+        folder = journal.path.parent
+        return {
+            "unsent": unsent,
+            "run_dir": str(folder.parent if folder.name == FOLDER and self._scratch is None else folder),
+            "journal": str(journal.path),
+            "store": store_name(self.uri),
+            "reason": sender.outage.reason if sender.outage.down else "",
+        }
 
     def run_tags(self, run_id: str) -> dict[str, str]:
         if _creates_store(self.uri):  # looking would create the store
@@ -203,175 +278,29 @@ class MlflowSession:
         start_time: float | None = None,
         resume_run_id: str | None = None,
     ) -> str:
-        """A new parent run; or `resume_run_id` reopened (its params kept: MLflow's cannot change),
-        when it still exists in this experiment."""
-        if resume_run_id is not None and self._reopen(resume_run_id, tags):
-            self._parents[resume_run_id] = _summary_spec(tags.get(SUMMARY_SPEC_TAG))
-            return resume_run_id
-        run = self.client.create_run(
-            self._experiment_id(), run_name=run_name, tags=dict(tags), start_time=_ms(start_time)
+        """A sweep's parent run (see SweepParents.start)."""
+        return self._sweeps.start(
+            run_name=run_name, tags=tags, params=params, start_time=start_time, resume_run_id=resume_run_id
         )
-        run_id = str(run.info.run_id)
-        self._parents[run_id] = _summary_spec(tags.get(SUMMARY_SPEC_TAG))
-        if params:
-            self.log_params(params, run_id)
-        return run_id
-
-    def _reopen(self, run_id: str, tags: Mapping[str, str]) -> bool:
-        try:
-            run = self.client.get_run(run_id)
-        except MlflowException:
-            return False
-        if run.info.lifecycle_stage != "active" or str(run.info.experiment_id) != self._experiment_id():
-            return False
-        self.client.update_run(run_id, status="RUNNING")
-        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
-        return True
 
     def end_parent(
         self, run_id: str, status: str, summary: Mapping[str, Any] | None, end_time: float | None = None
     ) -> dict[str, Any]:
-        """End the children still RUNNING, summarise the sweep on its parent run (table, plots, best
-        child), then end the parent.
-
-        A child is still RUNNING when its job was killed with its tracker (the joblib and Ray launchers
-        kill a job's whole process tree on Ctrl-C): it ends as the sweep did (a FAILED one if the sweep
-        FINISHED), tagged ENDED_BY_TAG. A sweep none of whose jobs started (its first was refused, say)
-        leaves no parent behind. Returns the counts and the best child, for the command line to say.
-        """
-        self._parents.pop(run_id, None)
-        try:
-            self._end_orphans(run_id, ORPHAN_STATUS.get(status, "FAILED"), end_time)
-            found = (
-                self._summarise(
-                    run_id,
-                    list(summary["swept_keys"]),
-                    str(summary["objective"]),
-                    str(summary["mode"]),
-                    [str(m) for m in summary.get("also") or ()],
-                    summary.get("study_dir"),
-                )
-                if summary is not None
-                else {"runs": len(self._children(run_id))}
-            )
-        finally:
-            self.client.set_terminated(run_id, status, end_time=_ms(end_time))
-        if not found["runs"]:
-            self.client.delete_run(run_id)
-        return found
-
-    def _children(self, parent_id: str, *, running: bool = False) -> list[Any]:
-        where = f"tags.mlflow.parentRunId = '{parent_id}'"
-        return list(
-            self.client.search_runs(
-                [self._experiment_id()],
-                filter_string=f"{where} and attributes.status = 'RUNNING'" if running else where,
-                max_results=MAX_CHILDREN,
-                order_by=["attributes.start_time ASC"],
-            )
-        )
-
-    def _end_orphans(self, parent_id: str, status: str, end_time: float | None) -> None:
-        """End, as `status`, the children of the sweep that are still RUNNING."""
-        for run in self._children(parent_id, running=True):
-            child = str(run.info.run_id)
-            self.client.set_tag(child, ENDED_BY_TAG, "sweep parent")
-            self.client.set_terminated(child, status, end_time=_ms(end_time))
-
-    def _summarise(
-        self,
-        parent_id: str,
-        swept_keys: list[str],
-        objective: str,
-        mode: str,
-        also: list[str],
-        study_dir: str | None = None,
-    ) -> dict[str, Any]:
-        runs = self._children(parent_id)
-        children = [sweep_summary.child_from_run(r, swept_keys, objective, also) for r in runs]
-        if not children:
-            return {"runs": 0}
-        top = sweep_summary.best(children, mode)
-        study = self._log_study(parent_id, Path(study_dir)) if study_dir else None
-        links = {
-            c.run_id: f"#/experiments/{self._experiment_id()}/runs/{c.run_id}?workflowType=machine_learning"
-            for c in children
-        }
-        with tempfile.TemporaryDirectory(prefix="framework-sweep-") as tmp:
-            folder = Path(tmp)
-            title = str(self.client.get_run(parent_id).info.run_name or "")
-            files = sweep_summary.write_table(
-                # The page is served from the server's get-artifact address: links from its root.
-                children,
-                swept_keys,
-                objective,
-                folder,
-                also,
-                mode=mode,
-                title=title,
-                links={run_id: f"/{link}" for run_id, link in links.items()},
-            )
-            # A study's trials sit anywhere in a continuous space: Optuna's own plots show them.
-            plot = None if study else sweep_summary.plot_objective(children, swept_keys, objective, folder)
-            heatmaps = (
-                [] if study else sweep_summary.plot_heatmaps(children, swept_keys, objective, folder, also)
-            )
-            for path in [*files, *([plot] if plot else []), *heatmaps]:
-                self.client.log_artifact(parent_id, str(path))
-        said = sweep_summary.note(children, top, objective, mode, links, [p.name for p in heatmaps], study)
-        tags = {"mlflow.note.content": said}
-        if study and "best_params" in study:
-            tags.update({f"best.{k}": str(v) for k, v in study["best_params"].items()})
-            tags["framework.study_name"] = str(study["study_name"])
-        metrics = [Metric("sweep/children", float(len(children)), int(time.time() * 1000), 0)]
-        if top is not None and top.objective is not None:
-            tags.update({"framework.best_child_run_id": top.run_id, "framework.best_child": top.name})
-            metrics.append(Metric(f"best/{objective}", top.objective, int(time.time() * 1000), 0))
-        self.client.log_batch(parent_id, metrics=metrics, tags=[RunTag(k, v) for k, v in tags.items()])
-        statuses: dict[str, int] = {}
-        for c in children:
-            statuses[c.outcome] = statuses.get(c.outcome, 0) + 1
-        best = {"best": top.name, "best_value": top.objective} if top is not None else {}
-        return {"runs": len(children), "statuses": statuses, **best, "experiment_id": self._experiment_id()}
-
-    def _log_study(self, parent_id: str, folder: Path) -> dict[str, Any] | None:
-        """The sweeper's results (study.json, plots) on the parent, under the folder's name."""
-        if not folder.is_dir():
-            return None
-        self.client.log_artifacts(parent_id, str(folder), folder.name)
-        try:
-            found = json.loads((folder / "study.json").read_text())
-        except (OSError, ValueError):
-            return None
-        return found if isinstance(found, dict) else None
-
-    def due(self) -> bool:
-        return bool(self._pending) and time.monotonic() - self._last_flush >= self.flush_every_s
+        """End a sweep's parent run, with its summary (see SweepParents.end)."""
+        return self._sweeps.end(run_id, status, summary, end_time)
 
     def abandon(self, reason: str) -> None:
-        """The training process is gone: end its run FAILED rather than leave it RUNNING; and a sweep's
-        parent KILLED, with its summary (the sweep's launching process was killed: SIGTERM, say)."""
+        """The training process is gone: end its run FAILED rather than leave it RUNNING (what the store
+        does not take is kept, and the command that sends it said); and a sweep's parent KILLED, with
+        its summary (the sweep's launching process was killed: SIGTERM, say)."""
         try:
             if self.run_id is not None:
                 self.set_tags({"framework.error": reason})
-                self.end_run("FAILED")
+                left = self.end_run("FAILED")
+                if left["unsent"]:
+                    say(sync_notice(left))
         finally:
-            for parent_id, spec in list(self._parents.items()):
-                self._wait_for_children(parent_id)
-                self.client.set_tag(parent_id, ENDED_BY_TAG, PARENT_ABANDONED)
-                self.end_parent(parent_id, "KILLED", spec, end_time=time.time())
-
-    def _wait_for_children(self, parent_id: str) -> None:
-        """Until the children's own trackers have ended them (their jobs went with the sweep's
-        process), or the grace is over."""
-        deadline = time.monotonic() + self.orphan_grace_s
-        while time.monotonic() < deadline and self._children(parent_id, running=True):
-            time.sleep(min(0.5, self.orphan_grace_s))
-
-    def _active(self) -> str:
-        if self.run_id is None:
-            raise RuntimeError("No MLflow run is active: call start_run first")
-        return self.run_id
+            self._sweeps.abandon()
 
     def _get_run(self, run_id: str) -> Any:
         try:
@@ -397,21 +326,6 @@ class MlflowSession:
         hint = f" Did you mean {describe(ids[close[0]])}?" if close else ""
         newest = "; ".join(describe(r) for r in runs[:3])
         return f"{hint} Newest runs of experiment {self.experiment!r}: {newest}."
-
-
-def _summary_spec(tag: str | None) -> Mapping[str, Any] | None:
-    """What a parent's summary needs, from its SUMMARY_SPEC_TAG; None without it (or if unreadable)."""
-    if not tag:
-        return None
-    try:
-        spec = json.loads(tag)
-    except ValueError:
-        return None
-    return spec if isinstance(spec, dict) and {"swept_keys", "objective", "mode"} <= set(spec) else None
-
-
-def _ms(seconds: float | None) -> int | None:
-    return None if seconds is None else int(seconds * 1000)
 
 
 def _creates_store(uri: str) -> bool:

@@ -2,19 +2,26 @@
 
 # Optional[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
 import dataclasses
+import logging
 import os
-import urllib.error
+import time
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from framework.contracts import SweepSummarySpec
-from framework.errors import ConfigError
+from framework.provenance import run_dir_of
+from framework.values import bounds
 
+from .journal import FOLDER, sync_notice
+from .store_checks import TrackingUnavailable, check_reachable, check_writable, first_reason, store_name
 from .tracking_process import TrackingError, TrackingProcess
+
+log = logging.getLogger("framework.tracking")
+#: Beyond the waits a run's end allows the tracking process, for its answer to come back.
+ANSWER_MARGIN_S = 30.0
 
 
 @dataclass
@@ -25,22 +32,21 @@ class MlflowConfig:
     """Experiment that runs (and sweeps) are grouped under."""
     run_name: Optional[str] = None
     """Run name; default `<env>-<algo>-s<seed>` (in a sweep: the job's swept values)."""
-    flush_every_s: float = 1.0
+    flush_every_s: float = field(default=1.0, metadata=bounds(gt=0))
     """Metrics are sent in batches at most this often (and at the end of the run)."""
-    check_timeout_s: float = 5.0
+    check_timeout_s: float = field(default=5.0, metadata=bounds(gt=0))
     """How long a tracking server has to answer the check made before anything starts."""
-    http_timeout_s: int = 30
+    http_timeout_s: int = field(default=30, metadata=bounds(ge=1))
     """Per-request timeout against a tracking server (MLFLOW_HTTP_REQUEST_TIMEOUT)."""
-    http_retries: int = 2
+    http_retries: int = field(default=2, metadata=bounds(ge=0))
     """Retries of a failed request to a tracking server (MLFLOW_HTTP_REQUEST_MAX_RETRIES)."""
-    start_timeout_s: float = 300.0
+    start_timeout_s: float = field(default=300.0, metadata=bounds(gt=0))
     """Longest wait for the run to be created (a new SQLite store is migrated first)."""
-    finish_timeout_s: float = 600.0
+    finish_timeout_s: float = field(default=600.0, metadata=bounds(gt=0))
     """Longest wait at the end of a run for metrics and artifacts to be written."""
-
-
-class TrackingUnavailable(ConfigError):
-    """The tracking URI cannot be used: nothing was started."""
+    outage_wait_s: float = field(default=30.0, metadata=bounds(gt=0))
+    """At a run's end, how long to wait for a tracking store that stopped answering mid-run (what it
+    has not taken is kept in the run directory, and `python -m framework sync RUN_DIR` sends it)."""
 
 
 class MlflowTracker:
@@ -52,6 +58,7 @@ class MlflowTracker:
         self.cfg = cfg
         self.uri = absolute_uri(cfg.uri)
         check_reachable(self.uri, timeout_s=cfg.check_timeout_s)
+        check_writable(self.uri, cfg.experiment)
         # MLflow's own defaults (7 retries, 120 s timeouts) stall a run for minutes on a dead server.
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(cfg.http_timeout_s))
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(cfg.http_retries))
@@ -61,11 +68,14 @@ class MlflowTracker:
             self.uri,
             cfg.experiment,
             cfg.flush_every_s,
+            outage_wait_s=cfg.outage_wait_s,
+            finish_timeout_s=cfg.finish_timeout_s,
         )
         self._start_ticket: Optional[int] = None
         self._start_error: Optional[TrackingUnavailable] = None
         self._run_id: Optional[str] = None
         self._experiment_id: Optional[str] = None
+        self._run_dir: Optional[str] = None
 
     def start_run(
         self,
@@ -77,6 +87,7 @@ class MlflowTracker:
         start_time: Optional[float] = None,
     ) -> None:
         self._run_id, self._start_error = None, None
+        self._run_dir = run_dir_of(tags)
         self._start_ticket = self._process.ask(
             "start_run",
             run_name=self.cfg.run_name or run_name,
@@ -97,7 +108,9 @@ class MlflowTracker:
             try:
                 ids = self._process.wait(self._start_ticket, timeout=self.cfg.start_timeout_s)
             except TrackingError as e:
-                self._start_error = TrackingUnavailable(f"MLflow tracking URI {self.uri} cannot be used: {e}")
+                self._start_error = TrackingUnavailable(
+                    f"MLflow tracking URI {self.uri} cannot be used: {first_reason(str(e))}"
+                )
                 raise self._start_error from None
             self._run_id, self._experiment_id = str(ids["run_id"]), str(ids["experiment_id"])
         return self._run_id
@@ -106,7 +119,8 @@ class MlflowTracker:
         self._process.send("log_params", dict(params))
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        self._process.send("log_metrics", {k: float(v) for k, v in metrics.items()}, int(step))
+        """Stamped here, when logged: a point sent late (after an outage) keeps its real time."""
+        self._process.send("log_metrics", {k: float(v) for k, v in metrics.items()}, int(step), time.time())
 
     def log_artifact(self, path: Path, artifact_path: Optional[str] = None) -> None:
         self._process.send("log_artifact", Path(path).resolve(), artifact_path)
@@ -115,11 +129,28 @@ class MlflowTracker:
         self._process.send("set_tags", {k: str(v) for k, v in tags.items()})
 
     def end_run(self, status: str, *, end_time: Optional[float] = None) -> None:
-        """Waits until every metric and artifact of the run is written, then ends it as `status`."""
+        """Waits until every metric and artifact of the run is sent, then ends it as `status`. What a
+        tracking store that stopped answering has not taken (after tracking.outage_wait_s) stays in
+        the run's journal, and the command that sends it later is said; the run is not failed for it."""
         if self._start_ticket is None:
             return
         self._start_ticket = None
-        self._process.call("end_run", status, end_time, timeout=self.cfg.finish_timeout_s)
+        wait = self.cfg.finish_timeout_s + self.cfg.outage_wait_s + ANSWER_MARGIN_S
+        try:
+            left: dict[str, str] = self._process.call("end_run", status, end_time, timeout=wait)
+        except TrackingError as e:
+            if not self._run_dir:
+                raise
+            left = {
+                "store": f"the tracking process of {store_name(self.uri)}",
+                "reason": str(e),
+                "unsent": "the entries it had not sent",
+                "journal": str(Path(self._run_dir) / FOLDER),
+                "run_dir": str(self._run_dir),
+            }
+        if left.get("unsent"):
+            for line in sync_notice(left).splitlines():
+                log.warning(line.strip())
 
     def run_tags(self, run_id: str) -> dict[str, str]:
         try:
@@ -196,7 +227,8 @@ class MlflowTracker:
         return "\n".join(lines)
 
     def close(self) -> None:
-        self._process.close()
+        """A run not ended yet is ended FAILED by the tracking process, which may wait for its store."""
+        self._process.close(timeout=self.cfg.outage_wait_s + ANSWER_MARGIN_S)
 
 
 def absolute_uri(uri: str) -> str:
@@ -205,34 +237,6 @@ def absolute_uri(uri: str) -> str:
     if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
         return prefix + str(Path(uri[len(prefix) :]).resolve())
     return uri
-
-
-def check_reachable(uri: str, *, timeout_s: float) -> None:
-    """Refuse, before anything starts, a tracking URI that cannot work: a server that does not
-    answer, or a SQLite store in a folder that does not exist."""
-    parsed = urllib.parse.urlparse(uri)
-    if parsed.scheme in ("http", "https"):
-        probe = f"{uri.rstrip('/')}/api/2.0/mlflow/experiments/search?max_results=1"
-        try:
-            with urllib.request.urlopen(probe, timeout=timeout_s):
-                return
-        except urllib.error.HTTPError:  # it answered: an MLflow server that wants auth, say
-            return
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            reason = getattr(e, "reason", e)
-            raise TrackingUnavailable(
-                f"The MLflow tracking server tracking.uri={uri} does not answer ({reason}) within "
-                f"{timeout_s:g} s. Start it (`mlflow server --host {parsed.hostname} --port "
-                f"{parsed.port or 5000}`), point tracking.uri at a server that runs, or track locally: "
-                f"tracking.uri=sqlite:///mlflow.db (viewed with `mlflow ui`) or tracking=none."
-            ) from None
-    elif parsed.scheme == "sqlite":
-        folder = Path(uri[len("sqlite:///") :]).parent
-        if not folder.is_dir():
-            raise TrackingUnavailable(
-                f"tracking.uri={uri}: the folder {folder} does not exist. Create it, or use the default "
-                f"local store (tracking.uri=sqlite:///mlflow.db) or tracking=none."
-            )
 
 
 if TYPE_CHECKING:  # mypy holds each plugin to its kind's contract

@@ -3,12 +3,13 @@
 The training process writes JSON-line requests to the child's stdin (from a writer thread,
 so a slow store never blocks a step) and reads JSON-line answers from its stdout. One-way
 requests (metrics, params, tags, artifacts) return at once; requests that need an answer
-wait for it with a timeout. The child runs in its own session, so Ctrl-C in a terminal stops
+wait for it with a timeout. (The session keeps a run's writes in the run's journal before it sends
+them: see mlflow_session.) The child runs in its own session, so Ctrl-C in a terminal stops
 training but not the tracking that must record the run as KILLED; when the training process
 dies (SIGTERM, SIGKILL), the child sees its stdin close and ends the open run FAILED, and a sweep's
 open parent run KILLED, with its summary.
 
-    python -m framework_plugins.trackers.tracking_process MODULE:FACTORY JSON_ARGS
+    python -m framework_plugins.trackers.tracking_process MODULE:FACTORY JSON_ARGS [JSON_KWARGS]
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-#: How often an idle tracking process flushes buffered metrics.
-IDLE_POLL_S = 0.25
 CLOSE = "__close__"
 
 log = logging.getLogger("framework.tracking")
@@ -38,11 +37,11 @@ class TrackingError(RuntimeError):
 
 
 class TrackingProcess:
-    """Runs `factory(*args)` ("module:attr") in a child process and forwards method calls to it."""
+    """Runs `factory(*args, **kwargs)` ("module:attr") in a child process and forwards method calls to it."""
 
-    def __init__(self, factory: str, *args: Any) -> None:
+    def __init__(self, factory: str, *args: Any, **kwargs: Any) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", __name__, factory, json.dumps(args)],
+            [sys.executable, "-m", __name__, factory, json.dumps(args), json.dumps(kwargs)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -143,10 +142,13 @@ def _encode(value: Any) -> Any:
     raise TypeError(f"Cannot send {type(value).__name__} to the tracking process")
 
 
-def serve(factory: str, args: list[Any], requests: TextIO, answers: TextIO) -> None:
-    """The tracking process: build the session, then serve requests until closed or orphaned."""
+def serve(
+    factory: str, args: list[Any], requests: TextIO, answers: TextIO, kwargs: dict[str, Any] | None = None
+) -> None:
+    """The tracking process: build the session, then serve requests until closed or orphaned. The
+    session paces its own writes (a run's are sent from its journal by a thread of its own)."""
     module, _, attr = factory.partition(":")
-    session = getattr(importlib.import_module(module), attr)(*args)
+    session = getattr(importlib.import_module(module), attr)(*args, **(kwargs or {}))
     lines: queue.Queue[str | None] = queue.Queue()
 
     def read() -> None:
@@ -157,19 +159,13 @@ def serve(factory: str, args: list[Any], requests: TextIO, answers: TextIO) -> N
     threading.Thread(target=read, daemon=True).start()
     failures: dict[str, int] = {}
     while True:
-        try:
-            line = lines.get(timeout=IDLE_POLL_S)
-        except queue.Empty:
-            if session.due():
-                _guarded(session.flush)
-            continue
+        line = lines.get()
         if line is None:
             _guarded(lambda: session.abandon("the training process ended without ending its run"))
             return
         request = json.loads(line)
         if request["method"] == CLOSE:
             _guarded(lambda: session.abandon("tracking was closed before the run was ended"))
-            _guarded(session.flush)
             _report_repeats(failures)
             _answer(answers, request["id"], True, None)
             return
@@ -216,7 +212,8 @@ def main() -> None:
     # Answers get the real stdout; anything a library prints goes to stderr instead.
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    serve(sys.argv[1], json.loads(sys.argv[2]), sys.stdin, answers)
+    kwargs = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
+    serve(sys.argv[1], json.loads(sys.argv[2]), sys.stdin, answers, kwargs)
 
 
 if __name__ == "__main__":

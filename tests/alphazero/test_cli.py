@@ -177,7 +177,7 @@ def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -
             ["env=gomoku", "agent=alphazero", "~search"],
             "agent=alphazero needs a search engine: search=sequential",
         ),
-        (["env=gomoku", "env.board_size=2"], "env.board_size=2 is out of range"),
+        (["env=gomoku", "env.board_size=2"], "env.board_size=2 must be in [3, 32]"),
         (["env=gomoku", "env.eval_opponents=[random,mtcs]"], "Unknown Gomoku opponent 'mtcs'"),
         (["experiment=gomoku_6x6", "search.num_simulations=0"], "search.num_simulations=0 must be >= 1"),
         (["experiment=gomoku_6x6", "agent.runner=parallel"], "agent.runner='parallel' is not valid"),

@@ -188,6 +188,32 @@ def test_the_brain_searches_with_ray_async_too(
     assert brain.process.wait(timeout=60) == 0
 
 
+def test_sigterm_stops_a_brain_that_started_its_own_ray_as_ctrl_c_does(
+    trained: tuple[Path, str], brains: list[Brain]
+) -> None:
+    """search=ray_async with a local Ray of its own (ray.init replaces SIGTERM's handler): SIGTERM
+    from a Gomocup manager still ends the brain in order, status 130, its Ray's processes gone."""
+    from framework.ray_reaper import ray_descendants
+
+    cwd, _ = trained
+    brain = Brain(cwd, "outputs/run", "search=ray_async", "search.num_simulations=16", "ray.num_cpus=2")
+    brains.append(brain)
+    brain.send("START 9")
+    assert brain.answer(timeout=180) == "OK"
+    brain.move("BEGIN")
+    ray_processes = set(ray_descendants(brain.process.pid))
+    assert ray_processes, "no local Ray under the brain"
+    brain.process.send_signal(signal.SIGTERM)
+    assert brain.process.wait(timeout=60) == 130
+    err = brain.stderr()
+    assert "SIGTERM" not in err and "Traceback" not in err, err[-3000:]
+    deadline = time.monotonic() + 40
+    while any(Path(f"/proc/{pid}").exists() for pid in ray_processes) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = [pid for pid in ray_processes if Path(f"/proc/{pid}").exists()]
+    assert not left, f"Ray processes left: {left}"
+
+
 def test_an_agent_a_plugin_ships_is_played_by_its_name(
     trained: tuple[Path, str], brains: list[Brain], tmp_path: Path
 ) -> None:

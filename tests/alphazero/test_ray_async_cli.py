@@ -159,16 +159,28 @@ def _wait_gone(processes: set[int], seconds: float) -> list[bytes]:
     return [Path(f"/proc/{pid}/cmdline").read_bytes()[:120] for pid in processes if _alive(pid)]
 
 
-def test_ctrl_c_ends_the_run_killed_and_stops_the_local_ray_it_started(tmp_path: Path, ray_tmp: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl_c", "sigterm"])
+def test_ctrl_c_or_sigterm_ends_the_run_killed_and_stops_the_local_ray_it_started(
+    tmp_path: Path, ray_tmp: Path, stop: signal.Signals
+) -> None:
+    """SIGTERM (a scheduler's, `docker stop`'s) is Ctrl-C even though ray.init replaced the run's
+    handler with its own: KILLED, a last checkpoint, the resume command, no Ray left."""
     p, lines = _start_until_self_play(tmp_path)
     assert len(sessions_left(ray_tmp)) == 2  # the session, and session_latest
     ray_processes = _descendants(p.pid)
     assert len(ray_processes) >= 3, ray_processes  # Ray's servers, the inference actor, the worker
-    p.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    p.send_signal(stop)
     out, _ = p.communicate(timeout=120)
+    took = time.monotonic() - sent
     out = "".join(lines) + out
     assert p.returncode == 130, out[-3000:]
     assert "KILLED at step" in out
+    assert "SIGTERM received" not in out and "Traceback" not in out, out[-3000:]
+    assert f"python -m framework resume={(tmp_path / 'outputs' / 'run').resolve()}" in out
+    assert (tmp_path / "outputs" / "run" / "checkpoints" / "latest").is_file()
+    if stop == signal.SIGTERM:
+        assert took < 30, f"SIGTERM took {took:.1f} s to end the run"  # about 3 s here
     assert not _wait_gone(ray_processes, 30)
     assert sessions_left(ray_tmp) == []
     _, run = only_run(tmp_path)

@@ -102,7 +102,7 @@ def test_turn_on_a_taken_or_off_board_cell_is_an_error_and_changes_nothing() -> 
     assert "taken" in session.send(f"TURN {x},{y}")[0]
     assert "off the 9x9 board" in session.send("TURN 9,0")[0]
     assert "expected x,y" in session.send("TURN 3")[0]
-    assert "as numbers" in session.send("TURN a,b")[0]
+    assert "is not a whole number in the digits 0-9" in session.send("TURN a,b")[0]
     assert session.brain.state.moves == before  # type: ignore[union-attr]
 
 
@@ -180,17 +180,35 @@ def test_a_turn_limit_bounds_the_search_and_a_limit_of_zero_plays_at_once() -> N
     assert sims[0] > sims[1] > 0
 
 
-@pytest.mark.parametrize("bad", ["abc", "-5", "1e9", "nan", "inf", "", "12.5", "٣"])
-def test_a_time_limit_that_is_not_a_whole_number_is_said_and_the_limit_in_force_stays(bad: str) -> None:
+@pytest.mark.parametrize(
+    "bad", ["abc", "-5", "1e9", "nan", "inf", "", "12.5", "٣", "1_0", "２", "+5", "2147483648"]
+)
+def test_a_turn_limit_not_a_number_in_range_is_an_error_and_the_limit_in_force_stays(bad: str) -> None:
     session = Session(Gomoku(15, 5), sims=1_000_000)
-    session.send("INFO timeout_turn 300", "START 15", f"INFO timeout_turn {bad}")
-    assert any("timeout_turn" in m and "stays 300 ms" in m for m in session.messages), session.messages
+    session.send("INFO timeout_turn 300", "START 15")
+    (answer,) = session.send(f"INFO timeout_turn {bad}")
+    assert answer.startswith("ERROR INFO timeout_turn ") and "from 0 to 2147483647" in answer, answer
+    assert answer.endswith("; it stays 300 ms"), answer
     started = time.perf_counter()
     session.move("BEGIN")
     assert time.perf_counter() - started < 0.3
+
+
+@pytest.mark.parametrize("bad", ["abc", "1e9", "", "12.5", "٣", "--5", "2147483648", "-2147483649"])
+def test_a_refused_time_left_sets_none(bad: str) -> None:
     fresh = Session(Gomoku(15, 5), sims=50)
-    fresh.send(f"INFO time_left {bad}", "START 15")
-    assert any("time_left" in m and "none is set" in m for m in fresh.messages), fresh.messages
+    (answer,) = fresh.send(f"INFO time_left {bad}")
+    assert answer.startswith("ERROR INFO time_left ") and answer.endswith("; none is set"), answer
+    assert fresh.send("START 15") == ["OK"]
+    assert "time_left" not in fresh.brain.info
+
+
+def test_a_time_left_below_zero_is_the_protocols_overrun_match_and_the_brain_plays_at_once() -> None:
+    session = Session(Gomoku(15, 5), sims=1_000_000)
+    assert session.send("INFO timeout_match 100000", "INFO time_left -5", "START 15") == ["OK"]
+    session.move("BEGIN")
+    (said,) = [m for m in session.messages if m.startswith("MESSAGE value")]
+    assert int(said.split()[4]) < 10_000, said  # not the million asked: the time was up
 
 
 def test_a_match_time_limit_shares_the_time_left() -> None:

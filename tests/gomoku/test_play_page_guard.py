@@ -3,17 +3,17 @@ bad shape or size; and the token in no log line (the API itself: test_play_page.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
-import socket
 import time
 from typing import Any
 
 import pytest
 
 from framework_plugins.gomoku.page import MAX_BODY_BYTES, PlayServer
-from tests.gomoku.test_play_page import request, state_of
+from framework_plugins.gomoku.rules import Gomoku
+from tests.gomoku.test_play_page import SearchOnlyPlayer, request, state_of
+from tests.token_leaks import exchange, hostile_requests, percent_encoded, token_traces
 
 # --- the token ----------------------------------------------------------------------------
 
@@ -49,18 +49,6 @@ def test_the_token_is_never_logged(server: PlayServer, caplog: pytest.LogCapture
     assert server.token not in caplog.text
 
 
-def raw_exchange(server: PlayServer, data: bytes) -> bytes:
-    """What the server answers `data` sent as it is on a new connection (closed after it)."""
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
-        conn.sendall(data)
-        conn.shutdown(socket.SHUT_WR)
-        answer = b""
-        with contextlib.suppress(OSError):
-            while chunk := conn.recv(65536):
-                answer += chunk
-    return answer
-
-
 def test_a_request_that_is_not_http_or_ends_early_is_one_log_line_without_the_token(
     server: PlayServer, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -78,13 +66,41 @@ def test_a_request_that_is_not_http_or_ends_early_is_one_log_line_without_the_to
         f"GET {target} HTTP/1.1\r\nHost: x\r\nX-Long: {'a' * 9000}\r\n\r\n",
         half_sent,
     ]:
-        answer = raw_exchange(server, data.encode())
+        answer = exchange(server.port, data.encode())
         assert not answer or re.match(rb"HTTP/1\.[01] 4\d\d ", answer), answer[:200]
     time.sleep(0.5)  # the half-sent request's handler sees its connection go
     assert server.token not in caplog.text
     assert "Traceback" not in caplog.text and not [r for r in caplog.records if r.exc_info]
-    assert any(r.name == "aiohttp.server" for r in caplog.records)
+    assert any(r.name == "framework_plugins.gomoku.page.requests" for r in caplog.records)
     assert state_of(server)["moves"] == []  # the half-sent move was not played
+
+
+def test_no_part_of_the_token_in_any_encoding_reaches_a_log_line_or_stderr(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Requests aiohttp refuses with a message quoting the request line (cut short, or the token
+    percent-encoded as it came), logged at every level, aiohttp's debug lines included."""
+    monkeypatch.setenv("PYTHONASYNCIODEBUG", "1")  # aiohttp's request log says more in debug mode
+    caplog.set_level(logging.DEBUG)
+    server = PlayServer(SearchOnlyPlayer(Gomoku(board_size=7, n_in_row=4)), "127.0.0.1", 0)
+    server.start()
+    try:
+        for data in hostile_requests("/api/state", server.token):
+            answer = exchange(server.port, data)
+            assert not answer or re.match(rb"HTTP/1\.[01] 4\d\d ", answer), answer[:200]
+        # The page still opens with the token, whole or percent-encoded.
+        for token in (server.token, percent_encoded(server.token, every=3)):
+            answer = exchange(
+                server.port,
+                f"GET /?token={token} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(),
+                half_close=False,
+            )
+            assert answer.startswith(b"HTTP/1.1 200 ") and b"/static/play.js" in answer, answer[:200]
+    finally:
+        server.close()
+    said = caplog.text + capfd.readouterr().err
+    assert "LineTooLong" in said and "InvalidURLError" in said and "BadHttpMethod" in said  # logged, redacted
+    assert not [line for line in said.splitlines() if token_traces(line, server.token)]
 
 
 # --- bad input ----------------------------------------------------------------------------

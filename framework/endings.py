@@ -1,0 +1,127 @@
+"""How a run ends, whatever ends it: its last checkpoint, its artifacts and status in the tracker,
+the summary's rows that say how to go on, and files written so that a full disk is one line, not a
+traceback per write."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+from framework.building import untracked
+from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, DiskError
+from framework.context import RunContext
+from framework.contracts import Agent, Tracker
+
+log = logging.getLogger("framework")
+
+
+def log_file_errors_once() -> None:
+    """A log file the disk stops taking (full) is said once and given up, where logging would print
+    a traceback for every line after it; the terminal keeps the run's lines."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler) and not getattr(handler, "_framework_once", False):
+
+            def give_up(record: logging.LogRecord, handler: logging.FileHandler = handler) -> None:
+                handler.setLevel(logging.CRITICAL + 1)  # takes no more lines (removed, it would
+                # make logging skip the next handler for this record)
+                error = sys.exc_info()[1]
+                print(
+                    f"Warning: the log file {handler.baseFilename} takes no more lines: {error}",
+                    file=sys.stderr,
+                )
+
+            handler.handleError = give_up  # type: ignore[method-assign]
+            handler._framework_once = True  # type: ignore[attr-defined]
+
+
+def resume_rows(run_dir: Path, saved: Path | None, tracker: Tracker, run_id: str) -> list[tuple[str, str]]:
+    """The summary's last rows: the checkpoint, and the command that continues from it; where the
+    run stopped before its first checkpoint, that it cannot be continued."""
+    if saved is None:
+        return [("checkpoint", "none: the run stopped before its first one, and starts over when run again")]
+    again = f"python -m framework resume={run_dir.resolve()}"
+    if untracked(tracker):  # resume= tracks with MLflow unless told otherwise
+        again += " tracking=none"
+    else:  # a tracked run also continues by its id, from any directory
+        again += f"\nor python -m framework resume={run_id}"
+    return [("checkpoint", str(saved)), ("continue with", again)]
+
+
+def write_quietly(path: Path, text: str) -> bool:
+    """Write `text` to `path`; False, and no half-written file, where the disk would not take it."""
+    try:
+        path.write_text(text)
+        return True
+    except OSError as e:
+        log.warning("could not write %s: %s", path, e.strerror or e)
+        path.unlink(missing_ok=True)
+        return False
+
+
+def last_checkpoint(ctx: RunContext, agent: Agent) -> Path | None:
+    """Best effort: a fresh checkpoint at the current step, else the newest periodic one."""
+    try:
+        if ctx.progress.step > 0:
+            return ctx.save_checkpoint(ctx.progress.step, agent)
+    except DiskError as e:
+        log.warning("%s", e)
+    except Exception:  # the agent may be in the state that caused the failure
+        log.exception("could not save a last checkpoint")
+    return ctx.checkpointer.latest()
+
+
+def end_safely(
+    tracker: Tracker,
+    run_dir: Path,
+    saved: Path | None,
+    status: str,
+    trace: str = "",
+    tags: dict[str, str] | None = None,
+    wrote_trace: bool = True,
+) -> None:
+    """End the run KILLED or FAILED (with `tags`: an Optuna trial's state, say); a tracker that fails
+    too must not hide the original error."""
+    end_time = time.time()
+    try:
+        if trace:
+            if wrote_trace:
+                tracker.log_artifact(run_dir / "traceback.txt")
+            tracker.set_tags({**(tags or {}), "framework.error": trace.strip().splitlines()[-1][:5000]})
+        log_artifacts(tracker, run_dir, saved)
+    except OSError as e:  # a full disk, say: said in one line
+        log.warning("could not log the artifacts of a %s run: %s", status, e)
+    except Exception:
+        log.exception("could not log the artifacts of a %s run", status)
+    finally:
+        try:
+            tracker.end_run(status, end_time=end_time)
+        except Exception:
+            log.exception("could not mark the run %s", status)
+
+
+def log_artifacts(tracker: Tracker, run_dir: Path, checkpoint: Path | None) -> None:
+    """The resolved config, the model (once: the checkpoint's agent files) and the checkpoint's state."""
+    if checkpoint is not None:
+        if write_quietly(run_dir / CONFIG_FILE, (checkpoint / CONFIG_FILE).read_text()):
+            tracker.log_artifact(run_dir / CONFIG_FILE)
+        else:
+            tracker.log_artifact(checkpoint / CONFIG_FILE)
+        tracker.log_artifact(checkpoint / AGENT_DIR, "model")
+        tracker.log_artifact(checkpoint / STATE_FILE, "checkpoint")
+    videos = run_dir / "videos"
+    if videos.is_dir() and any(videos.iterdir()):
+        tracker.log_artifact(videos, "videos")
+
+
+def end_started_run(tracker: Tracker, status: str) -> str | None:
+    """End with `status` the run a tracker was making when the run was stopped (Ctrl-C as a sweep's
+    trial starts); its id, or None where it made none."""
+    try:
+        run_id = tracker.run_id
+        tracker.end_run(status, end_time=time.time())
+    except Exception as e:  # it made no run: nothing to end
+        log.debug("no run to end %s: %s", status, e)
+        return None
+    return str(run_id)

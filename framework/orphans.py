@@ -1,0 +1,80 @@
+"""A sweep's job in a launcher's worker (joblib's loky processes, a Ray worker of this machine) ends
+when the sweep's own process is gone: killed outright, the sweep can no longer stop its jobs, and
+loky keeps an idle worker for minutes, a busy one until its job is over.
+
+The job watches the sweep's process (its pid and start time, so that a reused pid is not taken for
+it); once that is gone, the job gets SIGTERM (its run ends KILLED with a last checkpoint, as a
+scheduler's SIGTERM ends it) and the worker process exits right after, or at the latest
+GRACE_S later.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+#: The sweep's process, as `pid:start_time` (start time in clock ticks after boot, from /proc).
+COMMAND_ENV = "FRAMEWORK_COMMAND_PROCESS"
+#: How often a job looks for the sweep's process.
+POLL_S = 1.0
+#: How long a job whose sweep is gone has to end KILLED before its process exits regardless.
+GRACE_S = 8.0
+#: The exit status of a worker whose sweep is gone (128 + SIGTERM).
+EXIT_ORPHANED = 143
+
+
+def start_time(pid: int) -> str | None:
+    """A process's start time (field 22 of /proc/PID/stat); None where it does not exist (or no /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return fields[19] if fields[0] != "Z" else None
+
+
+def mark_command_process() -> None:
+    """In the command's own process: the identity its jobs' workers will watch."""
+    started = start_time(os.getpid())
+    if started is not None:
+        os.environ[COMMAND_ENV] = f"{os.getpid()}:{started}"
+
+
+def _watched() -> tuple[int, str] | None:
+    """The sweep's process this job runs for, where that is another process of this machine."""
+    pid, _, started = os.environ.get(COMMAND_ENV, "").partition(":")
+    if not pid.isdigit() or int(pid) == os.getpid() or start_time(int(pid)) != started:
+        return None  # the command's own process, or a process of another machine
+    return int(pid), started
+
+
+@contextmanager
+def end_with_the_sweep() -> Iterator[None]:
+    """Run a job that ends (SIGTERM, then its process) once the sweep's process is gone."""
+    watched = _watched()
+    if watched is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    done = threading.Event()
+    pid, started = watched
+
+    def watch() -> None:
+        while not done.wait(POLL_S):
+            if start_time(pid) != started:
+                os.kill(os.getpid(), signal.SIGTERM)
+                done.wait(GRACE_S)
+                os._exit(EXIT_ORPHANED)
+
+    threading.Thread(target=watch, name="sweep-watch", daemon=True).start()
+    try:
+        yield
+    except BaseException:
+        if start_time(pid) != started:  # the job ended because its sweep is gone: so does its worker
+            os._exit(EXIT_ORPHANED)
+        raise
+    finally:
+        done.set()

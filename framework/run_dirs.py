@@ -1,0 +1,91 @@
+"""A run directory is its run's alone: named by the second it started, claimed atomically so that
+runs started in the same second get their own (`10-31-13`, `10-31-13-1`, ...), and held by a lock for
+as long as its run goes on, so that a run pointed at a directory another live run holds is refused.
+
+Hydra makes the directory its config names (`hydra.run.dir`, `hydra.sweep.dir`) without asking
+whether another process made it a moment before: two runs started in one second shared one, their
+checkpoints and configs overwriting each other's. conf/config.yaml names both through the
+`framework_new_dir` resolver below; OmegaConf caches its answer on the config, and Hydra copies that
+cache into each job of a sweep, so a run or a sweep claims one directory, once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import os
+from pathlib import Path
+
+from framework.errors import ConfigError
+
+#: The resolver conf/config.yaml names the run and sweep directories with.
+RESOLVER = "framework_new_dir"
+#: The file a running run holds locked in its directory.
+LOCK_FILE = ".run.lock"
+
+
+def claim(base: str) -> str:
+    """A new directory at `base`, or at `base-1`, `base-2`, ... where another run made it first:
+    `mkdir` is atomic, so no two processes get the same one."""
+    path = Path(base)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for n in itertools.count():
+            candidate = path if n == 0 else path.with_name(f"{path.name}-{n}")
+            try:
+                candidate.mkdir()
+            except FileExistsError:
+                continue
+            return str(candidate)
+    except OSError as e:
+        raise ConfigError(
+            f"The run's directory {path} cannot be made in {Path.cwd()}: {e.strerror or e}. Run from a "
+            "directory you can write to, or give the run one: hydra.run.dir=PATH (a sweep: "
+            "hydra.sweep.dir=PATH)"
+        ) from None
+    raise AssertionError("unreachable")
+
+
+def register_resolver() -> None:
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver(RESOLVER):
+        OmegaConf.register_new_resolver(RESOLVER, claim, use_cache=True)
+
+
+class RunDirInUse(ConfigError):
+    """Another live run holds the directory this run was given (`hydra.run.dir=` set by hand)."""
+
+
+class RunDirLock:
+    """An exclusive lock on a run directory for the life of its run. The kernel drops it when the
+    process ends, however it ends, so a killed run never leaves its directory locked."""
+
+    def __init__(self, run_dir: Path) -> None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = run_dir / LOCK_FILE
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(self._fd)
+            os.close(self._fd)
+            raise RunDirInUse(
+                f"The run directory {run_dir} is in use by another run{holder}: give each run its own "
+                "(leave hydra.run.dir unset, or set it to a directory of this run's own)"
+            ) from None
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, str(os.getpid()).encode())
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        pid = os.pread(fd, 32, 0).decode().strip()
+    except OSError:
+        return ""
+    return f" (process {pid})" if pid.isdigit() else ""

@@ -1,0 +1,255 @@
+"""What a config key's value may be, declared once beside its default, and the check that holds a
+section to it before anything starts.
+
+    gamma: float = field(default=0.99, metadata=bounds(ge=0, le=1))  # and under it, its description
+
+`bounds` declares a numeric key's range (pydantic's ge, gt, le, lt; `also` for values outside it
+that mean something, such as -1 for "one per env step"); `HOST` a host name or IP address. Whether
+declared or not, every integer fits in 64 bits and every float is finite: a NaN or an infinity never
+gets as far as a training loop. A list's range holds for each element, a schedule's (a number or
+`{kind: linear, start, end, ...}`, see `framework.schedules`) for every value it passes through.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
+from typing import Any
+
+from omegaconf import OmegaConf
+from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
+
+from framework.errors import ConfigError
+
+#: The key of a field's metadata that holds its check (`Bounds` or `Host`).
+CHECK = "framework.check"
+#: The largest integer a key holds: numpy, torch and SQLite take 64 bits.
+INT64_MAX = 2**63 - 1
+#: The keys of a schedule's mapping whose values the schedule passes through (`framework.schedules`).
+SCHEDULE_VALUES = ("value", "start", "end", "outside_value")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The numbers a key takes: a range (each end optional, open or closed), the values outside it
+    that mean something (`also`), and whether an infinity is one of them (`finite`)."""
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    also: tuple[float, ...] = ()
+    finite: bool = True
+
+    def holds(self, value: float) -> bool:
+        if value in self.also:
+            return True
+        if math.isnan(value) or (self.finite and math.isinf(value)):
+            return False
+        return not (
+            (self.ge is not None and value < self.ge)
+            or (self.gt is not None and value <= self.gt)
+            or (self.le is not None and value > self.le)
+            or (self.lt is not None and value >= self.lt)
+        )
+
+    def closed(self) -> Bounds:
+        """The same range with its open ends closed: where a schedule may go after its start (a
+        learning rate > 0 may decay to 0)."""
+        return Bounds(
+            ge=self.gt if self.gt is not None else self.ge,
+            le=self.lt if self.lt is not None else self.le,
+            also=self.also,
+            finite=self.finite,
+        )
+
+    def text(self) -> str:
+        """`in [0, 1]`, `>= 1, or -1`, `> 0`, `a finite number`."""
+        low = ("[", self.ge) if self.ge is not None else ("(", self.gt) if self.gt is not None else None
+        high = (self.le, "]") if self.le is not None else (self.lt, ")") if self.lt is not None else None
+        if low and high:
+            where = f"in {low[0]}{show(low[1])}, {show(high[0])}{high[1]}"
+        elif low:
+            where = f"{'>=' if low[0] == '[' else '>'} {show(low[1])}"
+        elif high:
+            where = f"{'<=' if high[1] == ']' else '<'} {show(high[0])}"
+        else:
+            where = "a finite number" if self.finite else "a number"
+        return where + "".join(f", or {show(v)}" for v in self.also)
+
+
+@dataclass(frozen=True)
+class Host:
+    """A host to serve on or connect to: an IP address (127.0.0.1, ::1) or a DNS host name."""
+
+    def problem(self, value: str) -> str | None:
+        """Why `value` is not a host; None when it is one."""
+        try:
+            ipaddress.ip_address(value.removeprefix("[").removesuffix("]"))
+            return None
+        except ValueError:
+            pass
+        labels = value.removesuffix(".").split(".")
+        if all(label.isdigit() for label in labels):
+            return "is not an IP address (four numbers from 0 to 255: 127.0.0.1)"
+        if not value or len(value) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels):
+            return "is neither an IP address (127.0.0.1, ::1) nor a host name (letters, digits, - and .)"
+        return None
+
+
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def bounds(
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    also: Sequence[float] = (),
+    finite: bool = True,
+) -> dict[str, Any]:
+    """A field's metadata declaring the numbers it takes, beside its default:
+    `gamma: float = field(default=0.99, metadata=bounds(ge=0, le=1))`."""
+    return {CHECK: Bounds(ge=ge, gt=gt, le=le, lt=lt, also=tuple(also), finite=finite)}
+
+
+#: A field's metadata declaring that it holds a host: `field(default="127.0.0.1", metadata=HOST)`.
+HOST: Mapping[str, Any] = {CHECK: Host()}
+
+
+def declared(f: Field[Any]) -> Bounds | Host | None:
+    """What a schema's field declares of its values (`bounds`, `HOST`); None when nothing."""
+    check = f.metadata.get(CHECK)
+    return check if isinstance(check, Bounds | Host) else None
+
+
+def check_values(schema: type, values: Any, prefix: str = "") -> None:
+    """Hold each key of `values` (an instance of the dataclass `schema`, or a mapping of its keys)
+    to what `schema` declares, and every number to 64 bits and finiteness; a ConfigError naming
+    the first key that is not (`prefix` + its name), its value and what it may be."""
+    assert is_dataclass(schema)
+    hints = typing.get_type_hints(schema)
+    for f in fields(schema):
+        key = f"{prefix}{f.name}"
+        value = values.get(f.name) if isinstance(values, Mapping) else getattr(values, f.name, None)
+        nested = _dataclass_of(hints.get(f.name))
+        if nested is not None and value is not None:
+            check_values(nested, value, f"{key}.")
+            continue
+        check = declared(f)
+        try:
+            if isinstance(check, Host):
+                if isinstance(value, str) and (problem := check.problem(value)):
+                    raise ConfigError(f"{key}={value!r} {problem}")
+            elif check is not None or not isinstance(value, Mapping):  # a free mapping: its plugin's
+                nullable = _nullable(hints.get(f.name))
+                check_number(key, value, check or Bounds(), nullable=nullable, default=f.default)
+        except ConfigError as e:
+            raise ConfigError(_described(str(e), schema, f.name)) from None
+
+
+def _described(message: str, schema: type, name: str) -> str:
+    """`message` and the first sentence of the key's description, which says what its values mean."""
+    from framework.plugins_cli import field_docs  # reads the schema's source: only for a refusal
+
+    sentence = re.split(r"(?<=[.!?])\s+(?=[A-Z(])", field_docs(schema).get(name, ""), maxsplit=1)[0]
+    return f"{message}: {sentence}" if sentence else message
+
+
+def check_number(
+    key: str, value: Any, bounds: Bounds, *, nullable: bool = False, default: Any = MISSING
+) -> None:
+    """A ConfigError unless `value` (a number, a list of numbers, a schedule, or anything else,
+    which is not this check's to refuse) keeps to `bounds` and fits in 64 bits."""
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int | float):
+        if not bounds.holds(value) or _too_large(value):
+            raise ConfigError(refusal(key, value, bounds, nullable=nullable, default=default))
+    elif isinstance(value, Mapping):
+        _check_schedule(key, value, bounds)
+    elif isinstance(value, Sequence) and not isinstance(value, str):
+        for i, item in enumerate(value):
+            check_number(f"{key}[{i}]", item, bounds)
+
+
+def refusal(key: str, value: Any, bounds: Bounds, *, nullable: bool = False, default: Any = MISSING) -> str:
+    """`agent.gamma=1.5 must be in [0, 1] (default 0.99)`: the key, the value, what it may be."""
+    what = bounds.text() + (", or null" if nullable else "")
+    if isinstance(value, float) and not math.isfinite(value) and value not in bounds.also:
+        said = f"{key}={show(value)} is not a finite number: it must be {what}"
+    elif _too_large(value):
+        said = f"{key}={show(value)} does not fit in 64 bits: it must be {what}"
+    else:
+        said = f"{key}={show(value)} must be {what}"
+    if default is not MISSING and not isinstance(default, Mapping):
+        said += f" (default {'null' if default is None else show(default)})"
+    return said
+
+
+def show(value: Any) -> str:
+    """A number as a user would write it: 0 rather than 0.0, 1e-05, inf, nan."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def resolved(node: Any) -> Any:
+    """`node` as plain data with every interpolation resolved (`${oc.env:X}`, `${oc.select:...}`):
+    one that cannot be, or a mandatory value left unset (???), is a ConfigError naming the key."""
+    try:
+        return OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as e:
+        raise ConfigError(f"{e.full_key} has no value (???): set it, {e.full_key}=VALUE") from None
+    except InterpolationResolutionError as e:
+        message = str(e.msg or e).strip().splitlines()[0]
+        unset = re.search(r"Environment variable '([^']+)' not found", message)
+        if unset:
+            var = unset.group(1)
+            raise ConfigError(
+                f"{e.full_key}: the environment variable {var} is not set; set it, or give "
+                f"${{oc.env:{var}}} a default: ${{oc.env:{var},DEFAULT}}"
+            ) from None
+        raise ConfigError(f"{e.full_key} cannot be resolved: {message}") from None
+
+
+def _check_schedule(key: str, spec: Mapping[str, Any], bounds: Bounds) -> None:
+    """A schedule starts within `bounds` and passes only through their closure: each of its values
+    is a point of the piecewise-linear curve, which stays between them."""
+    points = [(name == "start" or name == "value", spec.get(name)) for name in SCHEDULE_VALUES]
+    endpoints = spec.get("endpoints")
+    if isinstance(endpoints, Sequence) and not isinstance(endpoints, str):
+        points += [(False, p[1]) for p in endpoints if isinstance(p, Sequence) and len(p) == 2]
+    after = bounds.closed()
+    for first, point in points:
+        if not isinstance(point, int | float) or isinstance(point, bool):
+            continue  # not a number: framework.schedules says what it should be
+        if (bounds if first else after).holds(point) and not _too_large(point):
+            continue
+        said = f"{key}={dict(spec)} must be {bounds.text()}"
+        if after != bounds:
+            said += f" (a schedule: {bounds.text()} at the start, {after.text()} after)"
+        else:
+            said += f" (it reaches {show(point)})"
+        raise ConfigError(said)
+
+
+def _too_large(value: float) -> bool:
+    return isinstance(value, int) and not -INT64_MAX - 1 <= value <= INT64_MAX
+
+
+def _dataclass_of(hint: Any) -> type | None:
+    """The dataclass a field's type names (a nested section: eval, search.inference), if any."""
+    for candidate in (hint, *typing.get_args(hint)):
+        if isinstance(candidate, type) and is_dataclass(candidate):
+            return candidate
+    return None
+
+
+def _nullable(hint: Any) -> bool:
+    return type(None) in typing.get_args(hint)

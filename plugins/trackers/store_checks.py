@@ -1,0 +1,161 @@
+"""What the tracker checks of its tracking URI before anything starts (no MLflow import: the training
+process stays light): a server answers; a SQLite store, its folder and its artifact folder can be
+written. Each refusal is one line naming the URI or path and what to do."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from framework.errors import ConfigError
+
+SQLITE_PREFIX = "sqlite:///"
+#: Where MLflow puts the artifacts of an experiment it creates in a SQLite store: ./mlruns/<id> of
+#: the working directory (MLflow's DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH).
+DEFAULT_ARTIFACT_ROOT = "mlruns"
+ELSEWHERE = (
+    "or track elsewhere: tracking.uri=sqlite:///PATH/mlflow.db in a writable folder, or tracking=none."
+)
+
+
+class TrackingUnavailable(ConfigError):
+    """The tracking URI cannot be used: nothing was started."""
+
+
+def check_reachable(uri: str, *, timeout_s: float) -> None:
+    """Refuse, before anything starts, a tracking URI that cannot work: a server that does not
+    answer, or a SQLite store in a folder that does not exist."""
+    parsed = urllib.parse.urlparse(uri)
+    reason = server_unreachable(uri, timeout_s=timeout_s)
+    if reason is not None:
+        raise TrackingUnavailable(
+            f"The MLflow tracking server tracking.uri={uri} does not answer ({reason}) within "
+            f"{timeout_s:g} s. Start it (`mlflow server --host {parsed.hostname} --port "
+            f"{parsed.port or 5000}`), point tracking.uri at a server that runs, or track locally: "
+            f"tracking.uri=sqlite:///mlflow.db (viewed with `mlflow ui`) or tracking=none."
+        )
+    if parsed.scheme == "sqlite":
+        folder = Path(uri[len(SQLITE_PREFIX) :]).parent
+        if not folder.is_dir():
+            raise TrackingUnavailable(
+                f"tracking.uri={uri}: the folder {folder} does not exist. Create it, or use the default "
+                f"local store (tracking.uri=sqlite:///mlflow.db) or tracking=none."
+            )
+
+
+def server_unreachable(uri: str, *, timeout_s: float) -> str | None:
+    """Why a tracking server does not answer ('Connection refused'); None when it answers or the URI
+    is not a server's."""
+    if urllib.parse.urlparse(uri).scheme not in ("http", "https"):
+        return None
+    probe = f"{uri.rstrip('/')}/api/2.0/mlflow/experiments/search?max_results=1"
+    try:
+        with urllib.request.urlopen(probe, timeout=timeout_s):
+            return None
+    except urllib.error.HTTPError:  # it answered: an MLflow server that wants auth, say
+        return None
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        return str(getattr(e, "reason", e))
+
+
+def check_writable(uri: str, experiment: str) -> None:
+    """Refuse a SQLite store that cannot be written: the store itself, its folder (SQLite writes its
+    rollback journal beside the store), or the experiment's local artifact folder. The checks write
+    for real (a file made and removed; the store opened for writing), so they hold for root too,
+    whom file modes do not stop but read-only mounts and immutable files do."""
+    if not uri.startswith(SQLITE_PREFIX):
+        return
+    store = Path(uri[len(SQLITE_PREFIX) :])
+    problem = cannot_create_in(store.parent)
+    if problem:
+        raise TrackingUnavailable(
+            f"tracking.uri={uri}: the store's folder {store.parent} is read-only ({problem}), and SQLite "
+            f"writes beside the store. Make the folder writable, {ELSEWHERE}"
+        )
+    problem = cannot_write(store) if store.exists() else None
+    if problem:
+        raise TrackingUnavailable(
+            f"tracking.uri={uri}: the store {store} is read-only ({problem}). Make it writable, {ELSEWHERE}"
+        )
+    artifacts = artifact_folder(store, experiment)
+    problem = cannot_create_in(_nearest_existing(artifacts)) if artifacts is not None else None
+    if problem:
+        raise TrackingUnavailable(
+            f"tracking.uri={uri}: the artifact folder {artifacts} of experiment {experiment!r} is read-only "
+            f"({problem}), and the run's model, config and checkpoint go there. Make it writable, {ELSEWHERE}"
+        )
+
+
+def artifact_folder(store: Path, experiment: str) -> Path | None:
+    """The local folder the experiment's artifacts go to (None when they go elsewhere: a server, a
+    bucket): the experiment's own, read from the store without writing it, or MLflow's default for
+    an experiment it will create."""
+    location = None
+    if store.exists():
+        with contextlib.suppress(sqlite3.Error):
+            db = sqlite3.connect(f"{store.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+            try:
+                row = db.execute(
+                    "SELECT artifact_location FROM experiments WHERE name = ? AND lifecycle_stage = 'active'",
+                    (experiment,),
+                ).fetchone()
+            finally:
+                db.close()
+            location = str(row[0]) if row and row[0] else None
+    if location is None:
+        return Path.cwd() / DEFAULT_ARTIFACT_ROOT
+    parsed = urllib.parse.urlparse(location)
+    if parsed.scheme == "file":
+        return Path(urllib.parse.unquote(parsed.path))
+    return Path(location) if not parsed.scheme or len(parsed.scheme) == 1 else None  # C:\... on Windows
+
+
+def cannot_create_in(folder: Path) -> str | None:
+    """Why no file can be made in `folder` (None if one can): tried, then removed."""
+    try:
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".framework-write-check-")
+    except OSError as e:
+        return e.strerror or str(e)
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(name)
+    return None
+
+
+def cannot_write(path: Path) -> str | None:
+    """Why `path` cannot be opened for writing (None if it can); it is not changed."""
+    try:
+        os.close(os.open(path, os.O_RDWR))
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
+def first_reason(text: str) -> str:
+    """One line of an error's many: a database's own complaint when there is one (MLflow's SQL errors
+    carry the statement and its parameters on the lines after), else the first line."""
+    found = re.search(r"\((?:sqlite3|psycopg2|pymysql)\.\w+\) ([^\n]+)", text)
+    if found:
+        return found.group(1).strip()
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[0][:300] if lines else text
+
+
+def store_name(uri: str) -> str:
+    """'the tracking server http://…' or 'the tracking store /path/mlflow.db', for notices."""
+    if uri.startswith(("http://", "https://")):
+        return f"the tracking server {uri}"
+    return f"the tracking store {uri.removeprefix(SQLITE_PREFIX)}"
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path

@@ -1,0 +1,234 @@
+"""The parent runs of sweeps, made synchronously (inside the tracking process): start, reopen,
+summarise and end them, and end the children their jobs left RUNNING."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from . import sweep_summary
+from .journal_sender import MAX_PARAM_VALUE, MAX_PARAMS_PER_BATCH
+
+#: Children of one sweep read back for its summary.
+MAX_CHILDREN = 10_000
+#: The parent's tag with what its summary needs (framework.sweep.SUMMARY_SPEC_TAG: the same name), so that
+#: the tracking process can summarise the sweep when the process that ran it is gone.
+SUMMARY_SPEC_TAG = "framework.summary_spec"
+#: The tag on a run that another than its own tracker ended, saying who.
+ENDED_BY_TAG = "framework.ended_by"
+#: The status a sweep's child still RUNNING when the sweep ends gets, by the sweep's status.
+ORPHAN_STATUS = {"KILLED": "KILLED", "FAILED": "FAILED", "FINISHED": "FAILED"}
+#: How long the parent of a sweep whose launching process is gone waits for its RUNNING children's own
+#: trackers (which see their job end at about the same time) to end them, before it ends them itself.
+ORPHAN_GRACE_S = 10.0
+PARENT_ABANDONED = "tracking process: the sweep's process ended without ending the sweep"
+
+
+class SweepParents:
+    """The sweep parents one tracking process started and has not ended yet."""
+
+    def __init__(
+        self,
+        client: Callable[[], MlflowClient],
+        experiment_id: Callable[[], str],
+        orphan_grace_s: float = ORPHAN_GRACE_S,
+    ) -> None:
+        self._client = client
+        self._experiment_id = experiment_id
+        self.orphan_grace_s = orphan_grace_s
+        self._open: dict[str, Mapping[str, Any] | None] = {}
+        """The parents started here and not yet ended, with what their summary needs (if known)."""
+
+    @property
+    def client(self) -> MlflowClient:
+        return self._client()
+
+    def start(
+        self,
+        *,
+        run_name: str,
+        tags: Mapping[str, str],
+        params: Mapping[str, str],
+        start_time: float | None = None,
+        resume_run_id: str | None = None,
+    ) -> str:
+        """A new parent run; or `resume_run_id` reopened (its params kept: MLflow's cannot change),
+        when it still exists in this experiment."""
+        if resume_run_id is not None and self._reopen(resume_run_id, tags):
+            self._open[resume_run_id] = _summary_spec(tags.get(SUMMARY_SPEC_TAG))
+            return resume_run_id
+        run = self.client.create_run(
+            self._experiment_id(), run_name=run_name, tags=dict(tags), start_time=ms(start_time)
+        )
+        run_id = str(run.info.run_id)
+        self._open[run_id] = _summary_spec(tags.get(SUMMARY_SPEC_TAG))
+        items = [Param(k, str(v)[:MAX_PARAM_VALUE]) for k, v in params.items()]
+        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(run_id, params=items[i : i + MAX_PARAMS_PER_BATCH])
+        return run_id
+
+    def _reopen(self, run_id: str, tags: Mapping[str, str]) -> bool:
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException:
+            return False
+        if run.info.lifecycle_stage != "active" or str(run.info.experiment_id) != self._experiment_id():
+            return False
+        self.client.update_run(run_id, status="RUNNING")
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        return True
+
+    def end(
+        self, run_id: str, status: str, summary: Mapping[str, Any] | None, end_time: float | None = None
+    ) -> dict[str, Any]:
+        """End the children still RUNNING, summarise the sweep on its parent run (table, plots, best
+        child), then end the parent.
+
+        A child is still RUNNING when its job was killed with its tracker (the joblib and Ray launchers
+        kill a job's whole process tree on Ctrl-C): it ends as the sweep did (a FAILED one if the sweep
+        FINISHED), tagged ENDED_BY_TAG. A sweep none of whose jobs started (its first was refused, say)
+        leaves no parent behind. Returns the counts and the best child, for the command line to say.
+        """
+        self._open.pop(run_id, None)
+        try:
+            self._end_orphans(run_id, ORPHAN_STATUS.get(status, "FAILED"), end_time)
+            found = (
+                self._summarise(
+                    run_id,
+                    list(summary["swept_keys"]),
+                    str(summary["objective"]),
+                    str(summary["mode"]),
+                    [str(m) for m in summary.get("also") or ()],
+                    summary.get("study_dir"),
+                )
+                if summary is not None
+                else {"runs": len(self._children(run_id))}
+            )
+        finally:
+            self.client.set_terminated(run_id, status, end_time=ms(end_time))
+        if not found["runs"]:
+            self.client.delete_run(run_id)
+        return found
+
+    def abandon(self) -> None:
+        """The sweep's launching process is gone (killed: SIGTERM, say): each open parent ends KILLED,
+        with its summary, once its children's own trackers had the time to end them."""
+        for parent_id, spec in list(self._open.items()):
+            self._wait_for_children(parent_id)
+            self.client.set_tag(parent_id, ENDED_BY_TAG, PARENT_ABANDONED)
+            self.end(parent_id, "KILLED", spec, end_time=time.time())
+
+    def _children(self, parent_id: str, *, running: bool = False) -> list[Any]:
+        where = f"tags.mlflow.parentRunId = '{parent_id}'"
+        return list(
+            self.client.search_runs(
+                [self._experiment_id()],
+                filter_string=f"{where} and attributes.status = 'RUNNING'" if running else where,
+                max_results=MAX_CHILDREN,
+                order_by=["attributes.start_time ASC"],
+            )
+        )
+
+    def _end_orphans(self, parent_id: str, status: str, end_time: float | None) -> None:
+        """End, as `status`, the children of the sweep that are still RUNNING."""
+        for run in self._children(parent_id, running=True):
+            child = str(run.info.run_id)
+            self.client.set_tag(child, ENDED_BY_TAG, "sweep parent")
+            self.client.set_terminated(child, status, end_time=ms(end_time))
+
+    def _summarise(
+        self,
+        parent_id: str,
+        swept_keys: list[str],
+        objective: str,
+        mode: str,
+        also: list[str],
+        study_dir: str | None = None,
+    ) -> dict[str, Any]:
+        runs = self._children(parent_id)
+        children = [sweep_summary.child_from_run(r, swept_keys, objective, also) for r in runs]
+        if not children:
+            return {"runs": 0}
+        top = sweep_summary.best(children, mode)
+        study = self._log_study(parent_id, Path(study_dir)) if study_dir else None
+        links = {
+            c.run_id: f"#/experiments/{self._experiment_id()}/runs/{c.run_id}?workflowType=machine_learning"
+            for c in children
+        }
+        with tempfile.TemporaryDirectory(prefix="framework-sweep-") as tmp:
+            folder = Path(tmp)
+            title = str(self.client.get_run(parent_id).info.run_name or "")
+            files = sweep_summary.write_table(
+                # The page is served from the server's get-artifact address: links from its root.
+                children,
+                swept_keys,
+                objective,
+                folder,
+                also,
+                mode=mode,
+                title=title,
+                links={run_id: f"/{link}" for run_id, link in links.items()},
+            )
+            # A study's trials sit anywhere in a continuous space: Optuna's own plots show them.
+            plot = None if study else sweep_summary.plot_objective(children, swept_keys, objective, folder)
+            heatmaps = (
+                [] if study else sweep_summary.plot_heatmaps(children, swept_keys, objective, folder, also)
+            )
+            for path in [*files, *([plot] if plot else []), *heatmaps]:
+                self.client.log_artifact(parent_id, str(path))
+        said = sweep_summary.note(children, top, objective, mode, links, [p.name for p in heatmaps], study)
+        tags = {"mlflow.note.content": said}
+        if study and "best_params" in study:
+            tags.update({f"best.{k}": str(v) for k, v in study["best_params"].items()})
+            tags["framework.study_name"] = str(study["study_name"])
+        metrics = [Metric("sweep/children", float(len(children)), int(time.time() * 1000), 0)]
+        if top is not None and top.objective is not None:
+            tags.update({"framework.best_child_run_id": top.run_id, "framework.best_child": top.name})
+            metrics.append(Metric(f"best/{objective}", top.objective, int(time.time() * 1000), 0))
+        self.client.log_batch(parent_id, metrics=metrics, tags=[RunTag(k, v) for k, v in tags.items()])
+        statuses: dict[str, int] = {}
+        for c in children:
+            statuses[c.outcome] = statuses.get(c.outcome, 0) + 1
+        best = {"best": top.name, "best_value": top.objective} if top is not None else {}
+        return {"runs": len(children), "statuses": statuses, **best, "experiment_id": self._experiment_id()}
+
+    def _log_study(self, parent_id: str, folder: Path) -> dict[str, Any] | None:
+        """The sweeper's results (study.json, plots) on the parent, under the folder's name."""
+        if not folder.is_dir():
+            return None
+        self.client.log_artifacts(parent_id, str(folder), folder.name)
+        try:
+            found = json.loads((folder / "study.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return found if isinstance(found, dict) else None
+
+    def _wait_for_children(self, parent_id: str) -> None:
+        """Until the children's own trackers have ended them (their jobs went with the sweep's
+        process), or the grace is over."""
+        deadline = time.monotonic() + self.orphan_grace_s
+        while time.monotonic() < deadline and self._children(parent_id, running=True):
+            time.sleep(min(0.5, self.orphan_grace_s))
+
+
+def _summary_spec(tag: str | None) -> Mapping[str, Any] | None:
+    """What a parent's summary needs, from its SUMMARY_SPEC_TAG; None without it (or if unreadable)."""
+    if not tag:
+        return None
+    try:
+        spec = json.loads(tag)
+    except ValueError:
+        return None
+    return spec if isinstance(spec, dict) and {"swept_keys", "objective", "mode"} <= set(spec) else None
+
+
+def ms(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1000)

@@ -1,0 +1,65 @@
+"""The fighter's page server keeps its per-run token out of every log line and stderr, whatever
+requests carry it (cut short, percent-encoded, malformed), and out of what is said of a Chromium that
+failed (its log quotes the page's address)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from framework_plugins.fighter.browser import HeadlessChromium
+from framework_plugins.fighter.webrtc import WebRTCClient
+from tests.token_leaks import exchange, hostile_requests, percent_encoded, token_traces
+
+
+def test_no_part_of_the_token_in_any_encoding_reaches_a_log_line_or_stderr(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PYTHONASYNCIODEBUG", "1")  # aiohttp's request log says more in debug mode
+    caplog.set_level(logging.DEBUG)
+    client = WebRTCClient(host="127.0.0.1")
+    token = client.token
+    try:
+        for data in hostile_requests("/", token):
+            answer = exchange(client.port, data)
+            assert not answer or re.match(rb"HTTP/1\.[01] 4\d\d ", answer), answer[:200]
+        for form in (token, percent_encoded(token, every=2)):  # the page still opens with its token
+            request = f"GET /?token={form} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            answer = exchange(client.port, request.encode(), half_close=False)
+            assert answer.startswith(b"HTTP/1.1 200 ") and b"<html" in answer.lower(), answer[:200]
+        refused = b"GET /?token=wrong HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        wrong = exchange(client.port, refused, half_close=False)
+        assert wrong.startswith(b"HTTP/1.1 403 ")
+    finally:
+        client.close()
+    said = caplog.text + capfd.readouterr().err
+    assert "LineTooLong" in said and "InvalidURLError" in said  # logged, one line each, redacted
+    assert "Traceback" not in said
+    assert not [line for line in said.splitlines() if token_traces(line, token)]
+
+
+def test_what_is_said_of_a_chromium_that_exited_quotes_no_part_of_the_token(tmp_path: Path) -> None:
+    """A 'Chromium' that prints the address it was given, as a console message of Chromium's does,
+    then exits: the error that reports its log's tail has the token redacted."""
+    token = "a-token-of-the-page_0123"
+    fake = tmp_path / "chromium"
+    fake.write_text('#!/bin/sh\nfor arg; do echo "[CONSOLE] source: $arg"; done\nexit 3\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    browser = HeadlessChromium(f"http://127.0.0.1:9/?token={token}", executable=str(fake), pin=False)
+    try:
+        deadline = time.monotonic() + 60
+        while browser.alive():
+            assert time.monotonic() < deadline, "the fake Chromium never exited"
+            time.sleep(0.05)
+        with pytest.raises(RuntimeError) as exited:
+            browser.check_alive()
+    finally:
+        browser.close()
+    message = str(exited.value)
+    assert "exited with code 3" in message and "source: http://127.0.0.1:9/?token=<token>" in message, message
+    assert token_traces(message, token) == []

@@ -1,0 +1,93 @@
+"""Resume keeps everything: after a SIGKILL, resume= continues the run's metric curves without a step
+logged twice, keeps its own tags and records each resume beside them; a run stopped before its first
+checkpoint says so rather than print a resume command that fails."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import run_cli, start_cli
+
+ARGS = ["checkpoint.every_steps=1500", "eval.every_steps=1000", "eval.episodes=1", "log_every_s=0.5"]
+
+
+def _client(tmp_path: Path) -> MlflowClient:
+    return MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+
+def _kill_after_checkpoint_and_more_metrics(tmp_path: Path, run_dir: str, *args: str) -> None:
+    """Start a run, and SIGKILL it once it has a checkpoint and has logged past it."""
+    p = start_cli(
+        *ARGS, "total_steps=1000000", "progress=log", f"hydra.run.dir={run_dir}", *args, cwd=tmp_path
+    )
+    latest = tmp_path / run_dir / "checkpoints" / "latest"
+    assert p.stdout is not None
+    deadline = time.monotonic() + 180
+    for line in p.stdout:
+        if latest.exists() and "step " in line:
+            checkpointed = int(latest.read_text().removeprefix("step_"))
+            found = line.split("step ", 1)[1].split("/", 1)[0]
+            if found.isdigit() and int(found) > checkpointed + 500:
+                break
+        assert time.monotonic() < deadline, "no checkpoint and progress past it in 180 s"
+    time.sleep(1.5)  # the tracking process sends what was logged (it is not the process killed)
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=60)
+
+
+def test_resume_after_sigkill_logs_no_step_twice_and_keeps_the_runs_own_tags(tmp_path: Path) -> None:
+    _kill_after_checkpoint_and_more_metrics(tmp_path, "outputs/first", "seed=5")
+    client = _client(tmp_path)
+    (run,) = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
+    before = {
+        key: max(m.step for m in client.get_metric_history(run.info.run_id, key)) for key in run.data.metrics
+    }
+    checkpointed = int((tmp_path / "outputs/first/checkpoints/latest").read_text().removeprefix("step_"))
+    assert before["perf/env_steps_per_s"] > checkpointed  # the killed run logged past its checkpoint
+
+    for number, run_dir in ((1, "outputs/second"), (2, "outputs/third")):
+        total = checkpointed + 3000 * number
+        r = run_cli(
+            f"resume={run.info.run_id}", f"total_steps={total}", f"hydra.run.dir={run_dir}", cwd=tmp_path
+        )
+        assert r.returncode == 0, r.stderr[-3000:]
+        checkpointed = total
+
+    resumed = client.get_run(run.info.run_id)
+    assert resumed.info.status == "FINISHED"
+    for key in resumed.data.metrics:
+        history = sorted(client.get_metric_history(run.info.run_id, key), key=lambda m: (m.timestamp, m.step))
+        steps = [m.step for m in history]
+        assert len(steps) == len(set(steps)), f"{key}: a step logged twice: {steps}"
+        assert steps == sorted(steps), f"{key}: the curve steps backwards: {steps}"
+    tags = resumed.data.tags
+    assert tags["framework.run_dir"] == str((tmp_path / "outputs/first").resolve())
+    assert tags["framework.overrides"].split() == [*ARGS, "total_steps=1000000", "progress=log", "seed=5"]
+    assert tags["framework.resumes"] == "2"
+    assert tags["framework.resume1.run_dir"] == str((tmp_path / "outputs/second").resolve())
+    assert tags["framework.resume2.run_dir"] == str((tmp_path / "outputs/third").resolve())
+    assert tags["framework.resume2.overrides"].startswith(f"resume={run.info.run_id}")
+    assert tags["framework.resume2.from_step"] == tags["framework.resumed_from_step"]
+    assert resumed.data.params["seed"] == "5"
+
+
+def test_a_run_stopped_before_its_first_checkpoint_says_so(tmp_path: Path) -> None:
+    """SIGTERM during the evaluation before the first step (a long one): KILLED at step 0, with no
+    checkpoint to continue from, which the summary says instead of a resume command that would fail."""
+    p = start_cli("eval.episodes=100000", "progress=log", "hydra.run.dir=o", cwd=tmp_path)
+    assert p.stdout is not None
+    for line in p.stdout:
+        if "run started" in line:
+            break
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 130, out[-3000:]
+    assert "Run KILLED at step 0 of " in out
+    assert (
+        "checkpoint        none: the run stopped before its first one, and starts over when run again" in out
+    )
+    assert "resume=" not in out

@@ -1,0 +1,126 @@
+"""A run directory is its run's alone: runs started at once get their own, a directory another live
+run holds is refused, and resume= never continues another run's checkpoint."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from framework.checkpoint import read_state
+from framework.resume import local_checkpoint
+from framework.run_dirs import RunDirInUse, RunDirLock, claim
+from tests.conftest import run_cli, start_cli
+
+TINY = [
+    "total_steps=400",
+    "eval.every_steps=0",
+    "eval.at_start=false",
+    "eval.episodes=1",
+    "checkpoint.every_steps=200",
+    "agent.learning_starts=100",
+    "progress=off",
+]
+
+
+def test_claims_made_at_once_are_all_different(tmp_path: Path) -> None:
+    base = str(tmp_path / "outputs" / "2026-01-01" / "10-31-13")
+    got: list[str] = []
+    barrier = threading.Barrier(16)
+
+    def one() -> None:
+        barrier.wait()
+        got.append(claim(base))
+
+    threads = [threading.Thread(target=one) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(set(got)) == 16
+    assert base in got and f"{base}-15" in got
+    assert all(Path(p).is_dir() for p in got)
+
+
+def test_a_locked_run_directory_is_refused_and_free_again_once_released(tmp_path: Path) -> None:
+    lock = RunDirLock(tmp_path / "run")
+    with pytest.raises(RunDirInUse, match=r"in use by another run \(process \d+\)"):
+        RunDirLock(tmp_path / "run")
+    lock.release()
+    RunDirLock(tmp_path / "run").release()
+
+
+def test_eight_runs_started_at_once_each_get_their_own_directory(tmp_path: Path) -> None:
+    """Eight seeds launched together from one directory (a script's `for s in ...; do ... &`): eight
+    directories, each with its own config and checkpoints, each named in its own MLflow run."""
+    processes = [start_cli(*TINY, f"seed={seed}", cwd=tmp_path) for seed in range(8)]
+    outputs = [p.communicate(timeout=600)[0] for p in processes]
+    for p, out in zip(processes, outputs, strict=True):
+        assert p.returncode == 0, out[-3000:]
+    run_dirs = sorted(p for p in (tmp_path / "outputs").glob("*/*") if p.is_dir())
+    assert len(run_dirs) == 8, run_dirs
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
+    assert len(runs) == 8
+    by_dir = {Path(r.data.tags["framework.run_dir"]): r for r in runs}
+    assert set(by_dir) == {d.resolve() for d in run_dirs}
+    for run_dir in run_dirs:
+        run = by_dir[run_dir.resolve()]
+        seed = int(run.data.params["seed"])
+        assert yaml.safe_load((run_dir / "config.yaml").read_text())["seed"] == seed
+        checkpoints = sorted((run_dir / "checkpoints").glob("step_*"))
+        assert checkpoints, run_dir
+        for checkpoint in checkpoints:
+            state = read_state(checkpoint)
+            assert state["run_id"] == run.info.run_id and state["seed"] == seed
+            assert yaml.safe_load((checkpoint / "config.yaml").read_text())["seed"] == seed
+
+
+def test_a_run_given_the_directory_of_a_live_run_is_refused_in_one_line(tmp_path: Path) -> None:
+    first = start_cli("total_steps=1000000", "progress=log", "hydra.run.dir=outputs/same", cwd=tmp_path)
+    try:
+        assert first.stdout is not None
+        deadline = time.monotonic() + 120
+        for line in first.stdout:
+            if "run started" in line:
+                break
+            assert time.monotonic() < deadline and first.poll() is None, line
+        second = run_cli(*TINY, "seed=1", "hydra.run.dir=outputs/same", cwd=tmp_path)
+        assert second.returncode == 1
+        assert second.stderr.strip().splitlines() == [
+            f"Error: The run directory {(tmp_path / 'outputs/same').resolve()} is in use by another run "
+            f"(process {first.pid}): give each run its own (leave hydra.run.dir unset, or set it to a "
+            "directory of this run's own)"
+        ], second.stderr
+        assert first.poll() is None  # untouched, and its directory too
+        assert (tmp_path / "outputs/same/.hydra").is_dir()
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=120)
+    assert first.returncode == 130
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert len(client.search_runs([client.get_experiment_by_name("framework").experiment_id])) == 1
+
+
+def test_resume_by_id_never_continues_another_runs_checkpoint(tmp_path: Path) -> None:
+    """Run A, then run B in A's directory (hydra.run.dir set by hand, A over): resume=<A's id> finds
+    B's checkpoint there and continues A from A's own artifacts instead."""
+    first = run_cli(*TINY, "seed=3", "hydra.run.dir=outputs/shared", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = run_cli(*TINY, "seed=4", "total_steps=600", "hydra.run.dir=outputs/shared", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
+    (run_a,) = [r for r in runs if r.data.params["seed"] == "3"]
+    found, why = local_checkpoint(run_a.info.run_id, run_a.data.tags["framework.run_dir"])
+    assert found is None and "holds a checkpoint of another run" in why
+    resumed = run_cli(f"resume={run_a.info.run_id}", "total_steps=500", "progress=log", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    out = resumed.stdout + resumed.stderr
+    assert "holds a checkpoint of run" in out
+    assert "cartpole-dqn-s3" in out and "resumed at step 400" in out, out

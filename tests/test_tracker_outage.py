@@ -1,0 +1,339 @@
+"""A tracking server lost mid-run loses nothing: a real `mlflow server` killed and restarted on the
+same port and store while a real run goes on (issue 38, point 4)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from framework_plugins.trackers.mlflow_session import MlflowSession
+from tests.conftest import _health, free_port, run_cli, start_cli
+
+pytestmark = pytest.mark.slow
+
+#: A DQN run on CartPole long enough to lose its server and get it back while it trains.
+RUN = [
+    "total_steps=12000",
+    "eval.every_steps=2000",
+    "eval.episodes=2",
+    "checkpoint.every_steps=4000",
+    "log_every_s=0.5",
+]
+PROGRESS = re.compile(r"\bstep \d+/\d+")
+RUN_ID = re.compile(r"^\s*run\s+\S+ \(([0-9a-f]{32})\)", re.MULTILINE)
+RUN_DIR = re.compile(r"^\s*run dir\s+(\S.*)$", re.MULTILINE)
+
+
+class RestartableServer:
+    """`mlflow server` on 127.0.0.1 (as tests/conftest.py's fixture starts it) that a test kills
+    outright and starts again on the same port with the same backend store and artifacts."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.port = free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 180.0) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / "server.log", "ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable, "-m", "mlflow", "server",
+                    "--host", "127.0.0.1",
+                    "--port", str(self.port),
+                    "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
+                    "--artifacts-destination", str(self.root / "artifacts"),
+                    "--workers", "1",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.root,
+                start_new_session=True,  # its workers die with it
+            )  # fmt: skip
+        deadline = time.monotonic() + timeout_s
+        while (state := _health(self.uri)) != "up":
+            log_tail = (self.root / "server.log").read_text(errors="replace")[-2000:]
+            assert self.process.poll() is None, f"mlflow server exited ({state}):\n{log_tail}"
+            assert time.monotonic() < deadline, f"mlflow server not up within {timeout_s:.0f} s:\n{log_tail}"
+            time.sleep(0.5)
+
+    def kill(self) -> None:
+        """SIGKILL to the server and its workers: gone at once, as a crashed machine's would be."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while _health(self.uri) != "down":
+            assert time.monotonic() < deadline, "the killed server still answers"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+    def client(self):
+        from mlflow.tracking import MlflowClient
+
+        return MlflowClient(tracking_uri=self.uri)
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    srv = RestartableServer(tmp_path / "server")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+class Output:
+    """A running command's output lines, read as they come; every wait has a deadline."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_for(self, found: Callable[[str], bool], what: str, timeout_s: float = 180.0) -> str:
+        """The next line for which `found` holds."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no {what} within {timeout_s:.0f} s:\n{self.text[-3000:]}") from None
+            if line is None:
+                raise AssertionError(f"the run ended before {what}:\n{self.text[-3000:]}")
+            self.lines.append(line)
+            if found(line):
+                return line
+
+    def finish(self, timeout_s: float = 600.0) -> int:
+        code = self.process.wait(timeout=timeout_s)
+        while (line := self._queue.get(timeout=30)) is not None:
+            self.lines.append(line)
+        return code
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+def journal_points(journal: Path) -> tuple[str, Counter[tuple[str, int, int, float]]]:
+    """The run id and every metric point (key, step, time, value) the run's journal holds."""
+    header, *entries = [json.loads(line) for line in journal.read_text().splitlines()]
+    points: Counter[tuple[str, int, int, float]] = Counter()
+    for entry in entries:
+        if entry["op"] == "metrics":
+            for key, value in entry["metrics"].items():
+                points[(key, entry["step"], entry["time_ms"], value)] += 1
+    return header["run_id"], points
+
+
+def stored_points(client, run_id: str, keys: set[str]) -> Counter[tuple[str, int, int, float]]:
+    found: Counter[tuple[str, int, int, float]] = Counter()
+    for key in keys:
+        for m in client.get_metric_history(run_id, key):
+            found[(key, m.step, m.timestamp, m.value)] += 1
+    return found
+
+
+def assert_every_point_once(client, *journals: Path) -> str:
+    """Every metric point the run logged (in all its parts) is in its MLflow run exactly once: no
+    gap, no duplicate; and every evaluation, the final one too, is among them."""
+    logged: Counter[tuple[str, int, int, float]] = Counter()
+    for journal in journals:
+        run_id, points = journal_points(journal)
+        logged += points
+    assert logged and max(logged.values()) == 1, "the run logged a point twice"
+    stored = stored_points(client, run_id, {key for key, *_ in logged})
+    missing, doubled = logged - stored, +(stored - logged)
+    assert not missing, f"{len(missing)} points never reached the server, e.g. {sorted(missing)[:3]}"
+    assert not doubled, f"{len(doubled)} points reached it twice, e.g. {sorted(doubled)[:3]}"
+    steps = sorted(step for key, step, *_ in logged if key == "eval/return_mean")
+    assert set(range(2000, 12001, 2000)) <= set(steps), steps
+    return run_id
+
+
+def journal_of(out: str) -> Path:
+    run_id = RUN_ID.search(out)
+    run_dir = RUN_DIR.search(out)
+    assert run_id and run_dir, out[-3000:]
+    return Path(run_dir.group(1).strip()) / "tracking" / f"{run_id.group(1)}.jsonl"
+
+
+def test_a_run_outlives_a_lost_server_and_ends_finished_with_every_point(
+    server: RestartableServer, tmp_path: Path
+) -> None:
+    p = start_cli(*RUN, f"tracking.uri={server.uri}", "tracking.outage_wait_s=300", cwd=tmp_path)
+    out = Output(p)
+    try:
+        out.wait_for(PROGRESS.search, "a progress line")
+        server.kill()
+        lost_at = time.time()
+        out.wait_for(lambda line: "does not answer" in line, "the notice that the server is lost")
+        for _ in range(3):  # the run goes on, and logs, while its server is gone
+            out.wait_for(PROGRESS.search, "progress during the outage")
+        # The training is held until the server is back, so that the run surely outlives the outage
+        # (a server starts in tens of seconds on a loaded machine); its tracking process is not held.
+        p.send_signal(signal.SIGSTOP)
+        try:
+            server.start()
+            back_at = time.time()
+        finally:
+            p.send_signal(signal.SIGCONT)
+        out.wait_for(lambda line: "answers again" in line, "the notice that the server is back")
+        code = out.finish()
+    finally:
+        if p.poll() is None:
+            p.kill()
+    text = out.text
+    assert code == 0, text[-3000:]
+    assert "Traceback" not in text
+    assert (
+        text.count("does not answer") == 1 and text.count("answers again") == 1
+    )  # once each, not each retry
+    assert text.index("answers again") < text.index("Run FINISHED at step 12000")  # the run outlived it
+    assert "python -m framework sync" not in text  # nothing was left to send
+
+    journal = journal_of(text)
+    _, logged = journal_points(journal)
+    assert any(lost_at * 1000 < stamp < back_at * 1000 for _, _, stamp, _ in logged), "no point in the outage"
+    client = server.client()
+    run_id = assert_every_point_once(client, journal)
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.params["total_steps"] == "12000"
+    assert {a.path for a in client.list_artifacts(run_id)} == {"config.yaml", "model", "checkpoint"}
+
+
+def test_a_run_that_ends_before_its_server_returns_says_the_command_that_sends_the_rest(
+    server: RestartableServer, tmp_path: Path
+) -> None:
+    p = start_cli(*RUN, f"tracking.uri={server.uri}", "tracking.outage_wait_s=1", cwd=tmp_path)
+    out = Output(p)
+    try:
+        out.wait_for(PROGRESS.search, "a progress line")
+        server.kill()
+        code = out.finish()
+    finally:
+        if p.poll() is None:
+            p.kill()
+    text = out.text
+    assert code == 0, text[-3000:]
+    assert "Traceback" not in text and "Run FINISHED at step 12000" in text
+    (command,) = [line.strip() for line in text.splitlines() if "python -m framework sync" in line]
+    command = command[command.index("python -m framework sync") :]
+    journal = journal_of(text)
+    assert shlex.split(command) == ["python", "-m", "framework", "sync", str(journal.parent.parent)]
+
+    # With the server still down: one line that says so, and nothing sent.
+    r = run_cli("sync", str(journal.parent.parent), cwd=tmp_path, timeout=120)
+    assert r.returncode == 1 and "does not answer" in r.stderr and "Traceback" not in r.output
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+    server.start()
+    client = server.client()
+    run_id = journal_points(journal)[0]
+    assert client.get_run(run_id).info.status == "RUNNING"  # what the server knew when it was lost
+    r = run_cli(*shlex.split(command)[3:], cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.output[-3000:]
+    assert f"to run {run_id}" in r.stdout and "it is FINISHED" in r.stdout
+    assert_every_point_once(client, journal)
+    assert client.get_run(run_id).info.status == "FINISHED"
+    assert {a.path for a in client.list_artifacts(run_id)} == {"config.yaml", "model", "checkpoint"}
+
+    # Sent once only: a second sync finds nothing to send, and the points stay single.
+    r = run_cli("sync", str(journal.parent.parent), cwd=tmp_path, timeout=120)
+    assert r.returncode == 0 and "Nothing to send" in r.stdout, r.output
+    assert_every_point_once(client, journal)
+
+
+def test_a_run_stopped_while_its_server_is_down_sends_the_rest_when_it_is_resumed(
+    server: RestartableServer, tmp_path: Path
+) -> None:
+    """Ctrl-C during the outage: KILLED, with the sync command; `resume=` sends the first part's
+    rest (its end included) before it reopens the run, and the whole run ends with every point."""
+    p = start_cli(
+        *RUN, f"tracking.uri={server.uri}", "tracking.outage_wait_s=1", "hydra.run.dir=outputs/first",
+        cwd=tmp_path,
+    )  # fmt: skip
+    out = Output(p)
+    try:
+        out.wait_for(PROGRESS.search, "a progress line")
+        server.kill()
+        out.wait_for(lambda line: "does not answer" in line, "the notice that the server is lost")
+        out.wait_for(PROGRESS.search, "progress during the outage")
+        p.send_signal(signal.SIGINT)
+        code = out.finish()
+    finally:
+        if p.poll() is None:
+            p.kill()
+    text = out.text
+    assert code == 130, text[-3000:]
+    assert "Traceback" not in text and "Run KILLED" in text and "python -m framework sync" in text
+    first = journal_of(text)
+    run_id = journal_points(first)[0]
+
+    server.start()
+    r = run_cli(
+        f"resume={run_id}", f"tracking.uri={server.uri}", "hydra.run.dir=outputs/second", cwd=tmp_path
+    )
+    assert r.returncode == 0, r.output[-3000:]
+    assert "Run FINISHED at step 12000" in r.stdout and "python -m framework sync" not in r.output
+    second = tmp_path / "outputs/second/tracking" / first.name
+    assert_every_point_once(server.client(), first, second)
+    assert server.client().get_run(run_id).info.status == "FINISHED"
+    r = run_cli("sync", str(first.parent.parent), cwd=tmp_path, timeout=120)
+    assert r.returncode == 0 and "Nothing to send" in r.stdout, r.output  # the first part was sent
+
+
+def test_sync_of_a_folder_that_does_not_exist_says_so_in_one_line(tmp_path: Path) -> None:
+    r = run_cli("sync", str(tmp_path / "nowhere"), cwd=tmp_path, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.output
+    assert (
+        r.stderr.strip()
+        == f"Error: {tmp_path / 'nowhere'} does not exist: give the run's directory (its `run dir` line)"
+    )
+
+
+def test_an_entry_the_store_refuses_is_passed_over_and_those_after_it_are_sent(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not an outage: MLflow refuses a param whose value changed; the metrics after it still go."""
+    monkeypatch.chdir(tmp_path)  # the store's artifacts (./mlruns) are the test's own
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    session = MlflowSession(uri, "refusals", flush_every_s=0.0, outage_wait_s=5.0)
+    run_id = session.start_run(run_name="r", tags={"framework.run_dir": str(tmp_path / "run")})["run_id"]
+    session.log_params({"lr": 0.1})
+    session.log_params({"lr": 0.2})
+    session.log_params({"lr": 0.3})
+    session.log_metrics({"m": 1.0}, 1)
+    assert session.end_run("FINISHED")["unsent"] == ""
+    said = capfd.readouterr().err
+    assert said.count("refused a params entry") == 1 and "refused 2 params entries in all" in said
+    run = session.client.get_run(run_id)
+    assert (
+        run.info.status == "FINISHED" and run.data.params == {"lr": "0.1"} and run.data.metrics == {"m": 1.0}
+    )

@@ -1,0 +1,98 @@
+"""The values tests/test_values.py draws in-process, end to end: `python -m framework` refuses each in
+one line starting "Error:", with no traceback, exit status 1, no run in the MLflow store and no run
+folder left behind. The tester's own cases, then a few keys drawn at random (a fixed seed) from every
+ranged key of the root and the built-in plugins."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from tests.test_refusals import assert_no_run, assert_refused
+from tests.test_values import RANGED, Key
+
+#: A key of the root and of each kind of section, drawn by a fixed seed: the same on every machine.
+_DRAW = random.Random(38)
+DRAWN = [
+    _DRAW.choice([k for k in RANGED if k.section in sections])
+    for sections in (("",), ("env",), ("agent",), ("search", "buffer"))
+]
+
+
+def out_of_range(key: Key) -> str:
+    """A value `key` refuses, as a command line writes it: below its range, above it, or inf."""
+    bounds = key.bounds
+    assert bounds is not None
+    if bounds.ge is not None:
+        value: float = bounds.ge - 1
+    elif bounds.gt is not None:
+        value = bounds.gt
+    elif bounds.le is not None:
+        value = bounds.le + 1
+    elif bounds.lt is not None:
+        value = bounds.lt
+    else:
+        value = math.inf
+    while value in bounds.also:
+        value -= 1
+    return str(int(value)) if key.kind is int and math.isfinite(value) else repr(float(value))
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (("agent=ppo", "agent.hyperparams.gamma=1.5"), ("agent.hyperparams.gamma=1.5 must be in [0, 1]",)),
+        (
+            ("agent=ppo", "agent.hyperparams.learning_rate=-0.1"),
+            ("agent.hyperparams.learning_rate=-0.1 must be > 0",),
+        ),
+        (
+            ("experiment=gomoku_6x6", "search=ray_async", "search.max_wait_ms=inf"),
+            ("search.max_wait_ms=inf is not a finite number: it must be >= 0",),
+        ),
+        (("env=fighter", "env.host=256.1.1.1"), ("env.host='256.1.1.1' is not an IP address",)),
+        (("agent=ppo", "buffer=replay"), ("agent.algo=PPO keeps its own rollouts", "drop buffer=")),
+        (
+            ("objective.metric=eval/retrun_mean",),
+            ("objective.metric='eval/retrun_mean' is not a metric", "Did you mean eval/return_mean?"),
+        ),
+    ],
+    ids=["gamma", "learning_rate", "max_wait_ms", "host", "buffer", "objective"],
+)
+def test_the_testers_cases_are_refused_before_a_run_exists(
+    cli, tmp_path: Path, args: tuple[str, ...], fragments: tuple[str, ...]
+) -> None:
+    assert_refused(cli(*args), *fragments)
+    assert_no_run(tmp_path)
+
+
+def test_a_config_file_reading_an_unset_environment_variable_is_refused_before_a_run_exists(
+    cli, tmp_path: Path
+) -> None:
+    site = tmp_path / "mine" / "site"
+    site.mkdir(parents=True)
+    (site / "env.yaml").write_text(
+        "# @package _global_\ntracking:\n  experiment: ${oc.env:FRAMEWORK_TEST_UNSET_VARIABLE}\n"
+    )
+    r = cli("--config-dir", str(tmp_path / "mine"), "+site=env")
+    assert_refused(
+        r, "tracking.experiment: the environment variable FRAMEWORK_TEST_UNSET_VARIABLE is not set"
+    )
+    assert_no_run(tmp_path)
+
+
+@pytest.mark.parametrize("key", DRAWN, ids=str)
+def test_a_drawn_key_out_of_its_range_is_refused_before_a_run_exists(cli, tmp_path: Path, key: Key) -> None:
+    value = out_of_range(key)
+    assert_refused(cli(*(key.chosen_by if key.section else ()), f"{key.full}={value}"), key.full)
+    assert_no_run(tmp_path)
+
+
+def test_a_sweep_with_an_objective_no_job_logs_is_refused_at_its_first_job(cli, tmp_path: Path) -> None:
+    r = cli("-m", "objective.metric=eval/retrun_mean", "seed=1,2", "total_steps=200")
+    assert_refused(r, "Did you mean eval/return_mean?")
+    assert "#1 :" not in r.stdout  # the second job never started
+    assert_no_run(tmp_path)  # nor is the sweep's parent run left (it had no child)

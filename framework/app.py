@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
-import shutil
 import sys
 import time
 import traceback
@@ -92,7 +91,7 @@ def task(cfg: DictConfig) -> float | None:
         raise
     # Reported here, not by Hydra, which would add a line of its own; HYDRA_FULL_ERROR=1 shows all.
     except ConfigError as e:
-        _forget_unused_run_dir(Path(hc.runtime.output_dir))
+        run_dirs.forget_if_unused(Path(hc.runtime.output_dir))
         if os.environ.get(USER_FULL_ERROR_ENV) == "1":
             raise
         _fail_job(str(e))
@@ -108,29 +107,6 @@ def task(cfg: DictConfig) -> float | None:
         _fail_job(None)
     # The return value is what a Hydra sweeper (Optuna, Nevergrad) optimises.
     return final.get(str(cfg.objective.metric))
-
-
-def _forget_unused_run_dir(run_dir: Path) -> None:
-    """Remove the directory Hydra made for a run refused before it started, when it holds nothing
-    but Hydra's own (`.hydra`, an empty log), and the folders of the default `outputs/DATE/TIME`
-    left empty by that: a refused command leaves nothing behind."""
-    try:
-        if any(
-            not ((e.name == ".hydra" and e.is_dir()) or (e.suffix == ".log" and e.stat().st_size == 0))
-            for e in run_dir.iterdir()
-        ):
-            return
-    except OSError:  # gone, or unreadable: not ours to remove
-        return
-    shutil.rmtree(run_dir, ignore_errors=True)
-    outputs = Path.cwd() / "outputs"
-    folder = run_dir.parent
-    while folder.is_relative_to(outputs) and folder != outputs.parent:
-        try:
-            folder.rmdir()  # only an empty one
-        except OSError:
-            return
-        folder = folder.parent
 
 
 def _module(value: str) -> str:
@@ -204,6 +180,7 @@ def main() -> None:
 
 
 def _refuse(message: str) -> None:
+    run_dirs.forget_claimed()  # a sweep refused before its first job: its folder goes too
     print(f"Error: {message}", file=sys.stderr)
     sys.exit(1)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import itertools
 import os
+import shutil
 from pathlib import Path
 
 from framework.errors import ConfigError
@@ -36,6 +37,7 @@ def claim(base: str) -> str:
                 candidate.mkdir()
             except FileExistsError:
                 continue
+            _claimed.append(candidate)
             return str(candidate)
     except OSError as e:
         raise ConfigError(
@@ -44,6 +46,48 @@ def claim(base: str) -> str:
             "hydra.sweep.dir=PATH)"
         ) from None
     raise AssertionError("unreachable")
+
+
+#: The directories this process claimed, for a refused command to remove (`forget_claimed`).
+_claimed: list[Path] = []
+#: What Hydra writes into a run's or a sweep's directory before the run itself writes anything.
+HYDRAS_OWN = (".hydra", "multirun.yaml")
+
+
+def forget_if_unused(run_dir: Path) -> None:
+    """Remove a directory made for a run (or a sweep) refused before it started, when it holds
+    nothing but Hydra's own (`.hydra`, `multirun.yaml`, an empty log), and the folders of the default
+    `outputs/DATE/TIME` (`multirun/...`) left empty by that: a refused command leaves nothing behind."""
+    run_dir = run_dir.absolute()
+    if not _only_hydras(run_dir):
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)
+    folder = run_dir.parent
+    if (folder / "multirun.yaml").is_file() and _only_hydras(folder):  # a sweep refused at its first job
+        shutil.rmtree(folder, ignore_errors=True)
+        folder = folder.parent
+    for root in (Path.cwd() / "outputs", Path.cwd() / "multirun"):
+        while folder.is_relative_to(root) and folder != root.parent:
+            try:
+                folder.rmdir()  # only an empty one
+            except OSError:
+                return
+            folder = folder.parent
+
+
+def _only_hydras(folder: Path) -> bool:
+    try:
+        return all(
+            e.name in HYDRAS_OWN or (e.suffix == ".log" and e.stat().st_size == 0) for e in folder.iterdir()
+        )
+    except OSError:  # gone, or unreadable: not ours to remove
+        return False
+
+
+def forget_claimed() -> None:
+    """Remove the directories this process claimed that its refused command left unused."""
+    while _claimed:
+        forget_if_unused(_claimed.pop())
 
 
 def register_resolver() -> None:

@@ -92,3 +92,14 @@ def test_atari_eval_env_restarts_play_after_a_lost_life() -> None:
         done = terminated or truncated
         steps += 1
     assert terminated and steps < 2000, steps
+
+
+def test_an_env_kwarg_its_constructor_does_not_take_is_refused_before_the_run() -> None:
+    from framework.errors import ConfigError
+    from framework_plugins.gym_envs.envs import check_env_kwargs
+
+    with pytest.raises(ConfigError, match=r"Did you mean env.kwargs.sutton_barto_reward\? It takes: "):
+        check_env_kwargs("CartPole-v1", {"sutton_barto_rewrd": True})
+    with pytest.raises(ConfigError, match="LunarLander-v3 takes no argument 'bogus'"):
+        check_env_kwargs("LunarLander-v3", {"bogus": 1})
+    check_env_kwargs("LunarLander-v3", {"gravity": -9.0, "continuous": True})  # taken

@@ -23,7 +23,8 @@ def assert_refused(r: CliResult, *fragments: str) -> None:
 
 def assert_no_run(tmp_path: Path) -> None:
     # Nor the folder Hydra made for the run: a refused command leaves nothing behind.
-    assert not (tmp_path / "outputs").exists(), sorted(map(str, (tmp_path / "outputs").rglob("*")))
+    for folder in ("outputs", "multirun"):  # a refused sweep leaves no sweep folder either
+        assert not (tmp_path / folder).exists(), sorted(map(str, (tmp_path / folder).rglob("*")))
     db = tmp_path / "mlflow.db"
     if db.exists():
         client = MlflowClient(tracking_uri=f"sqlite:///{db}")

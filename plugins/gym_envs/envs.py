@@ -1,10 +1,11 @@
 """Any registered gymnasium env by id, and the CartPole and LunarLander presets of it."""
 
+import inspect
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 import gymnasium as gym
 
-from framework.errors import ConfigError, closest
+from framework.errors import ConfigError, closest, did_you_mean
 
 from .config import CartPoleConfig, GymConfig, LunarLanderConfig
 
@@ -20,6 +21,7 @@ class GymEnv:
         if self.n_envs < 1:
             raise ConfigError(f"env.n_envs={self.n_envs} must be at least 1")
         check_env_id(cfg.id)
+        check_env_kwargs(cfg.id, self.make_kwargs())
 
     def make_kwargs(self) -> dict[str, Any]:
         return dict(self.cfg.kwargs)
@@ -61,6 +63,29 @@ def check_env_id(env_id: str) -> None:
     close = closest(env_id, list(gym.registry), n=3, always=True)
     hint = f" Closest: {', '.join(close)}." if close else ""
     raise ConfigError(f"Unknown gymnasium env id env.id={env_id!r}.{hint}")
+
+
+def check_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
+    """Refuse, before the run starts, an `env.kwargs` key the env's constructor does not take (it
+    would fail the run when the first env is made)."""
+    from gymnasium.envs.registration import load_env_creator
+
+    entry = gym.spec(env_id).entry_point
+    try:
+        creator = load_env_creator(entry) if isinstance(entry, str) else entry
+        parameters = inspect.signature(creator).parameters  # type: ignore[arg-type]
+    except (ImportError, AttributeError, TypeError, ValueError):  # not ours to judge: gym.make will
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    valid = [name for name in parameters if name not in ("self", "render_mode")]
+    for key in kwargs:
+        if key not in valid:
+            hint = did_you_mean(key, valid, prefix="env.kwargs.")
+            raise ConfigError(
+                f"env.kwargs.{key}: {env_id} takes no argument {key!r}.{hint} It takes: "
+                f"{', '.join(valid) or 'none'}"
+            )
 
 
 if TYPE_CHECKING:  # mypy holds each plugin to its kind's contract

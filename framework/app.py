@@ -157,7 +157,11 @@ def main() -> None:
         hydra.main(version_base="1.3", config_path=None, config_name="config")(task)()
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM before a run existed (a run ends KILLED itself)
         forget_caught_interrupt()
-        print("Stopped before the run started: nothing was tracked.", file=sys.stderr)
+        if {"-m", "--multirun"} & set(sys.argv[1:]):  # a launcher's wait, interrupted
+            JOB_INTERRUPTED.set()  # the sweep's parent ends KILLED (on exit), and its children with it
+            print("Sweep stopped: its runs end KILLED.", file=sys.stderr)
+        else:
+            print("Stopped before the run started: nothing was tracked.", file=sys.stderr)
         sys.exit(EXIT_KILLED)
     except JobFailed as e:  # in a Ray worker: said there, or to be said here
         if e.message is not None:

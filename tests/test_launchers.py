@@ -93,9 +93,9 @@ def test_ctrl_c_ends_the_children_of_a_joblib_sweep_that_loky_killed_with_their_
     time.sleep(1)
     os.killpg(p.pid, signal.SIGINT)
     out, _ = p.communicate(timeout=120)
-    # A job that saw the SIGINT itself ends KILLED; one loky killed first ends with the parent. Which
-    # of the two comes first is a race: no child is left RUNNING either way.
-    assert "Sweep KILLED: 2 runs" in out or "Sweep FAILED: 2 runs" in out, out[-3000:]
+    # A job that saw the SIGINT itself ends KILLED; one loky killed first ends with the parent, KILLED
+    # too: no child is left RUNNING, none FAILED.
+    assert "Sweep KILLED: 2 runs" in out, out[-3000:]
     assert "RUNNING" not in out.split("Sweep ", 1)[-1], out[-3000:]
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -104,7 +104,7 @@ def test_ctrl_c_ends_the_children_of_a_joblib_sweep_that_loky_killed_with_their_
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
     statuses = {name: r.info.status for name, r in runs.items()}
     assert set(statuses) == {"sweep seed=1,2", "seed=1", "seed=2"}, statuses
-    assert set(statuses.values()) <= {"KILLED", "FAILED"}, statuses
+    assert set(statuses.values()) == {"KILLED"}, statuses
     assert all(runs[name].info.end_time for name in ("seed=1", "seed=2"))
 
 

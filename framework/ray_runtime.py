@@ -263,9 +263,15 @@ def _init_with_timeout(ray: Any, timeout_s: float, **kwargs: Any) -> None:
             failure.append(e)
 
     thread = threading.Thread(target=join, name="ray-init", daemon=True)
-    with _own_sigterm():  # Ray sets it in the main thread only; this covers a Ray that one day does not
+    # In a thread, Ray sets no SIGTERM handler and warns that it does not: the run keeps its own.
+    unwarned = _DropMessage("SIGTERM handler is not set")
+    worker_log = logging.getLogger("ray._private.worker")
+    worker_log.addFilter(unwarned)
+    try:
         thread.start()
         thread.join(timeout_s)
+    finally:
+        worker_log.removeFilter(unwarned)
     if thread.is_alive():
         raise ConfigError(
             f"ray.address={kwargs.get('address')}: no Ray cluster answered in {timeout_s:.0f} s "
@@ -273,6 +279,17 @@ def _init_with_timeout(ray: Any, timeout_s: float, **kwargs: Any) -> None:
         )
     if failure:
         raise failure[0]
+
+
+class _DropMessage(logging.Filter):
+    """Drops the log records whose message starts with `prefix`."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefix)
 
 
 #: Warns at every start of a local Ray that token authentication is on (Ray's default, which we keep).

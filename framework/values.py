@@ -12,6 +12,7 @@ gets as far as a training loop. A list's range holds for each element, a schedul
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import math
 import re
@@ -88,11 +89,9 @@ class Host:
 
     def problem(self, value: str) -> str | None:
         """Why `value` is not a host; None when it is one."""
-        try:
+        with contextlib.suppress(ValueError):  # not an IP address: maybe a host name
             ipaddress.ip_address(value.removeprefix("[").removesuffix("]"))
             return None
-        except ValueError:
-            pass
         labels = value.removesuffix(".").split(".")
         if all(label.isdigit() for label in labels):
             return "is not an IP address (four numbers from 0 to 255: 127.0.0.1)"

@@ -35,9 +35,25 @@ def _kill_after_checkpoint_and_more_metrics(tmp_path: Path, run_dir: str, *args:
                 break
         assert time.monotonic() < deadline, "no checkpoint and progress past it in 180 s"
     p.send_signal(signal.SIGSTOP)  # no further step, nor checkpoint, from here
-    time.sleep(1.5)  # the tracking process sends what was logged (it is not the process stopped)
+    # The tracking process (not the one stopped) sends what was logged: wait for a point past the
+    # checkpoint to be in the store.
+    client = _client(tmp_path)
+    while not _logged_past(client, checkpointed):
+        assert time.monotonic() < deadline + 60, "no metric past the checkpoint reached the store"
+        time.sleep(0.2)
     p.send_signal(signal.SIGKILL)
     p.communicate(timeout=60)
+
+
+def _logged_past(client: MlflowClient, step: int) -> bool:
+    experiment = client.get_experiment_by_name("framework")
+    runs = client.search_runs([experiment.experiment_id]) if experiment else []
+    return any(
+        m.step > step
+        for run in runs
+        for key in run.data.metrics
+        for m in client.get_metric_history(run.info.run_id, key)
+    )
 
 
 def test_resume_after_sigkill_logs_no_step_twice_and_keeps_the_runs_own_tags(tmp_path: Path) -> None:

@@ -10,7 +10,9 @@
 #      algorithms timed or not), and what `auto` chooses (inference_backends.py);
 #   4. 8 Ray workers x 256 games sharing the inference service, beside the best in-process
 #      configuration measured just before them (mcts_batching.py --workers 8);
-#   5. the 15x15 preset as a user runs it, device=cuda, its self-play moves/s (goal: 10,000).
+#   5. the 15x15 preset as a user runs it, device=cuda, its self-play moves/s (goal: 10,000), after
+#      a short run of it that compiles the tree kernels into numba's cache (warm; with the preset
+#      alone, the first measured run would spend its first minute or more compiling).
 #
 #   bash benchmarks/gpu_selfplay.sh [OUT]           # OUT: where each part's output goes (default: a temp folder)
 #   PARTS="selfplay preset" bash benchmarks/gpu_selfplay.sh    # some parts only
@@ -34,7 +36,7 @@ if [ "${QUICK:-0}" = 1 ]; then
 fi
 started=$(date +%s)
 
-parts=${PARTS:-tree selfplay backends workers preset}
+parts=${PARTS:-tree selfplay backends workers warm preset}
 preset_configs=${PRESET_CONFIGS:-device=$device}
 part() {  # part NAME SECONDS COMMAND...: run it, its output to OUT/NAME.txt and here, within SECONDS
     local name=$1 seconds=$2
@@ -67,9 +69,14 @@ else
     part workers 130 python3 mcts_batching.py --device cuda --board 15 --blocks 4 --channels 64 \
         --games 256 --sims 100 --batches 256 --waits 5 --backends torch --steps 1 --repeats 2 \
         --workers 8 --seconds 20 --grace 40 --threads "$cores" --num-cpus "$cores"
+    # 512 games (the parallel kernels), gates of 2 games (the serial ones), early phases and gates.
+    part warm 240 python3 -m framework experiment=gomoku_15x15 device=cuda total_steps=40000 \
+        agent.min_replay=300 agent.train_every=2000 agent.updates_per_phase=5 agent.gate_every=1 \
+        agent.gate_games=2 eval.every_steps=0 checkpoint.every_steps=1000000000 tracking=none \
+        progress=log log_every_s=10 "hydra.run.dir=$out/warm"
     n=$(( $(tr -cd ';' <<<"$preset_configs" | wc -c) + 1 ))
-    part preset $(( 100 * n )) python3 preset_selfplay.py --preset gomoku_15x15 --configs "$preset_configs" \
-        --seconds 90 --warmup 40 --every 5 --repeats 1 --keep "$out/preset"
+    part preset $(( (${PRESET_SECONDS:-90} + 15) * n )) python3 preset_selfplay.py --preset gomoku_15x15 --configs "$preset_configs" \
+        --seconds "${PRESET_SECONDS:-90}" --warmup 35 --every 5 --repeats 1 --keep "$out/preset"
 fi
 
 echo
@@ -79,8 +86,11 @@ import re, sys
 from pathlib import Path
 
 out = Path(sys.argv[1])
-keys = re.compile(r"\[(met|MISSED)\]|target|workers: |best cell|x threads=|moves/s|inference backend auto")
-for part in ("tree", "selfplay", "backends", "workers", "preset"):
+keys = re.compile(
+    r"\[(met|MISSED)\]|target|workers: |best cell|x threads=|moves/s|inference backend auto|"
+    r"training in the background|Error"
+)
+for part in ("tree", "selfplay", "backends", "workers", "warm", "preset"):
     path = out / f"{part}.txt"
     lines = path.read_text().splitlines() if path.exists() else ["(no output)"]
     print(f"-- {part}")

@@ -85,6 +85,19 @@ def run(preset: str, config: str, more: list[str], args: argparse.Namespace, out
     return moves_per_s(out / "framework.log", args.warmup)
 
 
+#: What a run's output says of its pace that the table does not (agent.background_training's line).
+NOTES = re.compile(r"training in the background: .*|\w*Error: .*|training updates as a CUDA graph failed.*")
+
+
+def notes(output: Path) -> list[str]:
+    """The lines of a run's output worth printing beside its rate: how its background training
+    went, and the last error it met, if any."""
+    if not output.exists():
+        return []
+    found = [m.group(0) for m in map(NOTES.search, output.read_text(errors="replace").splitlines()) if m]
+    return found[-3:]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -122,6 +135,8 @@ def main() -> None:
             )
             rates[config].append(rate)
             print(f"  {config or '(preset)'}: {rate:,.1f} moves/s ({moves} moves measured)", flush=True)
+            for line in notes(folder / f"run{r}_{configs.index(config)}.out"):
+                print(f"    {line}", flush=True)
     base = statistics.median(rates[configs[0]])
     print(
         f"\nself-play moves/s, median of {args.repeats} runs ({time.perf_counter() - started:.0f} s in all)\n"

@@ -5,6 +5,7 @@ opponents. The agent orchestrates them and keeps the run's inference service's w
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
@@ -19,12 +20,15 @@ from framework.schedules import build_schedule
 from framework.searches import BEST
 
 from . import gating
+from .background import BackgroundLearning
 from .collector import SelfPlayCollector
 from .config import RUNNERS, VALUE_HEADS, AlphaZeroConfig
 from .learner import WEIGHTS_FILE, Learner
 from .network import NetworkEvaluator
 
 STATE_FILE = "alphazero.json"
+
+log = logging.getLogger("framework")
 
 
 class AlphaZeroAgent:
@@ -72,8 +76,14 @@ class AlphaZeroAgent:
                 "gomocup, a benchmark's matches): self-play searches both sides of its games, so it "
                 "trains with search.draw_contempt=0"
             )
-        workers = getattr(getattr(search, "cfg", None), "workers", 0)
-        if self.cfg.runner == "single" and isinstance(search, DistributedSearch) and workers:
+        workers = _workers(search)
+        if self.cfg.background_training and workers:
+            raise ConfigError(
+                f"agent.background_training=true trains beside the run's own self-play, and search.workers="
+                f"{workers} plays it in Ray workers, beside the training already: drop "
+                "agent.background_training, or set search.workers=0"
+            )
+        if self.cfg.runner == "single" and workers:
             raise ConfigError(
                 f"agent.runner=single plays one game in the run's process, and search.workers={workers} asks "
                 "for self-play in Ray workers: use agent.runner=vectorize, or search.workers=0"
@@ -93,15 +103,23 @@ class AlphaZeroAgent:
         ctx.inference.publish(BEST, learner.weights("best"))
         self._search, self._game = ctx.search, game
         collector = SelfPlayCollector(cfg, ctx, game, self.rng)
+        background: BackgroundLearning | None = None
+        if cfg.background_training:
+            # A generator of its own: the threads draw their batches while self-play draws its moves.
+            trainer_rng = np.random.default_rng(int(self.rng.integers(2**63)))
+            background = BackgroundLearning(self, ctx, game, trainer_rng)
         try:
             step = self.counters["step"] = ctx.start_step
             since_train = 0
-            clock = (time.perf_counter(), self._simulations(ctx, collector), self.counters["games"])
-            first = True
+            clock = self._clock(ctx, collector)
+            first, logged_phases = True, 0
             while step < ctx.total_steps:
                 moves, finished = collector.collect(step)
                 if ctx.stop.is_set():  # its searches may have been cut short: none of it is recorded
                     break
+                if background is not None:  # new weights between searches, metrics from this thread
+                    for metrics, at in background.deliver():
+                        ctx.log_metrics(metrics, at)
                 current = ctx.inference.version(BEST)
                 for record in finished:
                     learner.add_game(record, lag=current - min(record.versions, default=current))
@@ -109,20 +127,38 @@ class AlphaZeroAgent:
                 step += moves
                 if first:  # the tuning figures from the first chunk on: a short sweep maps them too
                     first = False
-                    self._log(ctx, collector, step, clock)
+                    self._log(ctx, collector, step, clock, background)
                 since_train += moves
                 self.counters["step"] = step
                 if since_train >= cfg.train_every and learner.ready():
                     since_train = 0
-                    self._train(ctx, step)
-                    self._log(ctx, collector, step, clock)
-                    clock = (time.perf_counter(), self._simulations(ctx, collector), self.counters["games"])
-                    if cfg.gating and self.counters["phases"] % cfg.gate_every == 0:
-                        self._gate(ctx, game, step)
+                    if background is not None:
+                        background.owe_phase(step)
+                    else:
+                        self._train(ctx, step)
+                        self._log(ctx, collector, step, clock, background)
+                        clock = self._clock(ctx, collector)
+                        if cfg.gating and self.counters["phases"] % cfg.gate_every == 0:
+                            self._gate(ctx, game, step)
+                if background is not None and step >= ctx.total_steps:  # the last checkpoint holds all
+                    background.idle(gates=True)
+                    for metrics, at in background.deliver():
+                        ctx.log_metrics(metrics, at)
+                if background is not None and background.phases_done > logged_phases:
+                    logged_phases = background.phases_done  # a phase's figures, as in turn
+                    self._log(ctx, collector, step, clock, background)
+                    clock = self._clock(ctx, collector)
                 if not ctx.after_step(step, self):
                     break
-            self._log(ctx, collector, step, clock)
+            if background is not None:
+                background.close()
+                for metrics, at in background.deliver():
+                    ctx.log_metrics(metrics, at)
+                log.info(background.summary())
+            self._log(ctx, collector, step, clock, background)
         finally:
+            if background is not None:
+                background.close()
             collector.close()
 
     def evaluate(self, ctx: RunContext, *, episodes: int) -> dict[str, float]:
@@ -150,14 +186,15 @@ class AlphaZeroAgent:
         return chosen if chosen >= 0 else int(counts.argmax())
 
     def save(self, path: Path) -> None:
-        spec = self.learner.save(path)
-        state = {
-            "network": spec,
-            "game": self.game_spec,
-            "counters": self.counters,
-            "elo": self.elo,
-            "rng": self.rng.bit_generator.state,
-        }
+        with self.learner.lock:  # a phase or a gate's verdict in the background waits (or is waited for)
+            spec = self.learner.save(path)
+            state = {
+                "network": spec,
+                "game": self.game_spec,
+                "counters": dict(self.counters),
+                "elo": self.elo,
+                "rng": self.rng.bit_generator.state,
+            }
         (path / STATE_FILE).write_text(json.dumps(state, indent=1))
 
     def load(self, path: Path) -> None:
@@ -214,18 +251,24 @@ class AlphaZeroAgent:
             ctx.inference.publish(BEST, self.learner.weights("best"))
             self.counters["generation"] += 1
             self.elo += result.elo_difference()
-        ctx.log_metrics(
-            {
-                "gate/score": result.score,
-                "gate/accepted": float(accepted),
-                "gate/generation": float(self.counters["generation"]),
-                "gate/elo": self.elo,
-            },
-            step,
-        )
+        ctx.log_metrics(self.gate_metrics(result.score, accepted), step)
+
+    def gate_metrics(self, score: float, accepted: bool) -> dict[str, float]:
+        """What a gate logs: its score, its verdict, and the generation and Elo after it."""
+        return {
+            "gate/score": score,
+            "gate/accepted": float(accepted),
+            "gate/generation": float(self.counters["generation"]),
+            "gate/elo": self.elo,
+        }
 
     def _log(
-        self, ctx: RunContext, collector: SelfPlayCollector, step: int, clock: tuple[float, int, int]
+        self,
+        ctx: RunContext,
+        collector: SelfPlayCollector,
+        step: int,
+        clock: tuple[float, int, int],
+        background: BackgroundLearning | None = None,
     ) -> None:
         """Training and self-play figures, and the search's tuning figures (also after the first moves)."""
         now = time.perf_counter()
@@ -244,12 +287,25 @@ class AlphaZeroAgent:
         if ctx.search is not None:
             metrics.update(ctx.search.perf_metrics())
         metrics.update(collector.perf_metrics())
+        if background is not None:
+            metrics.update(background.perf_metrics())
         ctx.log_metrics(metrics, step)
+
+    def _clock(self, ctx: RunContext, collector: SelfPlayCollector) -> tuple[float, int, int]:
+        """(now, simulations, games): where the next figures' rates count from."""
+        return time.perf_counter(), self._simulations(ctx, collector), self.counters["games"]
 
     @staticmethod
     def _simulations(ctx: RunContext, collector: SelfPlayCollector) -> int:
         workers = getattr(collector.workers, "simulations", 0)
         return int(workers) + (ctx.search.simulations if ctx.search is not None else 0)
+
+
+def _workers(search: Any) -> int:
+    """The Ray workers a search plays self-play in (0: the run's process)."""
+    if not isinstance(search, DistributedSearch):
+        return 0
+    return int(getattr(getattr(search, "cfg", None), "workers", 0) or 0)
 
 
 def _validate(cfg: AlphaZeroConfig) -> None:

@@ -60,6 +60,13 @@ class AlphaZeroConfig:
     phase ({kind: linear, start: 2.0e-3, end: 2.0e-4, fraction: 1.0}: a tenth of it by the end)."""
     l2: float = field(default=1.0e-4, metadata=bounds(ge=0))
     """L2 weight penalty (Adam's weight_decay)."""
+    background_training: bool = False
+    """Training phases and gates in threads of their own while self-play goes on in the run's
+    process (each on a CUDA stream of its own on a GPU), self-play waiting only while two phases are
+    due (the positions are trained on as often as in turn); a gate due while the last still plays
+    is skipped. Runs in turn are reproducible from their seed; runs in the background are not. It
+    paid where a phase cost most of a move's time (eager updates on an H200: 1.56x the 15x15
+    preset's moves a second); with a GPU's updates in CUDA graphs, in turn was as fast (README)."""
     gating: bool = True
     """Self-play uses the best network so far; a trained network replaces it only if it scores at
     least gate_threshold against it in gate_games arena games."""

@@ -3,6 +3,7 @@ the env's fixed opponents. Both search over the run's inference service (no netw
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,31 +23,39 @@ ARENA_SEED, EVAL_SEED = 1_000, 2_000
 
 
 def gate(
-    cfg: AlphaZeroConfig, ctx: RunContext, game: Any, candidate_weights: dict[str, np.ndarray], index: int
+    cfg: AlphaZeroConfig,
+    ctx: RunContext,
+    game: Any,
+    candidate_weights: dict[str, np.ndarray],
+    index: int,
+    *,
+    incumbent: str = BEST,
+    should_stop: Callable[[], bool] | None = None,
 ) -> MatchResult | None:
-    """The candidate's weights (published as CANDIDATE) against BEST in `cfg.gate_games` games;
-    None when the run was asked to stop during the gate."""
+    """The candidate's weights (published as CANDIDATE) against the best network (the model
+    `incumbent`: BEST, or a copy of it that self-play does not search with) in `cfg.gate_games`
+    games; None when the run (or `should_stop`) asked to stop during the gate."""
     seed = ctx.seed + ARENA_SEED + index
     ctx.inference.publish(CANDIDATE, candidate_weights)
     candidate = ctx.make_search(CANDIDATE, seed=seed)
-    incumbent = ctx.make_search(BEST, seed=seed + 1)
+    best = ctx.make_search(incumbent, seed=seed + 1)
     rng = np.random.default_rng(seed)
     opening, temperature_moves = _openings(ctx, cfg)
     try:
         return play_match(
             game,
             SearchPlayer("candidate", candidate, rng, temperature_moves=temperature_moves),
-            SearchPlayer("best", incumbent, rng, temperature_moves=temperature_moves),
+            SearchPlayer("best", best, rng, temperature_moves=temperature_moves),
             cfg.gate_games,
             opening=opening,
             seed=seed,
-            should_stop=ctx.stop.is_set,
+            should_stop=should_stop or ctx.stop.is_set,
         )
     except MatchStopped:
         return None
     finally:
         ctx.close_search(candidate)
-        ctx.close_search(incumbent)
+        ctx.close_search(best)
 
 
 def evaluate(cfg: AlphaZeroConfig, ctx: RunContext, *, episodes: int) -> dict[str, float]:

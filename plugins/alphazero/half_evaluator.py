@@ -144,7 +144,12 @@ class HalfEvaluator(NetworkEvaluator):
             if self._pool is None:
                 self._pool = torch.cuda.graph_pool_handle()
             graph = torch.cuda.CUDAGraph()
-            with torch.inference_mode(), torch.cuda.graph(graph, pool=self._pool):
+            # A capture stream of its own (torch's default one is shared by every thread), and
+            # thread_local: a capture here stops nothing that another thread (self-play, a gate) does
+            with (
+                torch.inference_mode(),
+                torch.cuda.graph(graph, pool=self._pool, stream=side, capture_error_mode="thread_local"),
+            ):
                 static_out = forward()
         finally:
             torch.backends.cudnn.benchmark = tuned

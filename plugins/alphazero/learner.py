@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import copy
+import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from framework.errors import ConfigError
 
 from .config import AlphaZeroConfig
+from .device_training import DeviceReplay, DeviceUpdates, losses
 from .network import PolicyValueNet
 from .replay import PositionReplay
 from .selfplay import GameRecord
@@ -34,6 +35,14 @@ class Learner:
         self.stats: dict[str, list[float]] = {}
         self._restored: dict[str, Any] | None = None
         self._restored_replay: Path | None = None
+        self.lock = threading.RLock()
+        """Held while the networks, Adam or the counters change or are read whole (a phase, a
+        gate's verdict, a checkpoint): training may run in a thread beside self-play."""
+        self._replay_lock = threading.Lock()
+        self.on_device = False
+        """Training from a copy of the replay on the device, in CUDA graphs: on a GPU (setup)."""
+        self._device: DeviceUpdates | None = None
+        self._stats_lock = threading.Lock()
 
     def setup(self, game: Any, device: str) -> None:
         """Networks for the game (new ones, or the loaded ones checked against it), Adam, the replay."""
@@ -56,13 +65,17 @@ class Learner:
             self.best = self.net if not cfg.gating else copy.deepcopy(self.net)
         self.best.to(self.device).eval()
         # The rate of each phase is train_phase's (agent.learning_rate may be a schedule).
-        self.optimizer = torch.optim.Adam(self.net.parameters(), weight_decay=cfg.l2)
+        # On a GPU Adam's update is one fused kernel (its state is the same as the loop's).
+        self.optimizer = torch.optim.Adam(
+            self.net.parameters(), weight_decay=cfg.l2, fused=self.device.type == "cuda"
+        )
         if self._restored is not None:
             if self._restored.get("optimizer"):
-                self.optimizer.load_state_dict(self._restored["optimizer"])
+                self.optimizer.load_state_dict(_for_this_device(self._restored["optimizer"], self.optimizer))
             if "torch_rng" in self._restored:  # a shipped agent holds its network only
                 torch.set_rng_state(self._restored["torch_rng"])
             self._restored = None
+        self.on_device, self._device = self.device.type == "cuda", None
         self.replay = PositionReplay(
             cfg.replay_size, (game.n_planes, *game.board_shape), game.n_actions, game.symmetry_index
         )
@@ -79,68 +92,93 @@ class Learner:
         """A finished game into the replay; `lag`: how many versions behind the weights it began with are."""
         assert self.replay is not None
         if len(record):  # under playout cap randomisation a short game may have no full search
-            self.replay.add(np.stack(record.planes), np.stack(record.policies), record.outcomes())
-        for key, value in (
-            ("selfplay/game_length", record.moves),
-            ("selfplay/recorded_share", len(record) / max(record.moves, 1)),
-            ("selfplay/black_win_rate", float(record.winner == 1)),
-            ("selfplay/draw_rate", float(record.winner == 0)),
-            ("selfplay/weights_lag", float(lag)),
-        ):
-            self.stats.setdefault(key, []).append(value)
+            planes, policies, outcomes = np.stack(record.planes), np.stack(record.policies), record.outcomes()
+            with self._replay_lock:
+                self.replay.add(planes, policies, outcomes)
+        self._record(
+            (
+                ("selfplay/game_length", record.moves),
+                ("selfplay/recorded_share", len(record) / max(record.moves, 1)),
+                ("selfplay/black_win_rate", float(record.winner == 1)),
+                ("selfplay/draw_rate", float(record.winner == 0)),
+                ("selfplay/weights_lag", float(lag)),
+            )
+        )
+
+    def _record(self, pairs: Any) -> None:
+        with self._stats_lock:
+            for key, value in pairs:
+                self.stats.setdefault(key, []).append(value)
 
     def train_phase(self, rng: np.random.Generator, learning_rate: float) -> None:
-        """`updates_per_phase` gradient steps on batches of the replay: cross-entropy to π, and MSE to
-        z (a scalar value head) or cross-entropy to z's class (win, draw, loss: a `wdl` head)."""
+        """`updates_per_phase` gradient steps on batches of the replay (`device_training.losses`): on
+        a GPU from the replay's copy there, as CUDA graph launches; elsewhere from the replay here."""
+        cfg, net, optimizer, replay = self.cfg, self.net, self.optimizer, self.replay
+        assert net is not None and optimizer is not None and replay is not None
+        if self.on_device:
+            if self._device is None:
+                self._device = DeviceUpdates(
+                    net, optimizer, DeviceReplay(replay, self.device), cfg.batch_size
+                )
+            with self._replay_lock:
+                self._device.replay.sync()
+            stats = self._device.phase(cfg.updates_per_phase, learning_rate)
+        else:
+            stats = self._eager_phase(rng, learning_rate)
+        read = stats.cpu().numpy()  # once the phase is over: on a GPU a read waits for it
+        keys = ("train/policy_loss", "train/value_loss", "train/policy_entropy")
+        self._record((key, float(v)) for i, key in enumerate(keys) for v in read[:, i])
+
+    def _eager_phase(self, rng: np.random.Generator, learning_rate: float) -> torch.Tensor:
         cfg, net, optimizer, replay = self.cfg, self.net, self.optimizer, self.replay
         assert net is not None and optimizer is not None and replay is not None
         for group in optimizer.param_groups:
             group["lr"] = learning_rate
         net.train()
-        losses: list[torch.Tensor] = []  # read once the phase is over: on a GPU a read waits for it
+        stats: list[torch.Tensor] = []
         for _ in range(cfg.updates_per_phase):
-            planes, policy, value = replay.sample(cfg.batch_size, rng)
+            with self._replay_lock:
+                planes, policy, value = replay.sample(cfg.batch_size, rng)
             x = torch.from_numpy(planes).to(self.device)
             pi = torch.from_numpy(policy).to(self.device)
             z = torch.from_numpy(value).to(self.device)
-            logits, out = net.heads(x)
-            log_p = F.log_softmax(logits, dim=1)
-            policy_loss = -(pi * log_p).sum(1).mean()
-            if net.wdl:  # z is 1, 0 or -1: classes 0 (win), 1 (draw), 2 (loss)
-                value_loss = F.cross_entropy(out, (1 - z.round()).long())
-            else:
-                value_loss = F.mse_loss(torch.tanh(out).squeeze(1), z)
-            loss = policy_loss + value_loss
+            loss, policy_loss, value_loss, entropy = losses(net, x, pi, z)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            with torch.no_grad():
-                entropy = -(log_p.exp() * log_p).sum(1).mean()
-                losses.append(torch.stack([policy_loss.detach(), value_loss.detach(), entropy]))
+            stats.append(torch.stack([policy_loss.detach(), value_loss.detach(), entropy]))
         net.eval()
-        if losses:
-            read = torch.stack(losses).cpu().numpy()
-            for i, key in enumerate(("train/policy_loss", "train/value_loss", "train/policy_entropy")):
-                self.stats.setdefault(key, []).extend(float(v) for v in read[:, i])
+        return torch.stack(stats)
 
     def take_stats(self) -> dict[str, float]:
-        metrics = {key: float(np.mean(values)) for key, values in self.stats.items() if values}
-        self.stats = {}
-        return metrics
+        with self._stats_lock:
+            stats, self.stats = self.stats, {}
+        return {key: float(np.mean(values)) for key, values in stats.items() if values}
 
     def weights(self, which: str = "best") -> dict[str, np.ndarray]:
         """A network's weights as arrays (what the inference service is given)."""
         net = self.best if which == "best" else self.net
         assert net is not None
-        return {key: t.detach().cpu().numpy() for key, t in net.state_dict().items()}
+        # Copies (a CPU tensor's .numpy() is the tensor): a trainer thread goes on training them.
+        return {key: t.detach().to("cpu", copy=True).numpy() for key, t in net.state_dict().items()}
 
-    def accept(self) -> None:
-        """The trained network becomes the best (a gate it passed)."""
+    def accept(self, weights: dict[str, np.ndarray] | None = None) -> None:
+        """The trained network (or the one of `weights`, the gate's candidate, where training went on
+        during the gate) becomes the best (a gate it passed)."""
         assert self.net is not None and self.best is not None
-        self.best.load_state_dict(self.net.state_dict())
+        with self.lock:
+            if weights is None:
+                self.best.load_state_dict(self.net.state_dict())
+            else:
+                self.best.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in weights.items()})
 
     def save(self, path: Path) -> dict[str, Any]:
         """Weights, Adam and the torch RNG to `path` (and the replay); the network's spec back."""
+        assert self.net is not None and self.best is not None
+        with self.lock, self._replay_lock:
+            return self._save(path)
+
+    def _save(self, path: Path) -> dict[str, Any]:
         assert self.net is not None and self.best is not None
         weights = {
             "net": self.net.state_dict(),
@@ -163,3 +201,19 @@ class Learner:
         self.best.eval()
         self._restored = weights
         self._restored_replay = path / REPLAY_FILE if (path / REPLAY_FILE).is_file() else None
+
+
+def _for_this_device(saved: dict[str, Any], optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """Adam's saved state with this optimizer's way of running (fused or not, capturable or not: a
+    run on a GPU saves fused and capturable groups and a tensor learning rate, which a CPU cannot
+    run, and a CPU run's state resumes on a GPU), so that loading it puts its steps where they run."""
+    fresh = optimizer.state_dict()["param_groups"]
+    groups = []
+    for group, mine in zip(saved["param_groups"], fresh, strict=True):
+        group = dict(group)
+        for key in ("fused", "capturable", "foreach"):
+            if key in mine:
+                group[key] = mine[key]
+        group["lr"] = float(group["lr"])
+        groups.append(group)
+    return {**saved, "param_groups": groups}

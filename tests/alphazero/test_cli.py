@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from pathlib import Path
@@ -162,6 +163,31 @@ def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -
     assert run.data.metrics["train/replay_positions"] > positions
 
 
+def test_training_and_gates_in_the_background_train_gate_checkpoint_and_resume(cli, tmp_path: Path) -> None:
+    """agent.background_training=true (a GPU's default) on this CPU: the phases and gates run in
+    threads beside self-play, every phase due is trained, and the checkpoint resumes as in turn."""
+    r = cli(*SHORT, "agent.background_training=true", "total_steps=960", "hydra.run.dir=outputs/a")
+    assert r.returncode == 0, r.output[-3000:]
+    assert "FINISHED at step 960" in r.output
+    client, run = only_run(tmp_path)
+    metrics = run.data.metrics
+    assert {"train/policy_loss", "train/value_loss", "gate/score", "gate/generation"} <= set(metrics)
+    saved = json.loads((tmp_path / "outputs/a/checkpoints/step_0000000960/agent/alphazero.json").read_text())
+    counters = saved["counters"]
+    # A phase each train_every (128) moves once the replay is ready (by 640 moves on 6x6): every one
+    # that fell due was trained, 4 updates each, and a gate fell due every 2nd.
+    assert counters["phases"] >= (960 - 640) // 128 and counters["updates"] == 4 * counters["phases"]
+    assert 1 <= counters["gates"] <= counters["phases"] // 2
+    assert metrics["train/updates"] == counters["updates"]
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "gate/generation")][-1] == (
+        counters["generation"]
+    )
+    again = cli(f"resume={run.info.run_id}", "total_steps=1280", "hydra.run.dir=outputs/b")
+    assert again.returncode == 0, again.output[-3000:]
+    assert "resumed at step 960" in again.output and "FINISHED at step 1280" in again.output
+    assert client.get_run(run.info.run_id).data.metrics["train/updates"] > counters["updates"]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -211,6 +237,15 @@ def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -
             "search.inference.backend='tensorrt'",
         ),
         (["experiment=gomoku_6x6", "agent.value_head=wld"], "agent.value_head='wld' is not valid"),
+        (
+            [
+                "experiment=gomoku_6x6",
+                "agent.background_training=true",
+                "search=ray_async",
+                "search.workers=1",
+            ],
+            "agent.background_training=true trains beside the run's own self-play, and search.workers=1",
+        ),
         (["experiment=gomoku_6x6", "search.draw_contempt=1.5"], "search.draw_contempt=1.5 must be in [0, 1]"),
         (
             ["experiment=gomoku_6x6", "search.draw_contempt=0.2"],

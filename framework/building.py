@@ -99,6 +99,10 @@ def check_objective(metric: str, env: EnvPlugin, agent: Agent) -> None:
     variants = _variants(env)
     if variants and not isinstance(agent, EvaluatingAgent):
         logs += f"; the same under eval/<variant>/ for each of {', '.join(variants)}"
+    elif deeper := [n.split("/") for n in names if n.count("/") == 2]:  # an agent's, per opponent
+        leaves = sorted({parts[2] for parts in deeper})
+        groups = sorted({parts[1] for parts in deeper})
+        logs += f"; and eval/<opponent>/ {', '.join(leaves)} for each of {', '.join(groups)}"
     if not complete and not isinstance(agent, EvaluatingAgent):
         logs += "; and the env's episode stats as eval/<stat>"
     raise ConfigError(

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from framework import contracts, registry
-from framework.errors import ConfigError, check_choice, did_you_mean
+from framework.errors import ConfigError, check_choice, did_you_mean, not_an_integer
 from framework.values import HOST, bounds, check_values, resolved
 
 __all__ = [
@@ -211,7 +211,8 @@ def typed(node: DictConfig, schema: type, section: str, name: str) -> Any:
         key = str(e.full_key or e.key)
         reason = str(e.msg).strip().splitlines()[0]
         raise ConfigError(
-            f"Invalid value for {section}.{key} ({section} plugin {name!r}): {reason}"
+            not_an_integer(f"{section}.{key}", reason)
+            or f"Invalid value for {section}.{key} ({section} plugin {name!r}): {reason}"
         ) from None
     typed_cfg = OmegaConf.to_object(merged)
     check_values(schema, typed_cfg, f"{section}.")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import math
+import re
 from collections.abc import Iterable
 
 
@@ -63,6 +65,25 @@ def check_at_least(section: str, cfg: object, minimum: int, *keys: str) -> None:
             raise ConfigError(f"{section}.{key}={value} must be >= {minimum}")
 
 
+#: OmegaConf's refusal of a float for an integer key.
+_FLOAT_FOR_INT = re.compile(r"Value '(?P<value>[^']*)' of type 'float' could not be converted to Integer")
+
+
+def not_an_integer(key: str, reason: str) -> str | None:
+    """The message for a number with a fraction or an exponent given to an integer key (`total_steps=1e6`
+    reaches it as 1000000.0), naming the integer to write; None for another refusal."""
+    found = _FLOAT_FOR_INT.search(reason)
+    if found is None:
+        return None
+    try:
+        value = float(found["value"])
+    except ValueError:
+        return None
+    if math.isfinite(value) and value.is_integer():
+        return f"{key}={found['value']} must be an integer: write {key}={int(value)}"
+    return f"{key}={found['value']} must be an integer"
+
+
 def hydra_message(error: BaseException) -> str | None:
     """What to print for Hydra's own refusals (composition, overrides); None for anything else."""
     from hydra.errors import CompactHydraException, MissingConfigException, OverrideParseException
@@ -87,7 +108,9 @@ def hydra_message(error: BaseException) -> str | None:
     if isinstance(cause, OmegaConfBaseException):
         reason = str(cause.msg or cause).strip().splitlines()[0]
         if cause.full_key:
-            return f"Invalid value for {cause.full_key}: {reason}"
+            return (
+                not_an_integer(str(cause.full_key), reason) or f"Invalid value for {cause.full_key}: {reason}"
+            )
         return f"{_first_line(error)}: {reason}"
     if isinstance(error, OverrideParseException) and "=" not in error.override:
         from framework import registry  # registry imports this module

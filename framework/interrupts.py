@@ -10,6 +10,8 @@ chose (130 after a run ended KILLED). A string `exec` clears the mark when it st
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sys
 import threading
@@ -46,6 +48,25 @@ def sigterm_as_interrupt(stop: threading.Event) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if stop.is_set():  # the run was stopped and has ended: what is left of the process may go
+            exit_at_the_next_signal()
+
+
+def exit_at_the_next_signal() -> None:
+    """A run stopped by a signal has ended (KILLED, its checkpoint written): another SIGTERM or
+    Ctrl-C while the process finishes (its Ray shutting down, the tracker's last writes) ends the
+    process at once with EXIT_KILLED, not by the signal's default (-15) nor with a traceback from
+    wherever it landed. What it leaves running, a local Ray's processes, its reaper ends."""
+
+    def handler(signum: int, frame: Any) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(EXIT_KILLED)
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, handler)
 
 
 @contextmanager

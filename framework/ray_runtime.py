@@ -225,8 +225,9 @@ def _init_local(ray: Any, *, num_cpus: int | None, num_gpus: int | None) -> Any:
 
 @contextmanager
 def _own_sigterm() -> Iterator[None]:
-    """The process's SIGTERM handler survives ray.init, which replaces it in the main thread with
-    one that exits at once (a driver's) or kills Ray's processes and exits 1 (a node's): SIGTERM
+    """The process's SIGTERM handler survives ray.init (and ray.shutdown), which replaces it in the
+    main thread with one that exits at once (a driver's) or kills Ray's processes and exits 1 (a
+    node's): SIGTERM
     from a scheduler must stop a run as Ctrl-C does, KILLED with a last checkpoint. The run then
     stops its Ray itself (`shutdown`), and the reaper does where the process dies first."""
     if threading.current_thread() is not threading.main_thread():
@@ -411,7 +412,8 @@ def shutdown(*, at_once: bool = False) -> None:
     with _lock:
         # A joined cluster goes on after ray.shutdown(): only this driver's connection ends.
         if ray is not None and ray.is_initialized() and (_owned or _joined):
-            ray.shutdown()
+            with _own_sigterm():  # a second SIGTERM meanwhile is the run's to handle, not Ray's
+                ray.shutdown()
         _owned = _joined = False
         _stop_flag = None
         if _reaper is not None:

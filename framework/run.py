@@ -15,14 +15,14 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from framework import __version__, config, endings, ray_runtime, trial
+from framework import __version__, config, endings, ray_runtime, run_dirs, trial
 from framework.building import (
     build_plugin,
     null_tracker,
@@ -43,7 +43,13 @@ from framework.contracts import (
     Tracker,
 )
 from framework.errors import ConfigError, ExplainedError, RunFailed
-from framework.interrupts import EXIT_KILLED, forget_caught_interrupt, sigterm_as_interrupt, stop_on_sigint
+from framework.interrupts import (
+    EXIT_KILLED,
+    exit_at_the_next_signal,
+    forget_caught_interrupt,
+    sigterm_as_interrupt,
+    stop_on_sigint,
+)
 from framework.progress import ProgressDisplay
 from framework.provenance import flatten, resume_tags, run_tags
 from framework.resume import ResumePoint, resume_point
@@ -111,6 +117,8 @@ def run(
                 lock.release()
         finally:
             aborted = isinstance(sys.exc_info()[1], RunAborted | KeyboardInterrupt)
+            if stop.is_set():  # stopped, and ended: another signal while it closes ends the process
+                exit_at_the_next_signal()
             try:
                 if not aborted:
                     tracker.close()
@@ -122,12 +130,29 @@ def run(
 def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_dir: Path) -> Plan:
     """Every check that can refuse the run, and its plugins built, before anything is tracked."""
     resume = None
-    if cfg.resume:
+    if not cfg.resume:
+        run_dirs.check_fresh(run_dir)
+    else:
         resume = resume_point(cfg, tracker, overrides, run_dir)
         cfg = resume.config
         config.check_root(cfg)
         ray_runtime.configure(cfg.get("ray"))  # the run's own Ray settings, with this command's on top
     _seed_everything(int(cfg.seed))
+    plan = _built(cfg, lambda: setup_torch(str(cfg.device), int(cfg.threads), int(cfg.seed)), resume)
+    _check_plan(plan)
+    return plan
+
+
+def check_config(cfg: DictConfig) -> None:
+    """What a run's start refuses of its config, without a tracker, a device set up or a checkpoint
+    (a sweep's start checks every job's config so: `sweep_checks`). A resumed run's is its run's."""
+    if cfg.get("resume"):
+        return
+    config.check_root(cfg)
+    _check_plan(_built(cfg, lambda: str(cfg.device), None))
+
+
+def _built(cfg: DictConfig, device: Callable[[], str], resume: ResumePoint | None) -> Plan:
     # Cheapest first, so that a mistake is refused before the agent's libraries are imported.
     env = _required(cfg, "env")
     env_plugin: EnvPlugin = build_plugin(env, "env")
@@ -136,10 +161,9 @@ def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_di
     agent = _required(cfg, "agent")
     built_agent: Agent = build_plugin(agent, "agent")
     built_search = search_plugin(search, env, env_plugin, agent.name, built_agent) if search else None
-    device = setup_torch(str(cfg.device), int(cfg.threads), int(cfg.seed))
     plugins = {"env": env.name, "agent": agent.name}
     plugins.update({s: v.name for s, v in (("buffer", buffer), ("search", search)) if v is not None})
-    plan = Plan(
+    return Plan(
         cfg=cfg,
         env_name=env.name,
         agent_name=agent.name,
@@ -148,11 +172,9 @@ def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_di
         search=built_search,
         agent=built_agent,
         plugins=plugins,
-        device=device,
+        device=device(),
         resume=resume,
     )
-    _check_plan(plan)
-    return plan
 
 
 def _check_plan(plan: Plan) -> None:

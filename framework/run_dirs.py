@@ -15,7 +15,11 @@ import fcntl
 import itertools
 import os
 import shutil
+import sys
 from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
 
 from framework.errors import ConfigError
 
@@ -78,7 +82,8 @@ def forget_if_unused(run_dir: Path) -> None:
 def _only_hydras(folder: Path) -> bool:
     try:
         return all(
-            e.name in HYDRAS_OWN or (e.suffix == ".log" and e.stat().st_size == 0) for e in folder.iterdir()
+            e.name in (*HYDRAS_OWN, LOCK_FILE) or (e.suffix == ".log" and e.stat().st_size == 0)
+            for e in folder.iterdir()
         )
     except OSError:  # gone, or unreadable: not ours to remove
         return False
@@ -95,6 +100,45 @@ def register_resolver() -> None:
 
     if not OmegaConf.has_resolver(RESOLVER):
         OmegaConf.register_new_resolver(RESOLVER, claim, use_cache=True)
+
+
+def check_fresh(run_dir: Path) -> None:
+    """Refuse a new run (not a resume) a directory that holds an earlier run's checkpoints
+    (`hydra.run.dir=` set to a finished run's): its checkpoints, config and log would be
+    overwritten by this run's, and `resume=` would find this run's instead of that one's."""
+    from framework.checkpoint import find_latest, read_state
+
+    _refuse_if_held(run_dir)  # a live run's: said as such, whether or not it checkpointed yet
+    checkpoint = find_latest(run_dir)
+    if checkpoint is None:
+        return
+    try:
+        state = read_state(checkpoint)
+    except (OSError, ValueError):
+        state = {}
+    owner = f"run {state['run_id']}, " if state.get("run_id") else ""
+    step = f"at step {state['step']}" if "step" in state else f"in {checkpoint.name}"
+    where = run_dir.resolve()
+    raise RunDirInUse(
+        f"The run directory {where} holds the checkpoints of an earlier run ({owner}its latest {step}): "
+        f"continue that run with resume={where}, or give this run a directory of its own (leave "
+        "hydra.run.dir unset, or set it to a new directory)"
+    )
+
+
+class FreshRunDir(Callback):
+    """A Hydra callback (conf/config.yaml's hydra.callbacks): a single run's directory checked by
+    `check_fresh` before Hydra writes its own files there (`.hydra/`, which would overwrite the
+    earlier run's record of its command); the run's start checks it again."""
+
+    def on_run_start(self, config: Any, **kwargs: Any) -> None:
+        if config.get("resume"):
+            return
+        try:
+            check_fresh(Path(str(config.hydra.run.dir)))
+        except ConfigError as e:  # what a callback raises Hydra turns into a warning; an exit it lets through
+            print(f"Error: {e}", file=sys.stderr)
+            sys.exit(1)
 
 
 class RunDirInUse(ConfigError):
@@ -114,10 +158,7 @@ class RunDirLock:
         except BlockingIOError:
             holder = _read_holder(self._fd)
             os.close(self._fd)
-            raise RunDirInUse(
-                f"The run directory {run_dir} is in use by another run{holder}: give each run its own "
-                "(leave hydra.run.dir unset, or set it to a directory of this run's own)"
-            ) from None
+            raise _in_use(run_dir, holder) from None
         os.ftruncate(self._fd, 0)
         os.write(self._fd, str(os.getpid()).encode())
 
@@ -125,6 +166,27 @@ class RunDirLock:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def _in_use(run_dir: Path, holder: str) -> RunDirInUse:
+    return RunDirInUse(
+        f"The run directory {run_dir} is in use by another run{holder}: give each run its own "
+        "(leave hydra.run.dir unset, or set it to a directory of this run's own)"
+    )
+
+
+def _refuse_if_held(run_dir: Path) -> None:
+    """RunDirInUse where a live run holds `run_dir`'s lock (nothing is taken or made)."""
+    try:
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return  # no lock file: no run ever held it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise _in_use(run_dir.resolve(), _read_holder(fd)) from None
+    finally:
+        os.close(fd)
 
 
 def _read_holder(fd: int) -> str:

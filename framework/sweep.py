@@ -179,6 +179,8 @@ class SweepParentRun(Callback):
                 # callback raises, Hydra only turns into a warning).
                 return
             optuna_study.name_the_study(config.hydra.sweeper)
+        else:
+            _refuse_a_bad_job(config)
         section = _tracking(config)
         if section is None:
             return
@@ -248,6 +250,20 @@ class SweepParentRun(Callback):
                 print(said, flush=True)
         finally:
             self._tracker.close()
+
+
+def _refuse_a_bad_job(config: DictConfig) -> None:
+    """A grid sweep whose jobs' values are refused is refused whole, before its first job runs
+    (`sweep_checks`): one message and exit status 1, as for a single run. (What a callback raises
+    Hydra turns into a warning; an exit it lets through.)"""
+    from framework import run_dirs, sweep_checks
+
+    try:
+        sweep_checks.check_jobs(config)
+    except ConfigError as e:
+        run_dirs.forget_claimed()
+        print(f"Error: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 def common_params(cfg: DictConfig, swept: Mapping[str, str]) -> dict[str, str]:

@@ -51,12 +51,26 @@ def test_every_schema_field_has_a_one_line_description(kind: str, name: str) -> 
 
 def test_optional_capabilities_are_declared_protocols() -> None:
     fighter, cartpole = registry.load("env", "fighter"), registry.load("env", "cartpole")
-    assert contracts.capabilities("env", fighter) == ["VectorEnvPlugin", "VariantEnvPlugin"]
-    assert contracts.capabilities("env", cartpole) == []
+    assert contracts.capabilities("env", fighter) == [
+        "VectorEnvPlugin",
+        "VariantEnvPlugin",
+        "EpisodeStatsEnvPlugin",
+    ]
+    assert contracts.capabilities("env", cartpole) == ["EpisodeStatsEnvPlugin", "SpacesEnvPlugin"]
+    assert contracts.capabilities("env", registry.load("env", "gym")) == ["SpacesEnvPlugin"]  # stats unknown
     gomoku = registry.load("env", "gomoku")
-    assert contracts.capabilities("env", gomoku) == ["VariantEnvPlugin", "GameEnvPlugin"]
+    assert contracts.capabilities("env", gomoku) == [
+        "VariantEnvPlugin",
+        "GameEnvPlugin",
+        "EpisodeStatsEnvPlugin",
+    ]
     alphazero, dqn = registry.load("agent", "alphazero"), registry.load("agent", "dqn")
-    assert contracts.capabilities("agent", alphazero) == ["CheckedAgent", "SearchAgent", "EvaluatingAgent"]
+    assert contracts.capabilities("agent", alphazero) == [
+        "CheckedAgent",
+        "SearchAgent",
+        "EvaluatingAgent",
+        "MetricNamingAgent",
+    ]
     assert contracts.capabilities("agent", dqn) == ["CheckedAgent"]
     assert contracts.capabilities("buffer", registry.load("buffer", "memory_efficient")) == ["FrameBuffer"]
     assert contracts.capabilities("buffer", registry.load("buffer", "replay")) == []

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from framework import sweep
 from tests.conftest import FAST, start_cli
+from tests.test_refusals import assert_no_run
 
 #: Each job's log lines start with its process id, so that a test sees where each job ran.
 PID_LOG_FORMAT = 'hydra.job_logging.formatters.simple.format="pid=%(process)d %(message)s"'
@@ -254,15 +255,30 @@ def ray_sweep(cli: Any, ray_session: Any, *args: str) -> Any:
 @pytest.mark.slow
 def test_a_job_refused_in_a_ray_worker_is_one_message(cli: Any, tmp_path: Path, ray_session: Any) -> None:
     # sys.exit(1) would end the Ray worker, which Ray reports with a WorkerCrashedError and its traceback.
-    r = ray_sweep(cli, ray_session, "env=atari", "env.game=Pnog", "seed=1,2")
+    # A resumed job's settings are its run's, found as it starts: in the worker.
+    r = ray_sweep(cli, ray_session, "resume=nowhere", "seed=1,2")
     assert r.returncode == 1, r.output[-3000:]
     assert "Traceback" not in r.output and "WorkerCrashedError" not in r.output, r.output[-3000:]
     errors = [line for line in r.stderr.splitlines() if line.startswith("Error")]
     assert len(errors) == 2, r.stderr  # Hydra's line naming the job, then the refusal
-    assert errors[0].startswith("Error executing job with overrides: ['env=atari', 'env.game=Pnog', 'seed=")
-    assert errors[1].startswith("Error: Unknown Atari game env.game='Pnog'. Closest: Pong.")
+    assert errors[0].startswith("Error executing job with overrides: ['resume=nowhere', 'seed=")
+    assert errors[1].startswith("Error: resume='nowhere' is neither a run directory nor a tracked run")
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
+
+
+@pytest.mark.slow
+def test_a_value_every_job_would_refuse_stops_the_sweep_before_ray_gets_a_job(
+    cli: Any, tmp_path: Path, ray_session: Any
+) -> None:
+    r = ray_sweep(cli, ray_session, "env=atari", "env.game=Pnog", "seed=1,2")
+    assert r.returncode == 1, r.output[-3000:]
+    errors = [line for line in r.stderr.splitlines() if line.startswith("Error")]
+    assert len(errors) == 1 and errors[0].startswith(
+        "Error: job 0 of the sweep (seed=1): Unknown Atari game env.game='Pnog'. Closest: Pong."
+    ), r.stderr
+    assert "Traceback" not in r.output
+    assert_no_run(tmp_path)  # no parent run, no sweep folder
 
 
 @pytest.mark.slow

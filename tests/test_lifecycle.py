@@ -94,8 +94,9 @@ def test_resume_refuses_to_change_the_env(cli, tmp_path: Path) -> None:
 
 
 def test_exception_ends_failed_with_the_traceback(cli, tmp_path: Path) -> None:
-    # A value the env itself refuses only when it is made (gymnasium's own assertion).
-    r = cli(*FAST, "env=lunarlander", "+env.kwargs.gravity=5.0")
+    # A value the env itself refuses only when it is made (gymnasium's own assertion), with an
+    # agent that makes its envs once the run has started (agent=dqn makes one first: refused).
+    r = cli(*FAST, "env=lunarlander", "agent=ppo", "+env.kwargs.gravity=5.0")
     assert r.returncode == 1
     run = only_run(store(tmp_path))
     assert run.info.status == "FAILED"

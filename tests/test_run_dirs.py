@@ -3,6 +3,7 @@ run holds is refused, and resume= never continues another run's checkpoint."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import threading
 import time
@@ -107,13 +108,38 @@ def test_a_run_given_the_directory_of_a_live_run_is_refused_in_one_line(tmp_path
     assert len(client.search_runs([client.get_experiment_by_name("framework").experiment_id])) == 1
 
 
+def test_a_new_run_given_a_finished_runs_directory_is_refused_before_hydra_writes_there(
+    tmp_path: Path,
+) -> None:
+    first = run_cli(*TINY, "seed=3", "hydra.run.dir=outputs/done", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    done = tmp_path / "outputs/done"
+    before = {p: p.read_bytes() for p in done.rglob("*") if p.is_file()}
+    second = run_cli(*TINY, "seed=4", "hydra.run.dir=outputs/done", cwd=tmp_path)
+    assert second.returncode == 1
+    (line,) = second.stderr.strip().splitlines()
+    assert line.startswith(
+        f"Error: The run directory {done.resolve()} holds the checkpoints of an earlier run (run "
+    )
+    assert f"its latest at step 400): continue that run with resume={done.resolve()}, or give" in line
+    assert {p: p.read_bytes() for p in done.rglob("*") if p.is_file()} == before  # .hydra/ and the log too
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert len(client.search_runs([client.get_experiment_by_name("framework").experiment_id])) == 1
+    # The command it names continues the run there.
+    again = run_cli(f"resume={done.resolve()}", "total_steps=600", "hydra.run.dir=outputs/done", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert read_state(done / "checkpoints" / (done / "checkpoints/latest").read_text().strip())["step"] == 600
+
+
 def test_resume_by_id_never_continues_another_runs_checkpoint(tmp_path: Path) -> None:
-    """Run A, then run B in A's directory (hydra.run.dir set by hand, A over): resume=<A's id> finds
-    B's checkpoint there and continues A from A's own artifacts instead."""
+    """Run A, then run B's checkpoints copied over A's (what two runs given one directory did before
+    a finished run's directory was refused, and what a copy by hand still does): resume=<A's id>
+    finds B's checkpoint there and continues A from A's own artifacts instead."""
     first = run_cli(*TINY, "seed=3", "hydra.run.dir=outputs/shared", cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
-    second = run_cli(*TINY, "seed=4", "total_steps=600", "hydra.run.dir=outputs/shared", cwd=tmp_path)
+    second = run_cli(*TINY, "seed=4", "total_steps=600", "hydra.run.dir=outputs/other", cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
+    shutil.copytree(tmp_path / "outputs/other", tmp_path / "outputs/shared", dirs_exist_ok=True)
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
     (run_a,) = [r for r in runs if r.data.params["seed"] == "3"]

@@ -210,6 +210,29 @@ def test_ctrl_c_ends_a_sweep_of_jobs_in_its_own_process_killed(tmp_path: Path) -
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("after_s", [0.0, 1.0], ids=["as_the_job_starts", "as_its_run_is_made"])
+def test_ctrl_c_as_a_sweeps_job_starts_ends_nothing_failed(tmp_path: Path, after_s: float) -> None:
+    """Ctrl-C at the moment Hydra has made the first job's directory (its plugins being built, its
+    run being created): the sweep stops in one line, exit status 130, and no run of it is left
+    FAILED or RUNNING (a parent the tracking process had not made yet is not made at all)."""
+    p = start_cli("-m", "seed=1,2", "total_steps=400000", "eval.every_steps=0", "progress=off", cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("multirun/*/*/0/framework.log")):
+        assert p.poll() is None and time.monotonic() < deadline, p.stdout.read() if p.stdout else ""
+        time.sleep(0.02)
+    time.sleep(after_s)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 130, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    _, runs = ended_runs(tmp_path)
+    statuses = {name: r.info.status for name, r in runs.items()}
+    # The parent, where the sweep had made it by then, and the job's run, where it had been made.
+    assert set(statuses) <= {"sweep seed=1,2", "seed=1"}, statuses
+    assert all(status == "KILLED" for status in statuses.values()), statuses
+
+
+@pytest.mark.slow
 def test_sigterm_to_a_sweep_ends_its_parent_killed(tmp_path: Path) -> None:
     p = start_a_long_sweep(tmp_path)
     p.send_signal(signal.SIGTERM)

@@ -211,6 +211,10 @@ def test_a_value_outside_a_declared_range_is_one_message_naming_the_key_the_valu
         assert key.kind is int and isinstance(value, float), message
         assert message.startswith(f"Invalid value for {key.full} "), message
         return
+    if " must be an integer" in message:  # a float for an int key: said so (with the int to write)
+        assert key.kind is int and isinstance(value, float), message
+        assert message.startswith(f"{key.full}={value!r} must be an integer"), message
+        return
     assert message.startswith(f"{key.full}={show(value)} "), message
     assert key.bounds.text() in message, message
 

@@ -59,8 +59,36 @@ def out_of_range(key: Key) -> str:
             ("objective.metric=eval/retrun_mean",),
             ("objective.metric='eval/retrun_mean' is not a metric", "Did you mean eval/return_mean?"),
         ),
+        (("tracking.uri=bogus://x",), ("tracking.uri=bogus://x: MLflow does not track to bogus: URIs",)),
+        (("total_steps=1e6",), ("total_steps=1000000.0 must be an integer: write total_steps=1000000",)),
+        (("env.n_envs=1e9",), ("env.n_envs=1000000000.0 must be an integer: write env.n_envs=1000000000",)),
+        (
+            ("experiment=gomoku_6x6", "objective.metric=eval/mcts100/score"),
+            ("Did you mean eval/mcts1000/score?", "for each of heuristic, mcts1000, random"),
+        ),
+        (
+            ("env=cartpole", "objective.metric=eval/win_rate"),
+            ("objective.metric='eval/win_rate' is not a metric",),
+        ),
+        (
+            ("env=lunarlander", "+env.kwargs.gravity=5.0"),
+            ("env LunarLander-v3 cannot be made with these settings:", "gravity"),
+        ),
     ],
-    ids=["gamma", "learning_rate", "max_wait_ms", "host", "buffer", "objective"],
+    ids=[
+        "gamma",
+        "learning_rate",
+        "max_wait_ms",
+        "host",
+        "buffer",
+        "objective",
+        "tracking_uri",
+        "float_root",
+        "float_plugin",
+        "objective_alphazero",
+        "objective_cartpole",
+        "env_kwargs_value",
+    ],
 )
 def test_the_testers_cases_are_refused_before_a_run_exists(
     cli, tmp_path: Path, args: tuple[str, ...], fragments: tuple[str, ...]
@@ -88,6 +116,15 @@ def test_a_config_file_reading_an_unset_environment_variable_is_refused_before_a
 def test_a_drawn_key_out_of_its_range_is_refused_before_a_run_exists(cli, tmp_path: Path, key: Key) -> None:
     value = out_of_range(key)
     assert_refused(cli(*(key.chosen_by if key.section else ()), f"{key.full}={value}"), key.full)
+    assert_no_run(tmp_path)
+
+
+def test_a_grid_sweep_with_a_value_refused_in_a_later_job_runs_none_of_them(cli, tmp_path: Path) -> None:
+    """Every job's config is checked as the sweep starts: job 2's refusal is said before job 0
+    runs, naming the job and its values, and nothing is left behind."""
+    r = cli("-m", "agent=ppo", "seed=0,1", "agent.hyperparams.gamma=0.9,1.5", "total_steps=200")
+    assert_refused(r, "job 1 of the sweep (seed=0 agent.hyperparams.gamma=1.5): agent.hyperparams.gamma=1.5")
+    assert "#0 :" not in r.stdout  # no job was launched
     assert_no_run(tmp_path)
 
 

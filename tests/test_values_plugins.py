@@ -206,9 +206,14 @@ def objective_refused(metric: str, env: Any, agent: Any) -> str:
 
 
 def test_the_objective_is_checked_against_the_metrics_an_episode_evaluation_logs() -> None:
-    cartpole = env_plugin([])
+    acrobot = env_plugin(["env=gym", "env.id=Acrobot-v1"])  # a gymnasium env by id: its stats unknown
     for metric in ("eval/return_mean", "eval/length_mean", "eval/win_rate"):  # the last: a stat, maybe
-        check_objective(metric, cartpole, Acting())
+        check_objective(metric, acrobot, Acting())
+    cartpole = env_plugin([])  # names its stats (none): exact
+    check_objective("eval/return_mean", cartpole, Acting())
+    assert objective_refused("eval/win_rate", cartpole, Acting()).startswith(
+        "objective.metric='eval/win_rate' is not a metric this run's evaluation logs."
+    )
     said = objective_refused("eval/retrun_mean", cartpole, Acting())
     assert said.startswith(
         "objective.metric='eval/retrun_mean' is not a metric this run's evaluation logs. "

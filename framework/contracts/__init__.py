@@ -21,6 +21,7 @@ from framework.contracts.env import (
     BestEpisodeReplay,
     EnvPlugin,
     EpisodeStatsEnvPlugin,
+    SpacesEnvPlugin,
     VariantEnvPlugin,
     VectorEnvPlugin,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "SearchEngine",
     "SearchPlugin",
     "SelfPlaySource",
+    "SpacesEnvPlugin",
     "SweepSummarySpec",
     "Tracker",
     "VariantEnvPlugin",

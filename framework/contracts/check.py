@@ -13,6 +13,7 @@ from framework.contracts.env import (
     BestEpisodeReplay,
     EnvPlugin,
     EpisodeStatsEnvPlugin,
+    SpacesEnvPlugin,
     VariantEnvPlugin,
     VectorEnvPlugin,
 )
@@ -29,7 +30,7 @@ CONTRACTS: dict[str, type] = {
     "tracker": Tracker,
 }
 CAPABILITIES: dict[str, tuple[type, ...]] = {
-    "env": (VectorEnvPlugin, VariantEnvPlugin, GameEnvPlugin, EpisodeStatsEnvPlugin),
+    "env": (VectorEnvPlugin, VariantEnvPlugin, GameEnvPlugin, EpisodeStatsEnvPlugin, SpacesEnvPlugin),
     "buffer": (FrameBuffer,),
     "agent": (CheckedAgent, SearchAgent, EvaluatingAgent, MetricNamingAgent),
     "search": (DistributedSearch,),

@@ -54,6 +54,15 @@ class EpisodeStatsEnvPlugin(EnvPlugin, Protocol):
 
 
 @runtime_checkable
+class SpacesEnvPlugin(EnvPlugin, Protocol):
+    """An env plugin that says its envs' observation and action spaces before a run starts (a plain
+    gymnasium env makes one and closes it): an agent's `check_run` refuses, before a run exists,
+    spaces it cannot train on."""
+
+    def spaces(self) -> tuple[gym.Space[Any], gym.Space[Any]]: ...
+
+
+@runtime_checkable
 class BestEpisodeReplay(Protocol):
     """An evaluation env (not a plugin: an env a plugin makes) that keeps its best episode and
     writes it as a video. With `eval.video` the run's final evaluation attaches that video

@@ -16,6 +16,7 @@ import torch
 from framework.context import RunContext
 from framework.contracts import Buffer, DistributedSearch, EnvPlugin, Evaluator, GameEnvPlugin, SearchPlugin
 from framework.errors import ConfigError, check_at_least, check_choice
+from framework.matches import MatchResult
 from framework.schedules import build_schedule
 from framework.searches import BEST
 
@@ -169,6 +170,18 @@ class AlphaZeroAgent:
         metrics["eval/generation"] = float(self.counters["generation"])
         metrics["eval/elo"] = self.elo
         return metrics
+
+    def eval_metric_names(self, env: EnvPlugin) -> tuple[str, ...]:
+        """Every metric `evaluate` logs on `env`: a match's figures against each of its opponents,
+        the generation, the Elo and the simulations a move."""
+        assert isinstance(env, GameEnvPlugin)
+        per_opponent = MatchResult().metrics("x")
+        return (
+            *(f"eval/{name}/{key.split('/', 1)[1]}" for name in env.eval_variants for key in per_opponent),
+            "eval/generation",
+            "eval/elo",
+            "eval/simulations",
+        )
 
     def to(self, device: str) -> None:
         """Put the networks on `device` (a loaded agent plays there: `python -m framework play`)."""
@@ -364,8 +377,9 @@ def _validate(cfg: AlphaZeroConfig) -> None:
 
 
 if TYPE_CHECKING:
-    from framework.contracts import CheckedAgent, EvaluatingAgent, SearchAgent
+    from framework.contracts import CheckedAgent, EvaluatingAgent, MetricNamingAgent, SearchAgent
 
     _contract: type[CheckedAgent] = AlphaZeroAgent
     _search_contract: type[SearchAgent] = AlphaZeroAgent
     _eval_contract: type[EvaluatingAgent] = AlphaZeroAgent
+    _naming_contract: type[MetricNamingAgent] = AlphaZeroAgent

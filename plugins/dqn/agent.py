@@ -1,6 +1,7 @@
 """Our DQN agent: ε-greedy acting, replay, a target network and the Q-learning update."""
 
 import json
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, Optional
 
@@ -9,7 +10,7 @@ import numpy as np
 import torch
 
 from framework.context import RunContext
-from framework.contracts import Buffer, CheckedAgent, EnvPlugin, SearchPlugin
+from framework.contracts import Buffer, CheckedAgent, EnvPlugin, SearchPlugin, SpacesEnvPlugin
 from framework.errors import ConfigError, check_at_least, check_choice
 from framework.schedules import Schedule, build_schedule
 
@@ -18,6 +19,8 @@ from .learner import LOSSES, QLearner
 from .networks import NETWORKS, activation_name, build_q_network
 from .replay import Replay, check_buffer, make_replay
 from .rollout import EnvRunner
+
+log = logging.getLogger("framework")
 
 WEIGHTS_FILE = "dqn.pt"
 STATE_FILE = "dqn.json"
@@ -53,6 +56,8 @@ class DQNAgent:
             assert self.learner is not None and self.replay is not None
             replay, learner, buffer = self.replay, self.learner, self.replay.buffer
             warm_up = min(max(cfg.learning_starts, cfg.batch_size), int(buffer.capacity))
+            if ctx.start_step > 0 and len(buffer) < warm_up:
+                _say_the_warm_up_again(ctx.start_step, ctx.total_steps, warm_up, len(buffer))
             obs = runner.reset()
             for i, row in enumerate(obs):
                 replay.start(i, row)
@@ -91,16 +96,16 @@ class DQNAgent:
                 torch.set_flush_denormal(False)  # the process's default again
 
     def check_run(self, *, env: EnvPlugin, buffer: Optional[Buffer], search: Optional[SearchPlugin]) -> None:
-        """Before the run starts: a selected buffer this agent's settings cannot fill is refused."""
+        """Before the run starts: a selected buffer this agent's settings cannot fill, and an env
+        whose spaces it cannot train on (where the env plugin says them), are refused."""
         check_buffer(buffer, buffer_size=self.cfg.buffer_size, n_envs=env.n_envs, n_step=self.cfg.n_step)
+        if isinstance(env, SpacesEnvPlugin):
+            check_spaces(*env.spaces())
 
     def _setup(self, observation_space: gym.Space, action_space: gym.Space, ctx: RunContext) -> None:
         """Networks, optimizer, schedules and replay for this run (restored when resuming)."""
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise ConfigError(
-                f"agent=dqn needs a discrete action space, and this env's is {action_space}: choose an agent "
-                "for continuous actions (agent=sac, agent=td3) or a discrete env (env.continuous=false)"
-            )
+        check_spaces(observation_space, action_space)
+        assert isinstance(action_space, gym.spaces.Discrete)
         spaces: Dict[str, Any] = {
             "obs_shape": list(observation_space.shape or ()),
             "obs_dtype": str(observation_space.dtype),
@@ -219,6 +224,42 @@ class DQNAgent:
         self.learner.n_updates = int(state["n_updates"])
         self._restored = {**weights, "n_updates": self.learner.n_updates}
         self._restored_buffer = path / BUFFER_FILE if (path / BUFFER_FILE).is_file() else None
+
+
+def check_spaces(observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> None:
+    """DQN's Q-network reads Box observations (a vector, or image frames) and scores each of a
+    Discrete action space's actions: anything else is refused, naming what to choose instead."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise ConfigError(
+            f"agent=dqn needs a discrete action space, and this env's is {action_space}: choose an agent "
+            "for continuous actions (agent=sac, agent=td3) or a discrete env (env.continuous=false)"
+        )
+    if not isinstance(observation_space, gym.spaces.Box):
+        also = (
+            ", or an SB3 agent (agent=ppo one-hot encodes Discrete observations)"
+            if isinstance(observation_space, gym.spaces.Discrete)
+            else ""
+        )
+        raise ConfigError(
+            f"agent=dqn reads Box observations (a vector, or image frames), and this env's are "
+            f"{observation_space}: choose an env with Box observations (or wrap this one so that it "
+            f"has them){also}"
+        )
+
+
+def _say_the_warm_up_again(start: int, total: int, warm_up: int, held: int) -> None:
+    """A resume without its replay (saved with agent.save_buffer=true only) trains again once the
+    buffer holds `warm_up` transitions: said, and said louder where the run ends before that."""
+    restart = start + warm_up - held
+    why = (
+        f"resumed at step {start} without its replay buffer (checkpoints keep it with "
+        f"agent.save_buffer=true): training starts again once it holds {warm_up} transitions, at step "
+        f"{restart}"
+    )
+    if restart >= total:
+        log.warning("%s, and this run ends at step %d: it trains nothing (raise total_steps)", why, total)
+    else:
+        log.info(why)
 
 
 def _crossed(previous: int, step: int, every: int) -> bool:

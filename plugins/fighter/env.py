@@ -194,6 +194,10 @@ def score(
     return rewards, done
 
 
+#: The stats a round reports as it ends.
+EPISODE_STATS = ("win_rate", "damage_dealt", "damage_taken", "round_length")
+
+
 def round_info(row: np.ndarray, totals: np.ndarray) -> dict[str, Any]:
     """A step's info for one arena; with `episode_stats` once its round has ended."""
     info: dict[str, Any] = {"winner": int(row[WINNER]), "frame": int(row[FRAME])}

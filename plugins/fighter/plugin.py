@@ -8,7 +8,7 @@ import gymnasium as gym
 from framework.errors import ConfigError, check_choice
 
 from .config import SIGNALING, TRANSPORTS, FighterConfig
-from .env import BestRoundReplay, FightingEnv
+from .env import EPISODE_STATS, BestRoundReplay, FightingEnv
 from .peerjs import PeerJSServer
 from .rules import load_constants
 from .transports import InProcessTransport, Transport, WebRTCTransport
@@ -43,6 +43,10 @@ class Fighter:
     def eval_variants(self) -> tuple[str, ...]:
         """One evaluation per opponent in `eval_opponents`."""
         return tuple(self.cfg.eval_opponents)
+
+    def episode_stat_names(self) -> tuple[str, ...]:
+        """What each round reports as it ends (`env.round_info`)."""
+        return EPISODE_STATS
 
     def make(
         self, *, seed: int, index: int, evaluation: bool = False, render_mode: Optional[str] = None

@@ -92,8 +92,14 @@ class GomokuEnv(gym.Env[np.ndarray, int]):
         return None
 
 
+#: The stats a game reports as it ends.
+EPISODE_STATS = ("win", "draw", "loss")
+
+
 def _stats(result: int) -> dict[str, float]:
-    return {"win": float(result == 1), "draw": float(result == 0), "loss": float(result == -1)}
+    return dict(
+        zip(EPISODE_STATS, (float(result == 1), float(result == 0), float(result == -1)), strict=True)
+    )
 
 
 def draw_board(state: GameState) -> np.ndarray:

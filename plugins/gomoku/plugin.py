@@ -10,7 +10,7 @@ import numpy as np
 from framework.errors import ConfigError, check_choice
 
 from .config import COLOURS, GomokuConfig
-from .env import GomokuEnv
+from .env import EPISODE_STATS, GomokuEnv
 from .opponents import Opponent, make_opponent
 from .rules import RULES, Gomoku
 
@@ -54,6 +54,10 @@ class GomokuEnvPlugin:
     def eval_variants(self) -> tuple[str, ...]:
         """One evaluation per opponent in `eval_opponents`."""
         return tuple(self.cfg.eval_opponents)
+
+    def episode_stat_names(self) -> tuple[str, ...]:
+        """What each game reports as it ends (`env._stats`)."""
+        return EPISODE_STATS
 
     def opponent(self, name: str, *, seed: int) -> Opponent:
         """A fixed opponent by name: random, heuristic, mcts, mcts<N>, alphabeta, alphabeta<D>."""

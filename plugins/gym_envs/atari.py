@@ -10,6 +10,7 @@ from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 from framework.errors import ConfigError, closest
 
 from .config import AtariConfig
+from .envs import spaces_of
 
 gym.register_envs(ale_py)
 # The emulator's banner ("A.L.E: Arcade Learning Environment ... [Powered by Stella]") is not news.
@@ -61,6 +62,14 @@ class Atari:
             env = FrameStackObservation(env, cfg.frame_stack)
         env.action_space.seed(seed)
         return env
+
+    def spaces(self) -> tuple[gym.Space[Any], gym.Space[Any]]:
+        """The observation and action spaces of the envs it makes (one made and closed)."""
+        return spaces_of(self)
+
+    def episode_stat_names(self) -> tuple[str, ...]:
+        """None: ALE's envs report no episode stats (a game's score is its return)."""
+        return ()
 
 
 class EpisodicLife(gym.Wrapper):

@@ -36,11 +36,20 @@ class GymEnv:
         env.action_space.seed(seed)
         return env
 
+    def spaces(self) -> tuple[gym.Space[Any], gym.Space[Any]]:
+        """The observation and action spaces of the envs it makes (one made and closed)."""
+        return spaces_of(self)
+
 
 class CartPole(GymEnv):
     """CartPole-v1: balance a pole on a moving cart (classic control)."""
 
     Config: ClassVar[type] = CartPoleConfig
+
+    def episode_stat_names(self) -> tuple[str, ...]:
+        """None: gymnasium's CartPole reports no episode stats (an episode's return is its length).
+        (A gymnasium env by id, env=gym, may report its own: those are not known before it runs.)"""
+        return ()
 
 
 class LunarLander(GymEnv):
@@ -50,6 +59,25 @@ class LunarLander(GymEnv):
 
     def make_kwargs(self) -> dict[str, Any]:
         return {**self.cfg.kwargs, "continuous": bool(self.cfg.continuous)}
+
+    def episode_stat_names(self) -> tuple[str, ...]:
+        """None: gymnasium's LunarLander reports no episode stats."""
+        return ()
+
+
+def spaces_of(plugin: Any) -> tuple[gym.Space[Any], gym.Space[Any]]:
+    """An env plugin's spaces, from one env made and closed (a run's check, before it starts); an
+    env its settings cannot make (gymnasium's own checks of its kwargs) is refused here, in one line."""
+    try:
+        env = plugin.make(seed=0, index=0)
+    except Exception as e:  # gymnasium's envs check their arguments with assert or raise anything
+        env_id = getattr(plugin, "env_id", None) or plugin.cfg.id
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"env {env_id} cannot be made with these settings: {reason}") from None
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
 
 
 def check_env_id(env_id: str) -> None:

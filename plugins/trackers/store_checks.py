@@ -29,10 +29,21 @@ class TrackingUnavailable(ConfigError):
     """The tracking URI cannot be used: nothing was started."""
 
 
+#: The schemes MLflow tracks to (a SQLAlchemy one may name its driver: postgresql+psycopg2).
+SCHEMES = ("file", "sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks")
+
+
 def check_reachable(uri: str, *, timeout_s: float) -> None:
-    """Refuse, before anything starts, a tracking URI that cannot work: a server that does not
-    answer, or a SQLite store in a folder that does not exist."""
+    """Refuse, before anything starts, a tracking URI that cannot work: a scheme MLflow does not
+    track to, a server that does not answer, or a SQLite store in a folder that does not exist."""
     parsed = urllib.parse.urlparse(uri)
+    scheme = parsed.scheme.split("+", 1)[0]
+    if len(scheme) > 1 and scheme not in SCHEMES:  # "" or "C": a path
+        raise TrackingUnavailable(
+            f"tracking.uri={uri}: MLflow does not track to {parsed.scheme}: URIs; give a path, or a "
+            f"{', '.join(s + ':' for s in SCHEMES)} URI (the default: tracking.uri=sqlite:///mlflow.db), "
+            "or tracking=none"
+        )
     reason = server_unreachable(uri, timeout_s=timeout_s)
     if reason is not None:
         raise TrackingUnavailable(

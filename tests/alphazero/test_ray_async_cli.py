@@ -187,6 +187,34 @@ def test_ctrl_c_or_sigterm_ends_the_run_killed_and_stops_the_local_ray_it_starte
     assert run.info.status == "KILLED"
 
 
+@pytest.mark.parametrize("pause_s", [0.3, 1.5], ids=["while_stopping", "while_ending"])
+def test_a_second_sigterm_aborts_at_once_and_leaves_no_ray_behind(
+    tmp_path: Path, ray_tmp: Path, pause_s: float
+) -> None:
+    """A scheduler that sends SIGTERM twice (or a user pressing Ctrl-C twice) is not kept waiting:
+    the run's end is cut short, said in a line, and its local Ray still goes (its reaper ends it).
+    Once the run has ended, a signal during its local Ray's shutdown (a C library's reset the
+    handler there) ends the process by the signal itself: at once all the same."""
+    p, lines = _start_until_self_play(tmp_path)
+    ray_processes = _descendants(p.pid)
+    p.send_signal(signal.SIGTERM)
+    time.sleep(pause_s)
+    second = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=120)
+    took = time.monotonic() - second
+    out = "".join(lines) + out
+    assert p.returncode in (130, -signal.SIGTERM), out[-3000:]
+    assert took < 10, f"the second SIGTERM took {took:.1f} s to end the process"
+    assert "Traceback" not in out and "SIGTERM received" not in out, out[-3000:]
+    assert "Aborted while the run was ending" in out or "KILLED at step" in out, out[-3000:]
+    assert not _wait_gone(ray_processes, 30)
+    deadline = time.monotonic() + 20
+    while sessions_left(ray_tmp) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert sessions_left(ray_tmp) == []
+
+
 def test_a_run_killed_outright_leaves_no_ray_process_or_session_directory_behind(
     tmp_path: Path, ray_tmp: Path
 ) -> None:

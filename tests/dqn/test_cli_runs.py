@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.test_refusals import assert_no_run, assert_refused
+
 pytestmark = pytest.mark.slow
 
 #: A short CartPole run that trains: train phases at steps 256 and 512 (128 gradient steps each).
@@ -72,6 +74,21 @@ def test_resume_continues_epsilon_the_step_count_and_training(cli, tmp_path: Pat
     assert dict(history(client, resumed, "train/n_updates"))[800] == 384.0
 
 
+def test_a_resume_without_its_buffer_says_when_training_starts_again(cli, tmp_path: Path) -> None:
+    first = cli(*SHORT, "hydra.run.dir=outputs/a")  # agent.save_buffer=false: the default
+    assert first.returncode == 0, first.output[-3000:]
+    client, run = only_run(tmp_path)
+    short = cli(f"resume={run.info.run_id}", "total_steps=700", "hydra.run.dir=outputs/b")
+    assert short.returncode == 0, short.output[-3000:]
+    assert (
+        "resumed at step 600 without its replay buffer (checkpoints keep it with agent.save_buffer=true): "
+        "training starts again once it holds 200 transitions, at step 800, and this run ends at step "
+        "700: it trains nothing (raise total_steps)"
+    ) in short.output
+    client, run = only_run(tmp_path)
+    assert dict(history(client, run, "train/n_updates"))[700] == 256.0  # no update since step 600
+
+
 def test_atari_pong_trains_with_the_memory_efficient_buffer(cli, tmp_path: Path) -> None:
     r = cli(
         "env=atari", "env.game=Pong", "agent=dqn", "total_steps=300", "agent.learning_starts=200",
@@ -92,3 +109,27 @@ def test_bad_agent_config_fails_before_training_naming_the_choices(cli) -> None:
     r = cli("agent=dqn", "agent.loss=l1", "tracking=none")
     assert r.returncode == 1
     assert "agent.loss='l1' is not valid; choose one of huber, mse" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            ["env=gym", "env.id=CliffWalking-v1"],
+            "agent=dqn reads Box observations (a vector, or image frames), and this env's are Discrete(48): "
+            "choose an env with Box observations (or wrap this one so that it has them), or an SB3 agent",
+        ),
+        (
+            ["env=gym", "env.id=Blackjack-v1"],
+            "and this env's are Tuple(Discrete(32), Discrete(11), Discrete(2))",
+        ),
+        (["env=lunarlander", "env.continuous=true"], "agent=dqn needs a discrete action space"),
+    ],
+    ids=["discrete_obs", "tuple_obs", "box_actions"],
+)
+def test_spaces_dqn_cannot_train_on_are_refused_before_a_run_exists(
+    cli, tmp_path: Path, env: list[str], message: str
+) -> None:
+    r = cli("agent=dqn", *env, "total_steps=200")
+    assert_refused(r, message)
+    assert_no_run(tmp_path)

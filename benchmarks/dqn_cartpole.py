@@ -71,11 +71,10 @@ def evaluate(act: Any, seed: int) -> float:
     """The framework's final evaluation: 10 deterministic episodes on a separately seeded env."""
     import gymnasium as gym
 
-    from framework.context import EVAL_SEED_OFFSET
-    from framework.evaluation import run_episodes
+    from framework.evaluation import evaluation_seed, run_episodes
 
     env = gym.make("CartPole-v1")
-    metrics = run_episodes(act, env, episodes=10, seed=seed + EVAL_SEED_OFFSET)
+    metrics = run_episodes(act, env, episodes=10, seed=evaluation_seed(seed))
     return metrics["eval/return_mean"]
 
 

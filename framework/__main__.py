@@ -21,6 +21,13 @@ def main() -> None:
             sys.exit(1)
         if command is not None:
             sys.exit(commands.run(command, argv[1:]))
+    from framework import seeds
+
+    try:
+        sys.argv[1:] = seeds.expand(argv)
+    except ConfigError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        sys.exit(1)
     from framework.app import main as app_main
 
     app_main()

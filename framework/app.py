@@ -19,6 +19,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from framework import STARTED_AT, commands, config, orphans, registry, run_dirs
+from framework.columns import refusal
 from framework.errors import ConfigError, ExplainedError, RunFailed, hydra_message
 from framework.interrupts import EXIT_KILLED, forget_caught_interrupt
 from framework.summary import say
@@ -100,7 +101,7 @@ def task(cfg: DictConfig) -> float | None:
             raise
         cause = e.__cause__ or e
         if isinstance(cause, ConfigError | ExplainedError):  # said whole in one message: no traceback
-            print(f"Error: {cause}", file=sys.stderr)
+            print(refusal(str(cause), sys.stderr), file=sys.stderr)
         else:
             traceback.print_exception(cause)
         say(e.summary, file=sys.stderr)
@@ -185,7 +186,7 @@ def main() -> None:
 
 def _refuse(message: str) -> None:
     run_dirs.forget_claimed()  # a sweep refused before its first job: its folder goes too
-    print(f"Error: {message}", file=sys.stderr)
+    print(refusal(message, sys.stderr), file=sys.stderr)
     sys.exit(1)
 
 

@@ -3,7 +3,9 @@ entry-point group, so that the core names none of them (its own `plugins` is reg
 
 A command is `main(argv: list[str]) -> int`: it gets the arguments after its name and returns the exit
 status. The first line of its docstring is its description in `python -m framework --help`, read from
-source like every plugin's, so listing the commands imports none of them.
+source like every plugin's, so listing the commands imports none of them. `--help` leads with the
+commands and the config groups, in lines that fit the terminal (100 columns at most): a screen of them
+comes before the full config (conf/config.yaml, `hydra.help`).
 """
 
 from __future__ import annotations
@@ -11,12 +13,19 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from framework import registry
+from framework.columns import width, wrap
 from framework.interrupts import EXIT_KILLED, forget_caught_interrupt
 
-#: The OmegaConf resolver that the `--help` header (conf/config.yaml) calls for the list of commands.
+if TYPE_CHECKING:
+    from hydra.core.config_loader import ConfigLoader
+
+#: The OmegaConf resolver that the `--help` template (conf/config.yaml) calls for the list of commands.
 HELP_RESOLVER = "framework_commands"
+#: The one it calls for the config groups and their choices.
+GROUPS_RESOLVER = "framework_config_groups"
 
 
 def find(name: str) -> Callable[[list[str]], int] | None:
@@ -43,8 +52,8 @@ def run(command: Callable[[list[str]], int], argv: list[str]) -> int:
     return code
 
 
-def listing() -> str:
-    """One line per registered command, its name and description, for `--help`."""
+def listing(columns: int | None = None) -> str:
+    """A row per registered command, its name and description (wrapped in its column), for `--help`."""
     rows = []
     for name, entries in registry.discover("command").items():
         if len(entries) > 1:
@@ -52,14 +61,52 @@ def listing() -> str:
             rows.append((name, f"(registered by {owners}: uninstall one)"))
         else:
             rows.append((name, entries[0].description()))
-    width = max((len(name) for name, _ in rows), default=0)
-    return "\n".join(f"  {name.ljust(width)}  {about}".rstrip() for name, about in rows)
+    names = max((len(name) for name, _ in rows), default=0)
+    lines = []
+    for name, about in rows:
+        lines += wrap(about, columns or width(), first=f"  {name.ljust(names)}  ", indent=" " * (names + 4))
+    return "\n".join(lines)
+
+
+def config_groups(columns: int | None = None) -> str:
+    """Each config group of the Hydra app being run (`hydra/...` aside) and its choices, for `--help`:
+    what Hydra's own $APP_CONFIG_GROUPS lists, with the choices wrapped under the first. Outside a
+    Hydra app (nothing composed), nothing."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    hydra = GlobalHydra.instance()
+    if not hydra.is_initialized():
+        return ""
+    loader = hydra.config_loader()
+    lines = []
+    for group in sorted(_groups(loader, "")):
+        if group == "hydra" or group.startswith("hydra/"):
+            continue
+        choices = ", ".join(sorted(loader.get_group_options(group)))
+        lines += wrap(choices, columns or width(), first=f"{group}: ", indent=" " * (len(group) + 2))
+    return "\n".join(lines)
+
+
+def _groups(loader: ConfigLoader, parent: str) -> list[str]:
+    """The groups under `parent` that hold configs, nested ones by their path (`a/b`), as Hydra finds them."""
+    from hydra.core.object_type import ObjectType
+
+    found = []
+    for name in loader.list_groups(parent):
+        group = f"{parent}/{name}" if parent else name
+        if loader.get_group_options(group, ObjectType.CONFIG):
+            found.append(group)
+        if loader.get_group_options(group, ObjectType.GROUP):
+            found += _groups(loader, group)
+    return found
 
 
 def register_help_resolver() -> None:
-    """Let the `--help` header list the commands; `$` doubled because Hydra then fills its help
-    template with string.Template."""
+    """Let the `--help` template list the commands and the config groups; `$` doubled because Hydra
+    then fills its help template with string.Template."""
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver(HELP_RESOLVER):
         OmegaConf.register_new_resolver(HELP_RESOLVER, lambda: listing().replace("$", "$$"))
+    if not OmegaConf.has_resolver(GROUPS_RESOLVER):
+        OmegaConf.register_new_resolver(GROUPS_RESOLVER, lambda: config_groups().replace("$", "$$"))

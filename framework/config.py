@@ -35,10 +35,12 @@ class EvalConfig:
     every_steps: int = field(default=10_000, metadata=bounds(ge=0))
     """Evaluate every N env steps during training (0: only at the end)."""
     at_start: bool = True
-    """Evaluate at the first step too (the untrained policy), so that each learning curve has its
-    start; the objective is then the first metric a run logs, which MLflow's compare page plots."""
+    """Evaluate the untrained agent too, at the first step, logged as eval_untrained/* at step 0:
+    beside each learning curve, never its first point nor the objective (a lucky untrained policy,
+    PPO's on CartPole, would start every curve high), and not reported to an Optuna trial."""
     episodes: int = field(default=10, metadata=bounds(ge=0))
-    """Episodes per evaluation (0: none, and no metric for the objective)."""
+    """Episodes per evaluation (0: none, and no metric for the objective). Every evaluation of a
+    run plays the same episodes, seeded apart from every training seed (evaluation_seed)."""
     deterministic: bool = True
     """Act greedily during evaluation."""
     video: bool = False

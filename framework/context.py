@@ -24,7 +24,14 @@ from framework.contracts import (
     Tracker,
     VariantEnvPlugin,
 )
-from framework.evaluation import Episodes, play_episodes, record_video, summarize
+from framework.evaluation import (
+    Episodes,
+    evaluation_seed,
+    play_episodes,
+    record_video,
+    summarize,
+    untrained_metrics,
+)
 from framework.progress import ProgressDisplay
 from framework.searches import BEST, RunSearches
 
@@ -34,9 +41,6 @@ if TYPE_CHECKING:
     from framework.trial import Trial
 
 log = logging.getLogger("framework")
-
-#: Offset between training and evaluation env seeds, so evaluation never replays training resets.
-EVAL_SEED_OFFSET = 10_000
 
 
 @dataclass
@@ -90,10 +94,10 @@ class RunContext:
     def make_env(
         self, index: int = 0, *, evaluation: bool = False, render_mode: str | None = None
     ) -> gym.Env:
-        """A new env instance; training instances differ by `index` in their seeds."""
-        return self.env_plugin.make(
-            seed=self.seed + index, index=index, evaluation=evaluation, render_mode=render_mode
-        )
+        """A new env instance: a training one seeded `seed + index` (instances differ by `index`), an
+        evaluation one with the run's evaluation seed, apart from every training seed (`evaluation_seed`)."""
+        seed = evaluation_seed(self.seed) if evaluation else self.seed + index
+        return self.env_plugin.make(seed=seed, index=index, evaluation=evaluation, render_mode=render_mode)
 
     @property
     def search(self) -> SearchEngine | None:
@@ -135,9 +139,9 @@ class RunContext:
         the total so far: progress, evaluation, checkpoints. False = stop."""
         previous, self._last_step = self._last_step, step
         due = self.progress.update(step)
-        if self._eval_at_start:  # before any metric is logged (see EvalConfig.at_start)
+        if self._eval_at_start:  # the untrained agent, logged at step 0 (see EvalConfig.at_start)
             self._eval_at_start = False
-            self.evaluate(agent, step, before_training=True)
+            self.evaluate(agent, 0, before_training=True)
         if due:
             now = time.perf_counter()
             t0, s0 = self._perf_mark
@@ -157,7 +161,9 @@ class RunContext:
         """The agent's evaluation, logged as eval/* at `step`: its own (an EvaluatingAgent), else
         episodes of its `act` on the eval env, or on each of the env's evaluation variants (each
         logged as eval/<variant>/*, all of them pooled as eval/*). With `video_dir`, a video
-        of the evaluation goes there (see `BestEpisodeReplay`)."""
+        of the evaluation goes there (see `BestEpisodeReplay`). `before_training`: the untrained
+        agent's (EvalConfig.at_start), logged as eval_untrained/* instead and nothing more: not the
+        objective's first point, not the run's last evaluation, not reported to an Optuna trial."""
         episodes = int(self.cfg.eval.episodes)
         if episodes == 0:
             return {}
@@ -169,22 +175,29 @@ class RunContext:
             metrics = self._episodes_on_eval_env(agent, episodes, video_dir)
         if not metrics:  # an agent's evaluation given up because the run is stopping
             return metrics
-        self.last_eval, self.last_eval_step = metrics, step
-        # The objective first: the first metric a run logs is what MLflow's compare page plots.
         objective = str(self.cfg.objective.metric) if "objective" in self.cfg else ""
-        if objective and metrics and objective not in metrics and not self._objective_missing_said:
+        if objective and objective not in metrics and not self._objective_missing_said:
             self._objective_missing_said = True
             log.warning(
                 "objective.metric=%s is not among this run's evaluation metrics: %s",
                 objective,
                 ", ".join(sorted(metrics)),
             )
-        self.log_metrics(dict(sorted(metrics.items(), key=lambda item: item[0] != objective)), step)
+        # The objective first (the untrained agent's: its own), for a view that lists metrics as logged.
+        ordered = dict(sorted(metrics.items(), key=lambda item: item[0] != objective))
+        if before_training:
+            # The untrained agent's score says nothing of its settings: as the objective's first
+            # point it would start every curve there (PPO's untrained CartPole policy can score
+            # 500), and a pruner, which compares each trial's best score so far, would never prune
+            # a trial whose untrained agent was lucky.
+            untrained = untrained_metrics(ordered)
+            self.log_metrics(untrained, step)
+            self.progress.set_eval(untrained, untrained=True)
+            return untrained
+        self.last_eval, self.last_eval_step = metrics, step
+        self.log_metrics(ordered, step)
         self.progress.set_eval(metrics)
-        # The untrained agent's score says nothing of its settings (and a pruner compares each trial's
-        # best score so far: a lucky one before training would keep it from ever being pruned).
-        report = self.trial is not None and not before_training
-        if report and self.trial.report(metrics, step, final=step >= self.total_steps):  # type: ignore[union-attr]
+        if self.trial is not None and self.trial.report(metrics, step, final=step >= self.total_steps):
             self.stop.set()  # pruned: the run ends here (see framework.trial)
         return metrics
 
@@ -194,7 +207,7 @@ class RunContext:
             lambda obs: agent.act(obs, deterministic=deterministic),
             env,
             episodes=episodes,
-            seed=self.seed + EVAL_SEED_OFFSET,
+            seed=evaluation_seed(self.seed),
         )
 
     def _episodes_on_variants(
@@ -206,7 +219,7 @@ class RunContext:
         pooled = Episodes()
         replays = False
         for variant in plugin.eval_variants:
-            env = plugin.make_variant(variant, seed=self.seed + EVAL_SEED_OFFSET)
+            env = plugin.make_variant(variant, seed=evaluation_seed(self.seed))
             try:
                 replay = env if video_dir is not None and isinstance(env, BestEpisodeReplay) else None
                 if replay is not None:

@@ -1,4 +1,12 @@
-"""Evaluation episodes on a separate, separately seeded environment, and their metrics."""
+"""Evaluation episodes on a separate, separately seeded environment, and their metrics.
+
+Evaluation seeds never meet training seeds. Every seed a run trains with is its `seed` (below
+2**32, `FrameworkConfig.seed`) plus a count (an env's index, the steps done before a resume, a
+worker's number: below 2**63, as no run takes that many steps), or a number its generator draws
+(self-play's games, below 2**31): below 2**64, for any run. Every evaluation seed
+(`evaluation_seed`) is 2**64 or more, so no evaluation episode replays a training episode's
+reset, of its own run or of any other, whatever their seeds and `n_envs`.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +23,44 @@ Policy = Callable[[Any], Any]
 
 #: The normal quantile of the confidence intervals evaluation reports (95 %).
 Z_95 = 1.959964
+
+#: The least evaluation seed: above every training seed (a run's seed plus a count, below 2**64).
+EVALUATION_SEEDS_FROM = 2**64
+#: Run seeds are below this (`FrameworkConfig.seed`): each evaluation index has a block of its own.
+RUN_SEEDS = 2**32
+
+#: Where every metric of an evaluation goes (`summarize`), and where an evaluation of the untrained
+#: agent's goes instead (`untrained_metrics`): beside the learning curve, not its first point.
+EVAL_PREFIX, UNTRAINED_PREFIX = "eval/", "eval_untrained/"
+
+
+def evaluation_seed(seed: int, index: int = 0) -> int:
+    """The seed of a run's evaluation `index`, apart from every training seed of any run.
+
+    Index 0 seeds every evaluation of the run (`RunContext.evaluate`, an agent's own), so that
+    each replays the same episodes and a learning curve compares the agent, not its luck; an
+    agent's other games off its training data take 1, 2, ... (AlphaZero's gates). The seed is
+    `2**64 + index * 2**32 + seed`: one per (seed, index), and above every training seed (see the
+    module's docstring). An env plugin must take such a seed in `make`, `make_variant` and
+    `reset`, as gymnasium's envs and spaces do (numpy's `SeedSequence` takes any int >= 0); one
+    that needs a 32-bit seed can draw it from a generator seeded with it, as the fighter does.
+    """
+    if not 0 <= seed < RUN_SEEDS:
+        raise ValueError(f"seed={seed} must be from 0 to {RUN_SEEDS - 1} (a run's seed)")
+    if index < 0:
+        raise ValueError(f"index={index} must be 0 or more (0: the run's evaluations)")
+    return EVALUATION_SEEDS_FROM + index * RUN_SEEDS + seed
+
+
+def untrained_metric(name: str) -> str:
+    """The name an evaluation metric has when the agent evaluated is untrained: `eval/return_mean`
+    is logged as `eval_untrained/return_mean` (a name outside eval/ gets the prefix in front)."""
+    return UNTRAINED_PREFIX + name.removeprefix(EVAL_PREFIX)
+
+
+def untrained_metrics(metrics: dict[str, float]) -> dict[str, float]:
+    """An evaluation's metrics under their untrained names (`untrained_metric`), in their order."""
+    return {untrained_metric(name): value for name, value in metrics.items()}
 
 
 @dataclass

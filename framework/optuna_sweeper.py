@@ -15,7 +15,6 @@ parent run holds): best trial, each trial's state, and Optuna's plots as PNG and
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 import math
@@ -28,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from framework import optuna_study
+from framework import optuna_plots, optuna_study
 from framework.errors import ConfigError
 from framework.interrupts import EXIT_KILLED
 from framework.optuna_search_space import SearchSpace, search_space
@@ -44,16 +43,6 @@ log = logging.getLogger("framework")
 
 #: A trial not run because a finished one had its params: the user attribute naming that one.
 DUPLICATE_ATTR = "duplicate_of"
-#: Optuna's plots on the parent run: one PNG each, all of them in one interactive page (PLOTS_HTML).
-#: File stem → the function's name (in optuna.visualization and optuna.visualization.matplotlib
-#: alike), and the fewest finished trials it needs.
-PLOTS_HTML = "plots.html"
-PLOTS = {
-    "optimization_history": ("plot_optimization_history", 1),
-    "param_importances": ("plot_param_importances", 2),
-    "parallel_coordinate": ("plot_parallel_coordinate", 1),
-    "slice": ("plot_slice", 1),
-}
 
 
 @dataclass
@@ -265,46 +254,8 @@ def write_results(study: optuna.Study, folder: Path, url: str, objective: str) -
         best = study.best_trial
         summary.update(best_trial=best.number, best_value=best.value, best_params=best.params)
     (folder / "study.json").write_text(json.dumps(summary, indent=1, default=str))
-    _plots(study, folder, len(complete))
+    optuna_plots.write(study, folder, objective)
     return summary
-
-
-def _plots(study: optuna.Study, folder: Path, finished: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import optuna.visualization as interactive
-    import optuna.visualization.matplotlib as static
-
-    sections: list[str] = []
-    for stem, (function, needs) in PLOTS.items():
-        if finished < needs:
-            continue
-        # Optuna's matplotlib plots are marked experimental, and matplotlib remarks on their axes.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            logging.getLogger("matplotlib").setLevel(logging.WARNING)
-            try:
-                # plotly.js once, in the first plot: the page works offline, in MLflow's artifact view too.
-                sections.append(
-                    getattr(interactive, function)(study).to_html(
-                        full_html=False, include_plotlyjs=not sections
-                    )
-                )
-                axes = getattr(static, function)(study)
-                figure = (axes.flat[0] if hasattr(axes, "flat") else axes).get_figure()
-                figure.savefig(folder / f"{stem}.png", dpi=110, bbox_inches="tight")
-                plt.close(figure)
-            except Exception as e:  # a plot Optuna cannot draw from these trials (one value only, say)
-                log.warning("Optuna's %s plot was not drawn: %s", stem, e)
-    if sections:
-        title = html.escape(f"Optuna study {study.study_name}")
-        (folder / PLOTS_HTML).write_text(
-            f"<!doctype html><meta charset='utf-8'><title>{title}</title>"
-            f"<body style='font-family:sans-serif'><h1>{title}</h1>{''.join(sections)}</body>",
-            encoding="utf-8",
-        )
 
 
 def _tell_safely(study: optuna.Study, trial: optuna.Trial, **outcome: Any) -> optuna.trial.FrozenTrial:

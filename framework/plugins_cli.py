@@ -19,11 +19,12 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
 from framework import registry
+from framework.columns import for_stream, refusal, width, wrap
 from framework.config import PLUGIN_SECTIONS, SCHEMAS
 
 #: `# requires: MODULE (how to install it)` in a config file: what it needs beyond the core's own.
@@ -47,8 +48,8 @@ class ConfigFile:
 
 
 def main(argv: list[str]) -> int:
-    """List the installed plugins, by kind, and the configs that select them (--config NAME: its keys)."""
-    parser = argparse.ArgumentParser(
+    """List the installed plugins, by kind, and their configs (--config NAME: a plugin's keys)."""
+    parser = _Parser(
         prog="python -m framework plugins",
         description="List the installed framework plugins and the configs that select them.",
     )
@@ -83,6 +84,14 @@ def main(argv: list[str]) -> int:
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal (an unknown --kind lists every kind) fits the terminal too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, for_stream(f"{self.prog}: error: {message}", sys.stderr) + "\n")
 
 
 #: The narrowest the two wrapped columns (SELECTED BY, DESCRIPTION) get, however narrow the terminal.
@@ -154,15 +163,19 @@ def describe(name: str) -> int:
     matches = [f for f in files if f.name == name] or [f for f in files if f.plugin == name]
     if not matches:
         known = sorted({f.name for f in files} | {f.plugin for f in files})
-        print(f"Error: no plugin or config named {name!r}. Known: {', '.join(known)}", file=sys.stderr)
+        message = f"no plugin or config named {name!r}. Known: {', '.join(known)}"
+        print(refusal(message, sys.stderr), file=sys.stderr)
         return 1
     chosen = matches[0]
     _register_schemas()
     schema = SCHEMAS.get((chosen.section, chosen.plugin))
-    selected_by = ", ".join(
-        f"{f.section}={f.name}" for f in files if (f.section, f.plugin) == (chosen.section, chosen.plugin)
-    )
-    print(f"{chosen.section} plugin {chosen.plugin!r}, selected by {selected_by}")
+    columns = width()
+    names = "|".join(f.name for f in files if (f.section, f.plugin) == (chosen.section, chosen.plugin))
+    heading = f"{chosen.section} plugin {chosen.plugin!r}, selected by "
+    selector = _wrap_choices(f"{chosen.section}={names}", max(MIN_WRAPPED[0], columns - len(heading)))
+    print(heading + selector[0])
+    for more in selector[1:]:
+        print(" " * len(heading) + more)
     if chosen.name != chosen.plugin:
         choice = f"{chosen.section}={chosen.name}"
         print(f"({choice} sets some keys itself: python -m framework --cfg job {choice})")
@@ -170,10 +183,38 @@ def describe(name: str) -> int:
         print("Its conf package registers no schema: its config file lists its keys.")
         return 0
     rows = schema_rows(schema, chosen.section)
-    widths = [max(len(r[i]) for r in rows) for i in range(2)]
-    for key, default, doc in rows:
-        print(f"  {key.ljust(widths[0])}  {default.ljust(widths[1])}  {doc}")
+    if not rows:
+        print("It has no keys.")
+        return 0
+    for line in key_lines(rows, columns):
+        print(line)
     return 0
+
+
+#: The column past which a description does not start: a row whose key and default reach further
+#: has its description on the lines under it, from that column.
+DESCRIPTION_COLUMN = 44
+
+
+def key_lines(rows: Sequence[tuple[str, str, str]], columns: int) -> list[str]:
+    """(key, default, description) rows as aligned lines of at most `columns` (a long word aside):
+    the descriptions in a column of their own, wrapped at spaces; a default too long for its column
+    (a dict, a list, an address) has the row's description start on the next line."""
+    keys = max(len(key) for key, _, _ in rows)
+    room = DESCRIPTION_COLUMN - (2 + keys + 2) - 2  # what the defaults' column may take
+    defaults = max((len(d) for _, d, _ in rows if len(d) <= room), default=0)
+    start = 2 + keys + 2 + defaults + 2
+    if start > DESCRIPTION_COLUMN or columns - start < MIN_WRAPPED[1]:  # keys too long, or too narrow
+        start = 6  # every description under its row
+    lines = []
+    for key, default, about in rows:
+        head = f"  {key.ljust(keys)}  {default.ljust(defaults)}  "
+        if len(head) <= start:
+            lines += wrap(about, columns, first=head.ljust(start), indent=" " * start)
+        else:
+            lines.append(head.rstrip())
+            lines += wrap(about, columns, first=" " * start, indent=" " * start) if about else []
+    return lines
 
 
 def schema_rows(schema: type, prefix: str) -> list[tuple[str, str, str]]:

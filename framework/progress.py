@@ -14,6 +14,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from framework.evaluation import untrained_metric
+
 log = logging.getLogger("framework")
 
 
@@ -135,7 +137,15 @@ class ProgressDisplay:
                 log.info(self.line())
         return due
 
-    def set_eval(self, metrics: Mapping[str, float]) -> None:
+    def set_eval(self, metrics: Mapping[str, float], *, untrained: bool = False) -> None:
+        """Show an evaluation's value of the objective. `untrained`: the untrained agent's (metrics
+        named eval_untrained/*), said once in a line of its own; the objective's value stays "-"
+        until the training agent is evaluated, as its curve in the tracker has no point before."""
+        if untrained:
+            key = untrained_metric(self.metric)
+            if key in metrics:
+                log.info("untrained agent: %s %.1f", key, metrics[key])  # short: a line of 100 columns
+            return
         if self.metric not in metrics:
             return
         self.eval_value = float(metrics[self.metric])

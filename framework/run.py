@@ -8,6 +8,7 @@ lines say where its results are.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -22,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from framework import __version__, config, endings, ray_runtime, run_dirs, trial
+from framework import __version__, config, endings, ray_runtime, run_dirs, run_names, trial
 from framework.building import (
     build_plugin,
     null_tracker,
@@ -40,6 +41,7 @@ from framework.contracts import (
     GameEnvPlugin,
     SearchAgent,
     SearchPlugin,
+    StopFlagEnvPlugin,
     Tracker,
 )
 from framework.errors import ConfigError, ExplainedError, RunFailed
@@ -209,8 +211,10 @@ def _execute(
     stop: threading.Event,
 ) -> dict[str, float]:
     cfg, resume = plan.cfg, plan.resume
-    name = run_name or _run_name(cfg, plan.env_name)
+    name = _run_name(plan, tracker, overrides, run_name, in_sweep=parent_run_id is not None)
     ctx = _context(plan, tracker, run_dir, stop)
+    if isinstance(plan.env, StopFlagEnvPlugin):  # its envs say whether the run finished or was stopped
+        plan.env.set_stop_flag(ctx.stop)
     ray_runtime.set_stop_flag(ctx.stop)  # a wait on Ray gives up at the first Ctrl-C
     try:
         if resume is None:
@@ -380,9 +384,25 @@ def _searches(plan: Plan, stop: threading.Event) -> RunSearches | None:
     )
 
 
-def _run_name(cfg: DictConfig, env_name: str) -> str:
-    label = cfg.agent.get("algo") or cfg.agent.get("name")
-    return f"{env_name}-{str(label).lower()}-s{cfg.seed}"
+def _run_name(
+    plan: Plan, tracker: Tracker, overrides: Sequence[str], given: str | None, *, in_sweep: bool
+) -> str:
+    """The run's name (framework.run_names): a resumed run keeps its own; a sweep's job adds, to its
+    own values of the swept keys (`given`), what it shares with its siblings; a name given from code
+    stays as given."""
+    cfg = plan.cfg
+    if plan.resume is not None:
+        if plan.resume.run_id:
+            with contextlib.suppress(LookupError):
+                own = tracker.run_tags(plan.resume.run_id).get("mlflow.runName")
+                if own:
+                    return own
+        return run_names.base_name(cfg, plan.env_name, ())
+    if given is not None and in_sweep:
+        from framework.sweep import swept_keys_of_this_sweep
+
+        return run_names.child_name(given, cfg, plan.env_name, overrides, swept_keys_of_this_sweep())
+    return given or run_names.run_name(cfg, plan.env_name, overrides)
 
 
 def _agent_label(cfg: DictConfig) -> str:

@@ -1,4 +1,5 @@
-"""The last lines of a run: its status, the final metric, and where its results are."""
+"""The last lines of a run: its status, the final metric, and where its results are, in lines of 100
+columns at most (a line holding a path or an address may be longer by that path or address alone)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
+
+from framework.columns import WIDTH, fits, wrap
+
+#: The width of the column of names (`run dir`, `view it`): the values start after it.
+KEY_WIDTH = 16
 
 
 @dataclass(frozen=True)
@@ -33,7 +39,7 @@ class RunSummary:
         """Aligned lines, the status first; why, when the step count passed the budget."""
         steps = f"step {step} of {self.total_steps}"
         if step > self.total_steps:
-            steps += " (the agent finishes its last rollout or update cycle past the budget)"
+            steps += " (its last rollout or update cycle ran past the budget)"
         measured = _metric(metrics, self.objective)
         if metrics and metrics_step is not None and metrics_step != step:
             measured += f" (evaluated at step {metrics_step})"
@@ -46,10 +52,9 @@ class RunSummary:
             ("view it", self.view),
             *extra,
         ]
-        lines = [f"Run {status} at {steps}."]
-        for key, value in rows:  # a value of several lines (a command, then an address) stays in its column
-            first, *more = value.splitlines() or [""]
-            lines += [f"  {key:<16}  {first}", *(f"  {'':<16}  {line}" for line in more)]
+        lines = wrap(f"Run {status} at {steps}.", WIDTH, indent="  ")
+        for key, value in rows:
+            lines += _row(key, value)
         return "\n".join(lines)
 
 
@@ -60,6 +65,20 @@ def say(text: str, *, file: TextIO | None = None) -> None:
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler):
             handler.emit(logging.LogRecord("framework", logging.INFO, __file__, 0, text, None, None))
+
+
+def _row(key: str, value: str) -> list[str]:
+    """A name and its value, whose lines (a command, then an address) stay in the value's column. A
+    line too long is wrapped at spaces within that column, unless only its paths and addresses make
+    it long: a command that holds one stays on one line, to be copied whole."""
+    lines = []
+    for i, line in enumerate(value.splitlines() or [""]):
+        prefix = f"  {key if i == 0 else '':<{KEY_WIDTH}}  "
+        if fits(prefix + line):
+            lines.append((prefix + line).rstrip())
+        else:
+            lines += wrap(line, WIDTH, first=prefix, indent=" " * len(prefix))
+    return lines
 
 
 def _metric(metrics: Mapping[str, float], key: str) -> str:

@@ -1,8 +1,9 @@
 """Multirun: one parent run per sweep, so every job lands beside its siblings in the tracker.
 
-The parent holds the swept parameters; each child is named for its own values of them
-(`n_epochs=5 seed=1`); when the sweep ends the tracker adds its summary (every child's
-params, objective, status and duration, the objective across the swept values, the best child).
+The parent holds the swept parameters; each child is named for its own values of them first
+(`lr=3e-4 ne=5 s1 cartpole-sb3-ppo`: framework.run_names); when the sweep ends the tracker adds its
+summary (every child's params, objective, status and duration, the objective across the swept
+values, the best child).
 
 Any Hydra launcher runs the jobs: in this process (the default), in local processes
 (`hydra/launcher=joblib`) or as Ray tasks (`hydra/launcher=ray`, with this project's defaults:
@@ -16,7 +17,6 @@ import atexit
 import contextlib
 import dataclasses
 import json
-import math
 import os
 import sys
 import threading
@@ -32,6 +32,7 @@ from framework import config, ray_runtime
 from framework.contracts import SweepSummarySpec, Tracker
 from framework.errors import ConfigError
 from framework.provenance import flatten
+from framework.run_names import child_run_name, parent_run_name  # noqa: F401 (a job's name: app.task)
 
 #: Environment variables that hand the sweep's parent run and swept keys to its jobs (in-process or spawned).
 PARENT_RUN_ENV = "FRAMEWORK_PARENT_RUN_ID"
@@ -76,64 +77,12 @@ def swept_values(overrides: Sequence[str], sweeper_params: Mapping[str, Any] | N
     return swept
 
 
-def labels(keys: Sequence[str]) -> dict[str, str]:
-    """A short label per key, unique among `keys`: the initials of a last part of several words over 12
-    letters (`agent.hyperparams.learning_rate` → `lr`), else the last part (`batch_size`), else the
-    whole key."""
-    options = {}
-    for key in keys:
-        part = key.rsplit(".", 1)[-1]
-        options[key] = [_initials(part), part, key]
-    level = dict.fromkeys(keys, 0)
-    while True:
-        chosen = {key: options[key][level[key]] for key in keys}
-        taken = list(chosen.values())
-        shared = [key for key in keys if taken.count(chosen[key]) > 1 and level[key] < 2]
-        if not shared:
-            return chosen
-        for key in shared:
-            level[key] += 1
-
-
-def _initials(part: str) -> str:
-    words = [w for w in part.split("_") if w]
-    return "".join(w[0] for w in words) if len(part) > 12 and len(words) > 1 else part
-
-
-def short_value(value: str) -> str:
-    """A swept value as a run's name shows it: a fraction to 3 significant digits (Optuna samples
-    0.0013680095279726; the run's params keep it whole), anything else as given."""
-    try:
-        number = float(value)
-    except ValueError:
-        return value
-    return f"{number:.3g}" if not value.lstrip("+-").isdigit() and math.isfinite(number) else value
-
-
 def task_overrides(node: Any) -> list[str]:
     """The command line's overrides as typed: `${oc.env:X}` in one stays text (reading the node's
     items would resolve it, and an unset variable would raise before the run can refuse it)."""
     from omegaconf import OmegaConf
 
     return [str(item) for item in OmegaConf.to_container(node, resolve=False)]  # type: ignore[union-attr]
-
-
-def child_run_name(
-    job_overrides: Sequence[str], swept_keys: Sequence[str], trial: int | None = None
-) -> str | None:
-    """`lr=0.001 n_epochs=5`: a job's own values of the swept keys, by label (`#3 lr=…` for an Optuna
-    trial); None outside a sweep."""
-    if not swept_keys:
-        return None
-    values = {}
-    for override in job_overrides:
-        key, sep, value = override.partition("=")
-        key = key.lstrip("+~")
-        if sep and key in swept_keys:
-            values[key] = short_value(value)
-    named = labels(list(values))
-    name = " ".join(f"{named[key]}={values[key]}" for key in sorted(values, key=lambda k: named[k]))
-    return (f"#{trial} {name}" if trial is not None else name).strip() or None
 
 
 class SweepParentRun(Callback):
@@ -187,7 +136,6 @@ class SweepParentRun(Callback):
         params = OmegaConf.select(config, "hydra.sweeper.params")
         sweeper_params = OmegaConf.to_container(params) if isinstance(params, DictConfig) else None
         swept = swept_values(task_overrides(config.hydra.overrides.task), sweeper_params)  # type: ignore[arg-type]
-        named = labels(list(swept))
         resumed = None
         if optuna:
             resumed = optuna_study.recorded_parent(config.hydra.sweeper, config)
@@ -202,11 +150,9 @@ class SweepParentRun(Callback):
         )
         self._tracker = section.plugin(section.cfg)
         overrides = " ".join(task_overrides(config.hydra.overrides.task))
-        title = " ".join(f"{named[k]}={swept[k]}" for k in sorted(swept, key=lambda k: named[k]))
-        if optuna:  # the study's name, and what it searches
-            title = f"{config.hydra.sweeper.study_name}: {' '.join(sorted(named.values()))}"
+        study = str(config.hydra.sweeper.study_name) if optuna else None  # the study, and what it searches
         self._run_id = self._tracker.start_parent(
-            run_name=f"sweep {title or overrides}"[:250],
+            run_name=parent_run_name(config, swept, task_overrides(config.hydra.overrides.task), study),
             tags={
                 "framework.sweep_dir": str(config.hydra.sweep.dir),
                 "framework.overrides": overrides[:5000],

@@ -44,10 +44,21 @@ def check_jobs(sweep_config: DictConfig) -> None:
 
 def check_job(job_config: DictConfig) -> None:
     """What a job's start refuses of its config (less Hydra's own node, which a job never sees)."""
+    from hydra.core.hydra_config import HydraConfig
+
     from framework.run import check_config
 
     cfg = OmegaConf.masked_copy(job_config, [str(k) for k in job_config if k != "hydra"])
     assert isinstance(cfg, DictConfig)
-    check_config(cfg)
+    # A check that reads the job's own overrides (what was set on the command line) reads them as
+    # the job's start will: Hydra's config is the job's while it runs (as Hydra's run_job sets it).
+    hydra = HydraConfig.instance()
+    sweep = hydra.cfg
+    hydra.set_config(job_config)
+    try:
+        check_config(cfg)
+    finally:
+        if sweep is not None:
+            hydra.set_config(sweep)  # type: ignore[arg-type]
     if not cfg.get("resume"):
         config.plugin_section(cfg, "tracking")

@@ -105,15 +105,21 @@ def test_plugins_config_shows_each_key_with_its_default_and_description(cli) -> 
     batch = next(line for line in r.stdout.splitlines() if "agent.batch_size" in line)
     assert batch.split()[:2] == ["agent.batch_size", "32"] and "Transitions per gradient step." in batch
     fighter = cli("plugins", "--config", "fighter")  # a description over several lines, whole
-    assert "launches a headless Chromium." in next(
-        x for x in fighter.stdout.splitlines() if "env.headless" in x
-    )
+    assert "launches a headless Chromium." in _row("env.headless", fighter.stdout)
     unknown = cli("plugins", "--config", "dqm")
     assert unknown.returncode == 1 and "no plugin or config named 'dqm'" in unknown.stderr
     nested = cli("plugins", "--config", "sequential")  # a section within a section, by its dotted key
     assert nested.returncode == 0, nested.output
-    backend = next(x for x in nested.stdout.splitlines() if "search.inference.backend" in x)
+    backend = _row("search.inference.backend", nested.stdout)
     assert backend.split()[:2] == ["search.inference.backend", "auto"] and "onnxruntime" in backend
+
+
+def _row(key: str, listing: str) -> str:
+    """The row of `key` in `plugins --config`: its line and those its description goes on to, as one."""
+    lines = listing.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:1] == [key])
+    more = itertools.takewhile(lambda line: line.startswith("   "), lines[start + 1 :])
+    return " ".join(" ".join([lines[start], *more]).split())
 
 
 def test_help_lists_config_groups(cli) -> None:
@@ -213,8 +219,12 @@ def test_the_last_lines_say_how_the_run_ended_and_where_its_results_are(cli, tmp
     assert tail[3].split() == ["run", "dir", str(run_dir)]
     # The command that opens the run (the store is ./mlflow.db: no tracking.uri), then its address.
     assert tail[4].split() == ["view", "it", "python", "-m", "framework", "ui", "--run", run_id]
-    assert tail[5].split() == [f"http://127.0.0.1:5000/#/experiments/1/runs/{run_id}"]
-    assert all(len(line) <= 100 for line in tail if not line.lstrip().startswith("run dir")), tail
+    assert tail[5].split() == [
+        f"http://127.0.0.1:5000/#/experiments/1/runs/{run_id}?workflowType=machine_learning"
+    ]
+    assert all(len(line) <= 100 for line in tail if not line.lstrip().startswith(("run dir", "http://"))), (
+        tail
+    )
     # The same lines end the run's log file.
     assert "\n".join(tail) in (run_dir / "framework.log").read_text()
 
@@ -227,4 +237,6 @@ def test_progress_never_counts_past_the_budget_and_the_end_says_why(cli) -> None
     assert r.returncode == 0, r.output[-3000:]
     shown = [int(m) for m in re.findall(r"step (\d+)/300", r.output)]
     assert shown and max(shown) == 300
-    assert "Run FINISHED at step 384 of 300 (the agent finishes its last rollout" in r.stdout
+    assert (
+        "Run FINISHED at step 384 of 300 (its last rollout or update cycle ran past the budget)." in r.stdout
+    )

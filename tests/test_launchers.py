@@ -39,8 +39,8 @@ def assert_one_sweep_of_two(tmp_path: Path, launcher: str) -> dict[str, int]:
     assert parent.info.status == "FINISHED"
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     seen = [(r.info.run_name, r.info.status, r.data.tags.get("mlflow.parentRunId")) for r in runs]
-    named = sorted((c.info.run_name, c.info.status) for c in children)
-    assert named == [("seed=1", "FINISHED"), ("seed=2", "FINISHED")], f"{launcher}: {seen}"
+    named = sorted((c.info.run_name.split(" cfg:")[0], c.info.status) for c in children)
+    assert named == [("s1 cartpole-dqn", "FINISHED"), ("s2 cartpole-dqn", "FINISHED")], f"{launcher}: {seen}"
 
     # The parent's summary lists both children.
     table = Path(
@@ -58,7 +58,7 @@ def assert_one_sweep_of_two(tmp_path: Path, launcher: str) -> dict[str, int]:
         assert run_dir.parent == sweep_dir and (run_dir / "config.yaml").is_file()
         found = re.search(r"^pid=(\d+) run started", (run_dir / "framework.log").read_text(), re.MULTILINE)
         assert found, (run_dir / "framework.log").read_text()
-        pids[child.info.run_name] = int(found.group(1))
+        pids[f"seed={child.data.params['seed']}"] = int(found.group(1))
     return pids
 
 
@@ -102,11 +102,11 @@ def test_ctrl_c_ends_the_children_of_a_joblib_sweep_that_loky_killed_with_their_
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("framework")
     assert experiment is not None
-    runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
-    statuses = {name: r.info.status for name, r in runs.items()}
-    assert set(statuses) == {"sweep seed=1,2", "seed=1", "seed=2"}, statuses
+    runs = {r.info.run_name.split()[0]: r for r in client.search_runs([experiment.experiment_id])}
+    statuses = {name: r.info.status for name, r in runs.items()}  # `sweep`, the parent; `s1`, seed=1's job
+    assert set(statuses) == {"sweep", "s1", "s2"}, statuses
     assert set(statuses.values()) == {"KILLED"}, statuses
-    assert all(runs[name].info.end_time for name in ("seed=1", "seed=2"))
+    assert all(runs[name].info.end_time for name in ("s1", "s2"))
 
 
 def test_a_joblib_sweep_killed_outright_takes_its_workers_with_it_and_its_jobs_end_killed(
@@ -145,11 +145,13 @@ def test_a_joblib_sweep_killed_outright_takes_its_workers_with_it_and_its_jobs_e
     assert experiment is not None
     deadline = time.monotonic() + 60  # each job's tracking process ends its run as told
     while True:
-        runs = {r.info.run_name: r.info.status for r in client.search_runs([experiment.experiment_id])}
-        if runs.get("seed=1") == runs.get("seed=2") == "KILLED" or time.monotonic() > deadline:
+        runs = {
+            r.info.run_name.split()[0]: r.info.status for r in client.search_runs([experiment.experiment_id])
+        }
+        if runs.get("s1") == runs.get("s2") == "KILLED" or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    assert runs["seed=1"] == runs["seed=2"] == "KILLED", runs
+    assert runs["s1"] == runs["s2"] == "KILLED", runs
     for log in logs:
         assert (log.parent / "checkpoints" / "latest").is_file()
 

@@ -16,7 +16,6 @@ from optuna.trial import TrialState
 
 from framework.errors import ConfigError
 from framework.optuna_search_space import search_space
-from framework.sweep import child_run_name, labels
 from tests.conftest import FAST
 
 SPACE = ["agent.learning_rate=tag(log,interval(1e-4,1e-2))", "agent.batch_size=choice(16,32)"]
@@ -73,29 +72,6 @@ def test_the_grid_sampler_needs_finite_values() -> None:
     assert space.grid() == {"a": [1, 2], "b": [0, 1, 2]}
     with pytest.raises(ConfigError, match="b is an interval"):
         search_space(["a=choice(1,2)", "b=interval(0,1)"], None).grid()
-
-
-def test_child_names_are_short_and_unique_within_the_sweep() -> None:
-    keys = [
-        "agent.learning_rate",
-        "agent.n_epochs",
-        "a.max_grad_norm",
-        "b.max_gamma_norm",
-        "search.batch_size",
-    ]
-    assert labels(keys) == {
-        "agent.learning_rate": "lr",
-        "agent.n_epochs": "n_epochs",
-        # Both would be `mgn`: each keeps its last part.
-        "a.max_grad_norm": "max_grad_norm",
-        "b.max_gamma_norm": "max_gamma_norm",
-        "search.batch_size": "batch_size",
-    }
-    job = ["agent.learning_rate=0.001368009527972693", "agent.n_epochs=10", "seed=1"]
-    assert (
-        child_run_name(job, ["agent.learning_rate", "agent.n_epochs"], trial=7) == "#7 lr=0.00137 n_epochs=10"
-    )
-    assert child_run_name(["agent.learning_rate=1e-3"], ["agent.learning_rate"]) == "lr=0.001"
 
 
 def _seed_study(

@@ -98,3 +98,116 @@ def test_eval_video_is_recorded_and_attached(tmp_path: Path, monkeypatch: pytest
     (r,) = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
     assert [a.path for a in client.list_artifacts(r.info.run_id, "videos")] == [f"videos/{videos[0].name}"]
     assert r.data.metrics["perf/env_steps_per_s"] > 0  # logged even when the run is shorter than log_every_s
+
+
+# -- mini-batches that divide the rollout ----------------------------------------------------------
+
+#: The README's example, shortened to a few rollouts: the tuned CartPole PPO (n_steps=32 and
+#: batch_size=256 for 8 envs) on 4 envs, a rollout of 128 steps.
+README_COMMAND = ["agent=ppo", "agent.hyperparams.n_epochs=10", "env.n_envs=4", "seed=3"]
+
+
+def test_sb3_warns_of_a_batch_size_that_does_not_divide_the_rollout_as_captured_here() -> None:
+    """The capture the next test relies on does see SB3's warning (so its silence means something)."""
+    import warnings
+
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=4), n_steps=32, batch_size=256, device="cpu")
+    assert any("mini-batch size of 256" in str(w.message) for w in caught)
+
+
+def test_the_readme_command_runs_with_the_presets_batch_size_following_and_no_sb3_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+    import warnings
+
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level(logging.INFO, logger="framework_plugins.sb3")
+    overrides = [o for o in SHORT if o != "tracking=none"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run(compose([*overrides, *README_COMMAND, "total_steps=256"]), run_dir=tmp_path / "run")
+    assert [str(w.message) for w in caught if "mini-batch" in str(w.message)] == []
+    said = [r.getMessage() for r in caplog.records if "batch_size" in r.getMessage()]
+    assert said == [
+        "agent.hyperparams.batch_size=256 (the preset's) follows the rollout of n_steps x env.n_envs = "
+        "32 x 4 = 128 steps: PPO uses 128, the nearest divisor"
+    ]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("framework")
+    assert experiment is not None
+    (r,) = client.search_runs([experiment.experiment_id])
+    assert r.data.tags["sb3.batch_size_used"] == "128"  # the params keep the preset's 256
+    assert r.data.params["agent.hyperparams.batch_size"] == "256"
+
+
+def test_a_batch_size_set_on_the_command_line_that_does_not_divide_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    from tests.conftest import run_cli
+
+    r = run_cli(*README_COMMAND, "agent.hyperparams.batch_size=100", "tracking=none", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == [
+        "Error: agent.hyperparams.batch_size=100 does not divide the rollout of n_steps x env.n_envs = "
+        "32 x 4 = 128 steps: write agent.hyperparams.batch_size=128 or 64 (or drop it: the preset's "
+        "follows env.n_envs)"
+    ]
+    assert "Traceback" not in r.output and not list(tmp_path.glob("outputs/*/*"))  # no run began
+
+
+def test_a_sweeps_job_whose_batch_size_does_not_divide_is_refused_before_the_first_job(
+    tmp_path: Path,
+) -> None:
+    """Job 1 (4 envs: a rollout of 128) cannot take batch_size=256, which job 0 (8 envs) can: the
+    sweep is refused before job 0 runs, each job's own command line read as its start reads it."""
+    from tests.conftest import run_cli
+
+    r = run_cli(
+        "-m", "agent=ppo", "env.n_envs=8,4", "agent.hyperparams.batch_size=256", "tracking=none",
+        "total_steps=512", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 1, r.output[-2000:]
+    assert r.stderr.strip().splitlines() == [
+        "Error: job 1 of the sweep (env.n_envs=4): agent.hyperparams.batch_size=256 does not divide the "
+        "rollout of n_steps x env.n_envs = 32 x 4 = 128 steps: write agent.hyperparams.batch_size=128 "
+        "(or drop it: the preset's follows env.n_envs)"
+    ]
+    assert not list(tmp_path.glob("multirun/*/*/*"))  # no job ran
+
+
+@pytest.mark.parametrize(
+    ("n_steps", "n_envs", "batch_size", "used"),
+    [(32, 8, 256, 256), (32, 4, 256, 128), (2048, 3, 64, 64), (32, 3, 64, 48), (7, 1, 2, 7),
+     (100, 1, 30, 25)],
+)  # fmt: skip
+def test_a_presets_batch_size_follows_to_the_nearest_divisor_of_the_rollout(
+    n_steps: int, n_envs: int, batch_size: int, used: int
+) -> None:
+    from stable_baselines3 import PPO
+
+    from framework_plugins.sb3.minibatch import minibatch
+
+    hyperparams = {"n_steps": n_steps, "batch_size": batch_size}
+    batch = minibatch(PPO, hyperparams, n_envs, explicit=False)
+    assert batch is not None and batch.batch_size == used
+    assert (n_steps * n_envs) % batch.batch_size == 0 and batch.batch_size > 1
+    assert bool(batch.note) == (used != batch_size)
+    if used == batch_size:  # a batch_size that divides passes as it is, set on the command line too
+        assert minibatch(PPO, hyperparams, n_envs, explicit=True) == batch
+
+
+def test_algorithms_without_mini_batches_of_the_rollout_are_left_alone() -> None:
+    from stable_baselines3 import A2C, DQN, SAC
+
+    from framework_plugins.sb3.minibatch import minibatch
+
+    for algo in (A2C, DQN, SAC):
+        assert minibatch(algo, {"batch_size": 100, "n_steps": 3}, 7, explicit=True) is None

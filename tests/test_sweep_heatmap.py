@@ -122,7 +122,7 @@ def test_the_table_has_a_column_per_also_metric(tmp_path: Path) -> None:
     runs = children(missing=("32", "5"))
     csv_path, html_path = sweep_summary.write_table(runs, keys(), OBJECTIVE, tmp_path, also=[SIMS, OBJECTIVE])
     rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
-    assert list(rows[0]) == ["run", "run_id", BATCH, WAIT, OBJECTIVE, SIMS, "status", "duration_s"]
+    assert list(rows[0]) == ["row", "run", "run_id", BATCH, WAIT, OBJECTIVE, SIMS, "status", "duration_s"]
     by_cell = {(r[BATCH], r[WAIT]): r for r in rows}
     assert by_cell["128", "20"][SIMS] == "1280" and by_cell["128", "20"][OBJECTIVE] == "148"
     assert by_cell["32", "5"][SIMS] == "" and by_cell["32", "5"][OBJECTIVE] == ""
@@ -132,10 +132,11 @@ def test_the_table_has_a_column_per_also_metric(tmp_path: Path) -> None:
 
 def test_the_summary_page_says_what_was_optimised_and_puts_the_best_first(tmp_path: Path) -> None:
     runs = children(missing=("32", "5"))
-    links = {c.run_id: f"/#/experiments/1/runs/{c.run_id}" for c in runs}
+    links = {c.run_id: f"#/experiments/1/runs/{c.run_id}" for c in runs}
     csv_path, html_path = sweep_summary.write_table(
-        runs, keys(), OBJECTIVE, tmp_path, mode="min", title="sweep batch_size wait", links=links
-    )
+        runs, keys(), OBJECTIVE, tmp_path, mode="min", title="sweep batch_size wait", links=links,
+        address="http://127.0.0.1:5000",
+    )  # fmt: skip
     rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
     # Lowest objective first (mode min), the run that failed last.
     assert [r["run_id"] for r in rows[:2]] == ["id-8-1-None", "id-8-5-None"] and rows[-1][
@@ -144,10 +145,13 @@ def test_the_summary_page_says_what_was_optimised_and_puts_the_best_first(tmp_pa
     page = html_path.read_text(encoding="utf-8")
     assert "<h1>Sweep summary: sweep batch_size wait</h1>" in page
     assert f"Objective <b>{OBJECTIVE}</b> (min: lower is better)" in page
-    assert "9 runs (1 FAILED, 8 FINISHED)" in page and "Best: <b>batch_size=8 max_wait_ms=1</b>" in page
+    assert "9 runs (1 FAILED, 8 FINISHED)" in page and "Best run: <b>batch_size=8 max_wait_ms=1</b>" in page
     best_row = page.split("<tr class=best>")[1].split("</tr>")[0]
     assert "&#9733; batch_size=8" in best_row
-    assert "<a href='/#/experiments/1/runs/id-8-1-None' target='_blank'>id-8-1-N</a>" in best_row
+    assert (
+        "<a href='http://127.0.0.1:5000/#/experiments/1/runs/id-8-1-None' "
+        "data-run='#/experiments/1/runs/id-8-1-None' target='_blank' rel='noopener'>id-8-1-N</a>"
+    ) in best_row
     assert "<td class=n>9</td>" in best_row  # numbers right-aligned
     assert page.count("<tr class=out>") == 1  # the failed run, greyed
 
@@ -186,15 +190,30 @@ def test_the_parent_run_holds_the_heat_maps_and_the_wider_table(
     assert {a.path for a in client.list_artifacts(parent)} == {
         "sweep_summary.csv", "sweep_summary.html", "objective.png",
         "heatmap_eval_return_mean.png", "heatmap_perf_sims_per_s.png",
+        "seeds_curves.png", "seeds_profile.png", "seeds_improvement.png",
     }  # fmt: skip
     heatmap = Path(client.download_artifacts(parent, "heatmap_perf_sims_per_s.png", str(tmp_path)))
     assert heatmap.read_bytes().startswith(PNG_MAGIC) and grey_pixels(heatmap) > 2000
     table = Path(client.download_artifacts(parent, "sweep_summary.csv", str(tmp_path)))
-    rows = {(r[BATCH], r[WAIT], r["seed"]): r for r in csv.DictReader(table.open(encoding="utf-8"))}
+    read = list(csv.DictReader(table.open(encoding="utf-8")))
+    rows = {(r[BATCH], r[WAIT], r["seed"]): r for r in read if r["row"] == "run"}
     assert rows["32", "5", "2"][SIMS] == "320" and rows["32", "5", "2"][OBJECTIVE] == "39"
+    # A row per configuration, its two seeds folded: the best (128, 5: 134 and 135) stands apart.
+    configs = [r for r in read if r["row"] == "configuration"]
+    assert len(configs) == 8 and configs[0]["run"] == "batch_size=128 max_wait_ms=5"
+    best = [configs[0][k] for k in ("n", "iqm", "iqm_low", "iqm_high")]
+    assert best == ["2", "134.5", "134", "135"]
+    assert [c["best"] for c in configs] == ["yes"] + [""] * 7 and configs[0]["p_improve"] == "1"
     assert rows["128", "20", "1"][SIMS] == "" and rows["128", "20", "1"]["status"] == "FAILED"
     data = client.get_run(parent).data
     assert data.metrics[f"best/{OBJECTIVE}"] == 128 + 5 + 2  # the best stays on the objective
+    assert data.metrics[f"iqm/{OBJECTIVE}/batch_size 128 max_wait_ms 5"] == 134.5
+    assert data.metrics[f"iqm_low/{OBJECTIVE}/batch_size 8 max_wait_ms 1"] == 10
+    assert data.metrics[f"iqm_high/{OBJECTIVE}/batch_size 8 max_wait_ms 1"] == 11
+    curves = Path(client.download_artifacts(parent, "seeds_curves.png", str(tmp_path)))
+    assert curves.read_bytes().startswith(PNG_MAGIC)
+    note = data.tags["mlflow.note.content"]
+    assert "| ★ batch_size=128 max_wait_ms=5 | 2 | 134.5 [134, 135] |" in note
     assert data.tags["framework.best_child"] == "batch_size=128 max_wait_ms=5 seed=2"
     assert "heatmap_perf_sims_per_s.png" in data.tags["mlflow.note.content"]
 

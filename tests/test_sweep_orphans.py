@@ -181,13 +181,14 @@ def start_a_long_sweep(tmp_path: Path) -> subprocess.Popen[str]:
 
 
 def ended_runs(tmp_path: Path) -> tuple[MlflowClient, dict[str, Any]]:
-    """The sweep's runs by name, once none is RUNNING (tracking processes may end them after the sweep's)."""
+    """The sweep's runs by the first word of their names (`sweep`, the parent; `s1`, the job of seed=1),
+    once none is RUNNING (tracking processes may end them after the sweep's)."""
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("framework")
     assert experiment is not None
     deadline = time.monotonic() + 60
     while True:
-        runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
+        runs = {r.info.run_name.split()[0]: r for r in client.search_runs([experiment.experiment_id])}
         if all(r.info.status != "RUNNING" for r in runs.values()):
             return client, runs
         assert time.monotonic() < deadline, [(n, r.info.status) for n, r in runs.items()]
@@ -203,10 +204,7 @@ def test_ctrl_c_ends_a_sweep_of_jobs_in_its_own_process_killed(tmp_path: Path) -
     assert p.returncode == 130, out[-3000:]
     assert "Sweep KILLED: 1 runs (1 KILLED)." in out, out[-3000:]
     _, runs = ended_runs(tmp_path)
-    assert {name: r.info.status for name, r in runs.items()} == {
-        "sweep seed=1,2": "KILLED",
-        "seed=1": "KILLED",
-    }
+    assert {name: r.info.status for name, r in runs.items()} == {"sweep": "KILLED", "s1": "KILLED"}
 
 
 @pytest.mark.slow
@@ -228,7 +226,7 @@ def test_ctrl_c_as_a_sweeps_job_starts_ends_nothing_failed(tmp_path: Path, after
     _, runs = ended_runs(tmp_path)
     statuses = {name: r.info.status for name, r in runs.items()}
     # The parent, where the sweep had made it by then, and the job's run, where it had been made.
-    assert set(statuses) <= {"sweep seed=1,2", "seed=1"}, statuses
+    assert set(statuses) <= {"sweep", "s1"}, statuses
     assert all(status == "KILLED" for status in statuses.values()), statuses
 
 
@@ -240,8 +238,8 @@ def test_sigterm_to_a_sweep_ends_its_parent_killed(tmp_path: Path) -> None:
     assert p.returncode == EXIT_KILLED  # stopped as a second Ctrl-C stops it, not killed outright
 
     client, found = ended_runs(tmp_path)
-    assert set(found) == {"sweep seed=1,2", "seed=1"}
-    parent, child = found["sweep seed=1,2"], found["seed=1"]
+    assert set(found) == {"sweep", "s1"}
+    parent, child = found["sweep"], found["s1"]
     assert parent.info.status == "KILLED"
     assert "sweep_summary.csv" in {a.path for a in client.list_artifacts(parent.info.run_id)}
     # The job running in the sweep's process was stopped in order, as a single run is by SIGTERM.
@@ -255,8 +253,8 @@ def test_a_sweep_killed_outright_has_its_parent_ended_by_the_tracking_process(tm
     assert p.returncode == -signal.SIGKILL
 
     client, found = ended_runs(tmp_path)
-    assert set(found) == {"sweep seed=1,2", "seed=1"}
-    parent, child = found["sweep seed=1,2"], found["seed=1"]
+    assert set(found) == {"sweep", "s1"}
+    parent, child = found["sweep"], found["s1"]
     assert parent.info.status == "KILLED"
     assert parent.data.tags[ENDED_BY_TAG] == mlflow_session.PARENT_ABANDONED
     assert "sweep_summary.csv" in {a.path for a in client.list_artifacts(parent.info.run_id)}

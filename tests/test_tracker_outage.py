@@ -33,7 +33,7 @@ RUN = [
     "log_every_s=0.5",
 ]
 PROGRESS = re.compile(r"\bstep \d+/\d+")
-RUN_ID = re.compile(r"^\s*run\s+\S+ \(([0-9a-f]{32})\)", re.MULTILINE)
+RUN_ID = re.compile(r"^\s*run\s+.+ \(([0-9a-f]{32})\)$", re.MULTILINE)
 RUN_DIR = re.compile(r"^\s*run dir\s+(\S.*)$", re.MULTILINE)
 
 

@@ -31,7 +31,7 @@ def test_run_logs_params_metrics_tags_and_artifacts(cli, mlflow_server: MlflowSe
     assert r.returncode == 0, r.output[-3000:]
     (run,) = experiment_runs(mlflow_server, "single")
     assert run.info.status == "FINISHED"
-    assert run.info.run_name == "cartpole-ppo-s3"
+    assert run.info.run_name == "steps=1024 cartpole-sb3-ppo-s3"  # SB3's PPO, and what FAST changes
     params = run.data.params
     assert params["env.name"] == "cartpole"
     assert params["agent.algo"] == "PPO"
@@ -43,12 +43,13 @@ def test_run_logs_params_metrics_tags_and_artifacts(cli, mlflow_server: MlflowSe
         assert key in metrics, key
     assert 8 <= metrics["eval/return_mean"] <= 500
     history = mlflow_server.client().get_metric_history(run.info.run_id, "eval/return_mean")
-    steps = [m.step for m in history]
-    assert steps[1:] == [512, 1024] and 0 < steps[0] <= 8  # the first one: the untrained policy
-    # The objective is the first metric the run logged: the one MLflow's compare page plots.
+    assert [m.step for m in history] == [512, 1024]  # the training agent's evaluations only
+    untrained = mlflow_server.client().get_metric_history(run.info.run_id, "eval_untrained/return_mean")
+    assert [m.step for m in untrained] == [0]  # the untrained policy's, apart from the objective
+    # The first metric the run logged: the untrained agent's evaluation, the objective's own first.
     with urllib.request.urlopen(f"{mlflow_server.uri}/api/2.0/mlflow/runs/get?run_id={run.info.run_id}") as r:
         logged = json.load(r)["run"]["data"]["metrics"]
-    assert logged[0]["key"] == "eval/return_mean"
+    assert logged[0]["key"] == "eval_untrained/return_mean"
     tags = run.data.tags
     assert tags["plugin.env"] == "cartpole" and tags["plugin.agent"] == "sb3"
     assert (
@@ -109,11 +110,13 @@ def test_multirun_jobs_are_child_runs_of_one_parent_that_summarises_them(
     assert combos == set(itertools.product(["1", "2"], ["1", "2"]))
     assert all("eval/return_mean" in c.data.metrics for c in children)
     assert "seed=1,2" in parent.data.tags["framework.overrides"]
-    # A child's name says what its job overrides; the parent holds the swept values.
-    names = {c.info.run_name: c for c in children}
-    assert set(names) == {f"n_epochs={e} seed={s}" for e in (1, 2) for s in (1, 2)}
-    assert names["n_epochs=2 seed=1"].data.params["agent.hyperparams.n_epochs"] == "2"
-    assert parent.info.run_name == "sweep n_epochs=1,2 seed=1,2"
+    # A child's name leads with its own values, then what its siblings share, then the hash of its
+    # config (the sweep's other overrides are in none of the names); the parent holds the swept values.
+    names = {c.info.run_name.split(" cfg:")[0]: c for c in children}
+    assert set(names) == {f"ne={e} s{s} cartpole-sb3-ppo" for e in (1, 2) for s in (1, 2)}
+    assert names["ne=2 s1 cartpole-sb3-ppo"].data.params["agent.hyperparams.n_epochs"] == "2"
+    assert all(" cfg:" in c.info.run_name for c in children)
+    assert parent.info.run_name == "sweep ne=1,2 seed=1,2 cartpole-sb3-ppo steps=1024"
     assert (
         parent.data.params["sweep.seed"] == "1,2"
         and parent.data.params["sweep.agent.hyperparams.n_epochs"] == "1,2"
@@ -123,12 +126,13 @@ def test_multirun_jobs_are_child_runs_of_one_parent_that_summarises_them(
     client = mlflow_server.client()
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} == {
         "sweep_summary.csv", "sweep_summary.html", "objective.png",
+        "seeds_curves.png", "seeds_profile.png", "seeds_improvement.png",
     }  # fmt: skip
     table = Path(client.download_artifacts(parent.info.run_id, "sweep_summary.csv", str(tmp_path)))
-    rows = list(csv.DictReader(table.open()))
-    assert {row["run"] for row in rows} == set(names)
+    rows = [row for row in csv.DictReader(table.open()) if row["row"] == "run"]
+    assert {row["run"] for row in rows} == {c.info.run_name for c in children}
     for row in rows:
-        child = names[row["run"]]
+        child = names[row["run"].split(" cfg:")[0]]
         assert row["run_id"] == child.info.run_id and row["status"] == "FINISHED"
         assert float(row["eval/return_mean"]) == pytest.approx(
             child.data.metrics["eval/return_mean"], rel=1e-5
@@ -136,7 +140,7 @@ def test_multirun_jobs_are_child_runs_of_one_parent_that_summarises_them(
         assert float(row["duration_s"]) > 0
     best = max(children, key=lambda c: c.data.metrics["eval/return_mean"])
     assert parent.data.metrics["best/eval/return_mean"] == best.data.metrics["eval/return_mean"]
-    assert parent.data.tags["framework.best_child"] in names
+    assert parent.data.tags["framework.best_child"].split(" cfg:")[0] in names
     assert (
         f"runs/{parent.data.tags['framework.best_child_run_id']}" in parent.data.tags["mlflow.note.content"]
     )

@@ -3,6 +3,8 @@ call finds the server running; Ctrl-C leaves nothing behind."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import re
 import shutil
@@ -100,4 +102,116 @@ def test_ui_without_a_store_says_how_to_make_one(cli: Any, tmp_path: Path) -> No
     assert (
         wrong.returncode == 1
         and "`ui` takes tracking.uri=... and tracking.experiment=... only" in wrong.stderr
+    )
+
+
+LR, EPOCHS = "agent.hyperparams.learning_rate", "agent.hyperparams.n_epochs"
+OBJECTIVE = "eval/return_mean"
+
+
+def _swept_store(root: Path) -> str:
+    """A store whose experiment `framework` holds a run of its own and a sweep over LR and EPOCHS
+    (its parent tagged as SweepParentRun tags it); returns the experiment's id."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+    experiment = client.create_experiment("framework")
+    single = client.create_run(experiment, run_name="cartpole-dqn-s0")
+    client.log_param(single.info.run_id, "objective.metric", OBJECTIVE)
+    client.log_metric(single.info.run_id, OBJECTIVE, 120.0)
+    client.set_terminated(single.info.run_id)
+    spec = {"swept_keys": [LR, EPOCHS], "objective": OBJECTIVE, "mode": "max", "also": [], "study_dir": None}
+    parent = client.create_run(
+        experiment,
+        run_name="sweep lr=1e-4,1e-3 ne=5,10 cartpole-sb3-ppo-s0",
+        tags={
+            "framework.swept_keys": json.dumps([LR, EPOCHS]),
+            "framework.objective": OBJECTIVE,
+            "framework.summary_spec": json.dumps(spec),
+        },
+    ).info.run_id
+    for (lr, ne), score in zip(
+        itertools.product(("1e-4", "1e-3"), ("5", "10")), (300, 480, 150, 60), strict=True
+    ):
+        child = client.create_run(
+            experiment, run_name=f"lr={lr} ne={ne} cartpole-sb3-ppo-s0", tags={"mlflow.parentRunId": parent}
+        ).info.run_id
+        for key, value in (
+            (LR, lr),
+            (EPOCHS, ne),
+            ("objective.metric", OBJECTIVE),
+            ("objective.mode", "max"),
+        ):
+            client.log_param(child, key, value)
+        client.log_metric(child, OBJECTIVE, float(score))
+        client.set_terminated(child)
+    client.set_terminated(parent)
+    return str(experiment)
+
+
+@pytest.mark.slow
+def test_ui_opens_the_runs_sorted_by_the_objective_with_the_swept_params_as_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MLflow 3.17 reads no columns from an address: `ui` writes the view as MLflow's Share button does
+    (an experiment tag the address names) and opens it; in Chromium at 1400 px the runs come in the
+    model-training view, best first, with the objective and both swept params as columns."""
+    from mlflow.tracking import MlflowClient
+
+    from tests.fighter.cdp import InspectedPage
+
+    monkeypatch.setenv("FRAMEWORK_CACHE_DIR", str(tmp_path / "cache"))
+    experiment = _swept_store(tmp_path)
+    first = _start(tmp_path)
+    try:
+        address = _address(first)
+        assert f"#/experiments/{experiment}/runs?workflowType=machine_learning&viewStateShareKey=" in address
+        key = address.rsplit("viewStateShareKey=", 1)[1]
+        tags = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").get_experiment(experiment).tags
+        state = json.loads(tags[f"mlflow.sharedViewState.{key}"])
+        metric = f"metrics.`{OBJECTIVE}`"
+        assert state["selectedColumns"] == [metric, f"params.`{LR}`", f"params.`{EPOCHS}`"]
+        assert state["orderByKey"] == metric and state["orderByAsc"] is False
+        page = InspectedPage(address, width=1400, height=900)
+        try:
+            rows = f"document.querySelectorAll('.ag-center-cols-container .ag-row [col-id=\"{metric}\"]')"
+            page.wait_for(f"{rows}.length >= 5", timeout=120)
+            time.sleep(0.5)  # the rows' order after they appear
+            headers = page.evaluate(
+                "Array.from(document.querySelectorAll('.ag-header-cell')).map(h => h.getAttribute('col-id'))"
+            )
+            scores = page.evaluate(
+                "Array.from(document.querySelectorAll('.ag-center-cols-container .ag-row'))"
+                ".sort((a, b) => a.getAttribute('row-index') - b.getAttribute('row-index'))"
+                f".map(r => (r.querySelector('[col-id=\"{metric}\"]') || {{}}).innerText)"
+            )
+            text = page.evaluate("document.body.innerText")
+            page.screenshot(tmp_path / "ui.png")
+        finally:
+            page.close()
+        assert {metric, f"params.`{LR}`", f"params.`{EPOCHS}`"} <= set(headers), headers
+        assert scores[:5] == ["480", "300", "150", "120", "60"], scores  # best first
+        assert "Sort: eval/return_mean" in text and "Model training" in text and "Evaluation runs" not in text
+    finally:
+        first.send_signal(signal.SIGINT)
+        try:
+            first.communicate(timeout=60)
+        finally:
+            if first.poll() is None:
+                first.kill()
+
+
+@pytest.mark.slow
+def test_a_store_ui_cannot_write_to_is_opened_sorted_by_the_objective(tmp_path: Path) -> None:
+    """Where the view cannot be written (a read-only store), the address itself sorts the runs, best
+    first: MLflow 3.17 reads `orderByKey` and `orderByAsc` from it (not columns)."""
+    from framework_plugins.trackers.ui import _page
+    from tests.test_readonly_store import read_only
+
+    experiment = _swept_store(tmp_path)
+    with read_only(tmp_path):
+        page = _page(f"sqlite:///{tmp_path / 'mlflow.db'}", "framework", None)
+    assert page == (
+        f"#/experiments/{experiment}/runs?workflowType=machine_learning"
+        "&orderByKey=metrics.%60eval%2Freturn_mean%60&orderByAsc=false"
     )

@@ -22,6 +22,7 @@ from framework.contracts.env import (
     EnvPlugin,
     EpisodeStatsEnvPlugin,
     SpacesEnvPlugin,
+    StopFlagEnvPlugin,
     VariantEnvPlugin,
     VectorEnvPlugin,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "SearchPlugin",
     "SelfPlaySource",
     "SpacesEnvPlugin",
+    "StopFlagEnvPlugin",
     "SweepSummarySpec",
     "Tracker",
     "VariantEnvPlugin",

@@ -14,6 +14,7 @@ from framework.contracts.env import (
     EnvPlugin,
     EpisodeStatsEnvPlugin,
     SpacesEnvPlugin,
+    StopFlagEnvPlugin,
     VariantEnvPlugin,
     VectorEnvPlugin,
 )
@@ -30,7 +31,14 @@ CONTRACTS: dict[str, type] = {
     "tracker": Tracker,
 }
 CAPABILITIES: dict[str, tuple[type, ...]] = {
-    "env": (VectorEnvPlugin, VariantEnvPlugin, GameEnvPlugin, EpisodeStatsEnvPlugin, SpacesEnvPlugin),
+    "env": (
+        VectorEnvPlugin,
+        VariantEnvPlugin,
+        GameEnvPlugin,
+        EpisodeStatsEnvPlugin,
+        SpacesEnvPlugin,
+        StopFlagEnvPlugin,
+    ),
     "buffer": (FrameBuffer,),
     "agent": (CheckedAgent, SearchAgent, EvaluatingAgent, MetricNamingAgent),
     "search": (DistributedSearch,),

@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import threading
+
     import gymnasium as gym
 
 
@@ -60,6 +62,14 @@ class SpacesEnvPlugin(EnvPlugin, Protocol):
     spaces it cannot train on."""
 
     def spaces(self) -> tuple[gym.Space[Any], gym.Space[Any]]: ...
+
+
+@runtime_checkable
+class StopFlagEnvPlugin(EnvPlugin, Protocol):
+    """An env plugin whose envs show the run to a person (a game page): given the run's stop flag,
+    an env closed without an error can say whether the run finished or was stopped."""
+
+    def set_stop_flag(self, stop: threading.Event) -> None: ...
 
 
 @runtime_checkable

@@ -10,6 +10,7 @@ import numpy as np
 
 from framework.context import RunContext
 from framework.contracts import GameEnvPlugin
+from framework.evaluation import evaluation_seed
 from framework.matches import FixedPlayer, MatchResult, MatchStopped, play_match
 from framework.searches import BEST
 
@@ -18,8 +19,6 @@ from .config import AlphaZeroConfig
 
 #: The model a gate's trained network is published as.
 CANDIDATE = "candidate"
-#: Seed offsets of the searches and opponents a gate or an evaluation makes, apart from self-play's.
-ARENA_SEED, EVAL_SEED = 1_000, 2_000
 
 
 def gate(
@@ -34,11 +33,12 @@ def gate(
 ) -> MatchResult | None:
     """The candidate's weights (published as CANDIDATE) against the best network (the model
     `incumbent`: BEST, or a copy of it that self-play does not search with) in `cfg.gate_games`
-    games; None when the run (or `should_stop`) asked to stop during the gate."""
-    seed = ctx.seed + ARENA_SEED + index
+    games; None when the run (or `should_stop`) asked to stop during the gate. Gate `index` plays
+    with evaluation seeds (`gate_seeds`), apart from every seed self-play trains with."""
+    seed, best_seed = gate_seeds(ctx.seed, index)
     ctx.inference.publish(CANDIDATE, candidate_weights)
     candidate = ctx.make_search(CANDIDATE, seed=seed)
-    best = ctx.make_search(incumbent, seed=seed + 1)
+    best = ctx.make_search(incumbent, seed=best_seed)
     rng = np.random.default_rng(seed)
     opening, temperature_moves = _openings(ctx, cfg)
     try:
@@ -60,26 +60,28 @@ def gate(
 
 def evaluate(cfg: AlphaZeroConfig, ctx: RunContext, *, episodes: int) -> dict[str, float]:
     """Matches of `episodes` games of BEST against each of the env's evaluation opponents; no
-    metrics when the run was asked to stop during them (a match cut short is no score)."""
+    metrics when the run was asked to stop during them (a match cut short is no score). Every
+    evaluation plays with the run's evaluation seed, as an env's evaluation episodes do."""
     env = ctx.env_plugin
     assert isinstance(env, GameEnvPlugin)
-    search = ctx.make_search(BEST, seed=ctx.seed + EVAL_SEED)
+    seed = evaluation_seed(ctx.seed)
+    search = ctx.make_search(BEST, seed=seed)
     if cfg.eval_simulations is not None:
         search.num_simulations = cfg.eval_simulations
-    rng = np.random.default_rng(ctx.seed + EVAL_SEED)
+    rng = np.random.default_rng(seed)
     _, temperature_moves = _openings(ctx, cfg)
     metrics: dict[str, float] = {}
     try:
         for name in env.eval_variants:
             me = SearchPlayer("alphazero", search, rng, temperature_moves=temperature_moves)
-            them = FixedPlayer(env.opponent(name, seed=ctx.seed + EVAL_SEED))
+            them = FixedPlayer(env.opponent(name, seed=seed))
             result = play_match(
                 env.game,
                 me,
                 them,
                 episodes,
                 opening=env.opening,
-                seed=ctx.seed + EVAL_SEED,
+                seed=seed,
                 should_stop=ctx.stop.is_set,
             )
             metrics.update(result.metrics(f"eval/{name}"))
@@ -89,6 +91,13 @@ def evaluate(cfg: AlphaZeroConfig, ctx: RunContext, *, episodes: int) -> dict[st
     finally:
         ctx.close_search(search)
     return metrics
+
+
+def gate_seeds(seed: int, index: int) -> tuple[int, int]:
+    """The seeds of gate `index`'s candidate (its match and openings too) and of its best network:
+    evaluation seeds 1 + 2 * index and 2 + 2 * index (0 is the run's evaluations), so that no gate
+    replays another's games, an evaluation's, or a seed self-play trains with."""
+    return evaluation_seed(seed, 1 + 2 * index), evaluation_seed(seed, 2 + 2 * index)
 
 
 def _openings(ctx: RunContext, cfg: AlphaZeroConfig) -> tuple[Any, int]:

@@ -32,6 +32,10 @@ OBSERVATION_FIELDS = (
     "distance",  # (opponent x - own x) / stage width, -1..1
     "time_left",  # 1 at the start of the round, 0 when the timer runs out
 )
+#: The game seeds a round draws from its env's generator ([low, high)): a training round's below
+#: 2**31, an evaluation round's (`BestRoundReplay`) from 2**31, so that no evaluation round replays
+#: a training round's game, whatever the env seeds (the protocol's seeds go to 2**32 - 1).
+TRAINING_GAME_SEEDS, EVALUATION_GAME_SEEDS = (0, 2**31 - 1), (2**31, 2**32)
 
 
 class FightingEnv(gym.Env[np.ndarray, np.int64]):
@@ -68,6 +72,7 @@ class FightingEnv(gym.Env[np.ndarray, np.int64]):
         self.packed = np.array([pack_game(rules.new_game(self.C, 0, opponent))], dtype=np.int64)
         self._totals = np.zeros((1, 2), dtype=np.int64)
         self.observe = Observer(self.C)
+        self.game_seeds = TRAINING_GAME_SEEDS
 
     @property
     def game(self) -> rules.Game:
@@ -79,7 +84,7 @@ class FightingEnv(gym.Env[np.ndarray, np.int64]):
     ) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         # The opponent's randomness comes from the env's seeded generator, so seeded resets repeat.
-        seeds = [int(self.np_random.integers(0, 2**31 - 1))]
+        seeds = [int(self.np_random.integers(*self.game_seeds))]
         try:
             self.packed = self.transport.reset(seeds, self.opponent)
         except PeerGone:
@@ -123,10 +128,12 @@ class FightingEnv(gym.Env[np.ndarray, np.int64]):
 class BestRoundReplay(gym.Wrapper[np.ndarray, np.int64, np.ndarray, np.int64]):
     """An evaluation env that keeps its best round and writes it as a video (the core's
     `BestEpisodeReplay`): it keeps each step's packed state, a few hundred bytes, and draws
-    only the best round's, once, when asked for the video."""
+    only the best round's, once, when asked for the video. Its rounds draw their game seeds
+    apart from training rounds' (`EVALUATION_GAME_SEEDS`)."""
 
     def __init__(self, env: FightingEnv) -> None:
         super().__init__(env)
+        env.game_seeds = EVALUATION_GAME_SEEDS
         self.fighter = env
         self.keeping = False
         self.round: list[np.ndarray] = []

@@ -1,5 +1,6 @@
 """The `fighter` env plugin: config schema and env factory."""
 
+import threading
 import weakref
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
@@ -38,6 +39,14 @@ class Fighter:
             raise ConfigError(f"env.n_envs={cfg.n_envs} must be at least 1")
         self.n_envs = cfg.n_envs
         self._training: weakref.WeakSet[WebRTCTransport] = weakref.WeakSet()
+        self._stop: threading.Event | None = None
+
+    def set_stop_flag(self, stop: threading.Event) -> None:
+        """The run's stop flag (the first Ctrl-C, SIGTERM, a pruner set it): with it, a game page
+        told that training is over can say whether the run finished or was stopped."""
+        self._stop = stop
+        for transport in self._training:
+            transport.stop_flag = stop
 
     @property
     def eval_variants(self) -> tuple[str, ...]:
@@ -114,6 +123,7 @@ class Fighter:
             open_browser=cfg.open_browser,
             pin_chromium=cfg.pin_chromium,
         )
+        transport.stop_flag = self._stop
         self._training.add(transport)
         return transport
 
@@ -124,8 +134,9 @@ def describe(env: Any) -> str:
 
 
 if TYPE_CHECKING:  # mypy holds each plugin to its kind's contract
-    from framework.contracts import BestEpisodeReplay, VariantEnvPlugin, VectorEnvPlugin
+    from framework.contracts import BestEpisodeReplay, StopFlagEnvPlugin, VariantEnvPlugin, VectorEnvPlugin
 
     _fighter_contract: type[VectorEnvPlugin] = Fighter
+    _stop_contract: type[StopFlagEnvPlugin] = Fighter
     _variant_contract: type[VariantEnvPlugin] = Fighter
     _replay_contract: type[BestEpisodeReplay] = BestRoundReplay

@@ -13,14 +13,17 @@ controller → game:  {"type": "reset", "episode": E, "seeds": [s, ...], "oppone
                     {"type": "ping", "id": n}
                     {"type": "status", "phase": P, "steps": N, "steps_per_s": r, "rounds": [won, lost, drawn]}
                     {"type": "replaced", "message": text}
+                    {"type": "ended", "status": S, "steps": N}
 game → controller:  {"type": "hello", "client": "browser" | "python"}
                     {"type": "result", "episode": E, "step": t, "games": [packed, ...]}
                     {"type": "pong", "id": n}
                     {"type": "error", "message": text}
 A game client answers reset, step and ping; it never answers status (what the trainer is doing,
 for the page to show: P is one of PHASES, N the trainer's env steps so far, r its steps/s, and the
-rounds its arenas finished) or replaced (sent to a page just before another one takes over the
-connection: one client at a time). A reset's result has step 0; the n-th step's result has
+rounds its arenas finished), replaced (sent to a page just before another one takes over the
+connection: one client at a time) or ended (the last message of a run, before the trainer closes
+the connection: S is one of ENDINGS, N its env steps; a client that gets it closes its side, and a
+page does not reconnect). A reset's result has step 0; the n-th step's result has
 step n. One message carries every arena's action, one reply every arena's state, each packed as
 GAME_WIRE_LENGTH integers (`pack_game`): small messages keep 16 arenas within a few SCTP chunks.
 """
@@ -51,8 +54,11 @@ FIGHTER_KEYS = ("x", "y", "vx", "vy", "hp", "facing", "state", "timer", "elapsed
 GAME_KEYS = ("frame", "rng", "done", "winner", "hold", "held")
 #: frame, rng, done, winner, hold, held, dealt[0], dealt[1], then both fighters' FIGHTER_KEYS.
 GAME_WIRE_LENGTH = len(GAME_KEYS) + 2 + 2 * len(FIGHTER_KEYS)
-#: What a status message says the trainer is doing.
-PHASES = ("training", "updating", "evaluating", "waiting")
+#: What a status message says the trainer is doing ("starting": connected, no step asked for yet).
+PHASES = ("starting", "training", "updating", "evaluating", "waiting")
+#: How an ended message says the run ended: its training ran to the end, it was stopped (Ctrl-C,
+#: SIGTERM, a sweep's pruner), it failed; or "ended" where the trainer cannot tell which.
+ENDINGS = ("finished", "stopped", "failed", "ended")
 CLIENTS = ("browser", "python")
 
 
@@ -303,6 +309,7 @@ SCHEMAS: dict[str, tuple[set[str], Callable[[dict[str, Any]], Any]]] = {
     "ping": ({"id"}, lambda m: _int(m, "id")),
     "status": ({"phase", "steps", "steps_per_s", "rounds"}, _check_status),
     "replaced": ({"message"}, lambda m: _str(m, "message")),
+    "ended": ({"status", "steps"}, lambda m: (_str(m, "status", ENDINGS), _int(m, "steps"))),
     "hello": ({"client"}, lambda m: _str(m, "client", CLIENTS)),
     "result": ({"episode", "step", "games"}, _check_result),
     "pong": ({"id"}, lambda m: _int(m, "id")),

@@ -5,8 +5,9 @@
         --peerjs http://127.0.0.1:9000/ --key peerjs --peer TRAINER_ID
 
 It offers a data channel to the trainer's signaling endpoint, then answers reset/step
-messages exactly as the browser page does. It exits when the channel closes or when its
-standard input does (the trainer that started it is gone). The per-run token travels in
+messages exactly as the browser page does. It exits when the trainer says the run has ended
+(it closes its side, as the page does), when the channel closes, or when its standard input
+does (the trainer that started it is gone). The per-run token travels in
 the environment, not on the command line, where other users of the machine could read it.
 """
 
@@ -81,8 +82,10 @@ async def play(
     @channel.on("message")
     def on_message(raw: str | bytes) -> None:
         reply = respond(raw)
-        if reply is not None:  # status and replaced messages are not answered
+        if reply is not None:  # status, replaced and ended messages are not answered
             send(reply)
+        if is_ended(raw):  # the run has ended: close our side, which tells the trainer we have it
+            finished.set()
 
     channel.on("close", finished.set)
 
@@ -125,13 +128,27 @@ async def _post_offer(offer_url: str, token: str, sdp: str) -> str:
     return str(reply["sdp"])
 
 
+#: What the trainer sends a game client.
+TRAINER_MESSAGES = ("reset", "step", "ping", "status", "replaced", "ended")
+
+
+def is_ended(raw: str | bytes) -> bool:
+    """Whether `raw` is the trainer's checked ended message (a step's message is never parsed twice)."""
+    if not isinstance(raw, str) or '"ended"' not in raw[:40]:
+        return False
+    try:
+        return decode(raw, allowed=TRAINER_MESSAGES)["type"] == "ended"
+    except ProtocolError:
+        return False
+
+
 def answer(arenas: Arenas, raw: str | bytes) -> dict[str, Any] | None:
     """The reply to one message from the trainer (None: a message that gets none)."""
     try:
-        message = decode(raw, allowed=("reset", "step", "ping", "status", "replaced"))
+        message = decode(raw, allowed=TRAINER_MESSAGES)
         if message["type"] == "ping":
             return {"type": "pong", "id": message["id"]}
-        if message["type"] in ("status", "replaced"):
+        if message["type"] in ("status", "replaced", "ended"):
             return None
         arenas.handle(message)
         return arenas.result()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import subprocess
+import threading
 import time
 from typing import Any, Protocol
 
@@ -13,6 +14,7 @@ import numpy as np
 from . import python_peer, rules
 from .arenas import Arenas
 from .browser import HeadlessChromium, open_in_users_browser
+from .ending import run_ending
 from .peerjs import PeerJSServer
 from .protocol import GAME_KEYS, ProtocolError, pack_game
 from .webrtc import PeerGone, WebRTCClient
@@ -67,7 +69,7 @@ class WebRTCTransport:
     When the client is lost: a client this transport started (the Python peer, a headless
     Chromium) is started anew at once, since nothing else would ever come back; the user's own
     page is waited for, saying so, for `reconnect`'s timeout, after which the run stops with one
-    message (`ClientLost`).
+    message (`ClientLost`). Closing tells the client how the run ended (`ending.run_ending`).
     """
 
     def __init__(
@@ -105,6 +107,9 @@ class WebRTCTransport:
         self._client, self._headless, self._open_browser = client, headless, open_browser
         self._pin_chromium = pin_chromium
         self._rounds = [0, 0, 0]
+        self.stop_flag: threading.Event | None = None
+        """The run's stop flag, where the plugin was given it: a close without an error after it
+        was set is a stopped run, before it a finished one."""
         try:
             self._start_client()
             self._wait_connected(connect_timeout_s)
@@ -112,7 +117,7 @@ class WebRTCTransport:
             self.close()
             raise
         self._generation = self.connection.generation
-        self.connection.status["phase"] = "training"
+        self.connection.status["phase"] = "starting"  # "training" from the first step on
 
     @property
     def owns_client(self) -> bool:
@@ -260,7 +265,9 @@ class WebRTCTransport:
         log.warning("the game page is back; the round in progress ended truncated")
 
     def close(self) -> None:
+        ending = run_ending(self.stop_flag)  # first: the exception closing the env is still at hand
         self.connection.stop_watching()  # a client that takes a while to end is not "lost"
+        self.connection.end(ending, int(self.connection.status["steps"]))
         self._stop_client()
         self.connection.close()
 

@@ -12,7 +12,9 @@ within `heartbeat_timeout_s` (aiortc alone notices only after about 30 s).
 One game client at a time: a new client (a reloaded page, a second tab) takes over only once
 its offer has been checked and its data channel has said hello; the client it replaces is told
 so and dropped. A client that sends a malformed message, or floods the trainer with messages it
-did not ask for, is dropped, saying why; what happens next is the transport's choice.
+did not ask for, is dropped, saying why; what happens next is the transport's choice. At the end
+of a run the client is told how it ended (`end`) before the connection closes, so that a page
+says so instead of trying to reconnect.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ MAX_SDP_BYTES = 16 * 1024
 FLOOD_LIMIT = 50
 #: The trainer's phase turns to "updating" once it has asked for no step for this long.
 IDLE_S = 0.5
+#: Longest wait for a client told the run has ended to close its side (it then has the message).
+ENDED_WAIT_S = 2.0
 #: Libraries whose INFO lines (every ICE check, every request) would drown the run's own output.
 CHATTY_LOGGERS = ("aioice", "aiortc", "aiohttp.access")
 
@@ -147,7 +151,7 @@ class WebRTCClient:
         """Why no new client can reach this trainer now (the PeerJS server is gone); empty when one can."""
         self.generation = 0
         """Counts the clients that connected: a transport that sees it change knows its client did."""
-        self.status: dict[str, Any] = {"phase": "waiting", "steps": 0, "rounds": [0, 0, 0]}
+        self.status: dict[str, Any] = {"phase": "starting", "steps": 0, "rounds": [0, 0, 0]}
         """What the trainer is doing, for the page: the transport sets phase, steps and rounds."""
         self.last_request = 0.0
         self._pc: Any = None
@@ -227,6 +231,18 @@ class WebRTCClient:
         """Drop the current client (the transport gives up on it), saying why to the log."""
         with contextlib.suppress(Exception):
             self._call(self._drop_connection(reason), timeout=10)
+
+    def end(self, status: str, steps: int, timeout: float = ENDED_WAIT_S) -> bool:
+        """Tell the client the run has ended and how (protocol.ENDINGS), then wait at most `timeout`
+        for it to close its side; True if it did. From here on its going is no news."""
+        # Held to the protocol's schema as a client will hold it (a status outside ENDINGS raises).
+        text = encode(decode(encode({"type": "ended", "status": status, "steps": steps}), allowed=("ended",)))
+        if not self._loop.is_running():  # closed already
+            return False
+        try:
+            return bool(self._call(self._say_ended(text, timeout), timeout=timeout + 5))
+        except Exception:  # the loop is gone or stuck: the connection closes all the same
+            return False
 
     def stop_watching(self) -> None:
         """Stop the heartbeat: the client is being ended on purpose, and its silence is no news."""
@@ -483,7 +499,7 @@ class WebRTCClient:
         """Tell the page what the trainer is doing: on a change of phase, else once a second."""
         now = time.monotonic()
         status = dict(self.status)
-        if status["phase"] == "training" and now - self.last_request > IDLE_S:
+        if status["phase"] == "training" and status["steps"] > 0 and now - self.last_request > IDLE_S:
             status["phase"] = "updating"  # asking for no steps: learning from what it collected
         t0, s0 = self._rate_mark
         if now - t0 >= 1.0:
@@ -497,6 +513,25 @@ class WebRTCClient:
         if force or key != self._sent_status or now - self._status_at >= 1.0:
             self._sent_status, self._status_at = key, now
             self._send_now(encode({"type": "status", **status}), False)
+
+    async def _say_ended(self, text: str, timeout: float) -> bool:
+        channel, pc = self._channel, self._pc
+        if channel is None or pc is None or channel.readyState != "open":
+            return False
+        self.connected.clear()  # nothing more is asked of it, and its closing is not a loss
+        self._channel = None  # no more pings or status
+        gone = asyncio.Event()
+        channel.on("close", gone.set)
+
+        @pc.on("connectionstatechange")
+        def on_state() -> None:
+            if pc.connectionState in ("failed", "closed"):
+                gone.set()
+
+        channel.send(text)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(gone.wait(), timeout)
+        return gone.is_set()
 
     async def _shutdown(self) -> None:
         if self._signaling is not None:

@@ -1,6 +1,7 @@
 """The SB3 adapter: one agent plugin that runs any Stable-Baselines3 algorithm."""
 
 import inspect
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
@@ -13,10 +14,14 @@ from framework.errors import ConfigError, check_choice
 from .algorithms import algorithm_class, build_kwargs, check_hyperparams, default_policy, space_mismatch
 from .bridge import FrameworkCallback, tracker_logger
 from .config import VEC_ENVS, SB3Config
+from .minibatch import minibatch, set_on_the_command_line
 from .vec_env import make_vec_env
 
 MODEL_FILE = "model.zip"
 REPLAY_FILE = "replay_buffer.pkl"
+#: The tag that records the mini-batch size a preset's batch_size followed to (`minibatch`).
+BATCH_SIZE_TAG = "sb3.batch_size_used"
+log = logging.getLogger(__name__)
 
 
 class SB3Agent:
@@ -33,7 +38,8 @@ class SB3Agent:
         self._load_from: Optional[Path] = None
 
     def check_run(self, *, env: EnvPlugin, buffer: Optional[Buffer], search: Optional[SearchPlugin]) -> None:
-        """Refuse a buffer section, which SB3 would never read, and a rollout SB3 cannot normalise."""
+        """Refuse a buffer section, which SB3 would never read, a rollout SB3 cannot normalise, and a
+        batch_size set on the command line that does not divide the rollout (`minibatch`)."""
         algo = self.algo_cls.__name__
         if buffer is not None:
             own = (
@@ -56,6 +62,7 @@ class SB3Agent:
                 f"{n_steps * env.n_envs} step, which {algo} cannot normalise advantages over "
                 "(agent.hyperparams.normalize_advantage=true): make n_steps x n_envs at least 2"
             )
+        minibatch(self.algo_cls, hyperparams, env.n_envs, explicit=set_on_the_command_line())
 
     def learn(self, ctx: RunContext) -> None:
         venv = make_vec_env(ctx.env_plugin, ctx.n_envs, seed=ctx.seed, kind=self.cfg.vec_env)
@@ -68,15 +75,14 @@ class SB3Agent:
         fresh = self._load_from is None
         if fresh:
             policy = self.cfg.policy if self.cfg.policy != "auto" else default_policy(venv.observation_space)
+            built = build_kwargs(self.cfg.hyperparams, self.cfg.policy_kwargs, venv.action_space)
+            batch = minibatch(self.algo_cls, self.cfg.hyperparams, venv.num_envs, explicit=False)
+            if batch is not None and batch.note:  # a preset's, tuned for another env.n_envs
+                log.info(batch.note)
+                ctx.tracker.set_tags({BATCH_SIZE_TAG: str(batch.batch_size)})
+                built["batch_size"] = batch.batch_size
             try:
-                self.model = self.algo_cls(
-                    policy,
-                    venv,
-                    seed=ctx.seed,
-                    device=ctx.device,
-                    verbose=0,
-                    **build_kwargs(self.cfg.hyperparams, self.cfg.policy_kwargs, venv.action_space),
-                )
+                self.model = self.algo_cls(policy, venv, seed=ctx.seed, device=ctx.device, verbose=0, **built)
             except AssertionError as e:  # SB3 checks spaces with asserts
                 raise ConfigError(space_mismatch(self.algo_cls, venv, e)) from None
         else:

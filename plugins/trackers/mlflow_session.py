@@ -28,6 +28,7 @@ from . import store_template
 from .journal import FOLDER, SUFFIX, Journal, JournalBusy, RunRecord, sync_notice
 from .journal_sender import JournalSender, say
 from .store_checks import store_name
+from .summary_page import address_of
 from .sweep_parents import (  # noqa: F401 - the names a sweep's tests and framework.sweep rely on here
     ENDED_BY_TAG,
     ORPHAN_GRACE_S,
@@ -86,7 +87,9 @@ class MlflowSession:
         self.finish_timeout_s = finish_timeout_s
         self.run_id: str | None = None
         self.experiment_id: str | None = None
-        self._sweeps = SweepParents(lambda: self.client, self._experiment_id, orphan_grace_s)
+        self._sweeps = SweepParents(
+            lambda: self.client, self._experiment_id, orphan_grace_s, address=address_of(uri)
+        )
         self._journal: Journal | None = None
         self._sender: JournalSender | None = None
         self._scratch: Path | None = None

@@ -20,6 +20,8 @@ from .store_checks import TrackingUnavailable, check_reachable, check_writable, 
 from .tracking_process import TrackingError, TrackingProcess
 
 log = logging.getLogger("framework.tracking")
+#: The query that opens an MLflow UI page in its model-training view (runs, params, metrics).
+MLFLOW_VIEW = "?workflowType=machine_learning"
 #: Beyond the waits a run's end allows the tracking process, for its answer to come back.
 ANSWER_MARGIN_S = 30.0
 
@@ -31,7 +33,8 @@ class MlflowConfig:
     experiment: str = "framework"
     """Experiment that runs (and sweeps) are grouped under."""
     run_name: Optional[str] = None
-    """Run name; default `<env>-<algo>-s<seed>` (in a sweep: the job's swept values)."""
+    """Run name; default `<env>-<agent>-s<seed>` and the overrides that change what it trains,
+    `cartpole-sb3-ppo-s0 epochs=10` (in a sweep: the job's own values first, `lr=1e-3 ne=5 ...`)."""
     flush_every_s: float = field(default=1.0, metadata=bounds(gt=0))
     """Metrics are sent in batches at most this often (and at the end of the run)."""
     check_timeout_s: float = field(default=5.0, metadata=bounds(gt=0))
@@ -165,14 +168,14 @@ class MlflowTracker:
         )
 
     def how_to_view(self, run_id: str) -> str:
-        """The run's page in the MLflow UI: for a SQLite store, the command that serves and opens it
-        (`python -m framework ui --run ID`), then the page's address, on a line of its own (without
-        the model-training switch, which the page keeps once `ui` has opened it: the line fits 100
-        columns)."""
-        page = f"#/experiments/{self._experiment_id}/runs/{run_id}" if self._experiment_id else ""
+        """The run's page in the MLflow UI, in its model-training view (MLFLOW_VIEW: MLflow 3.17 opens
+        a fresh browser on its GenAI view otherwise): for a SQLite store, the command that serves and
+        opens it (`python -m framework ui --run ID`), then the page's address, on a line of its own."""
+        experiment = self._experiment_id
+        page = f"#/experiments/{experiment}/runs/{run_id}{MLFLOW_VIEW}" if experiment else ""
         scheme = urllib.parse.urlparse(self.uri).scheme
         if scheme in ("http", "https"):
-            return f"{self.uri.rstrip('/')}/{page}?workflowType=machine_learning"
+            return f"{self.uri.rstrip('/')}/{page}"
         if scheme == "sqlite":
             command = f"python -m framework ui --run {run_id}"
             if self.uri != absolute_uri(MlflowConfig.uri):

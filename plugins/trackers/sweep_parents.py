@@ -14,7 +14,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from . import sweep_summary
+from . import report, seed_summary, sweep_summary
 from .journal_sender import MAX_PARAM_VALUE, MAX_PARAMS_PER_BATCH
 
 #: Children of one sweep read back for its summary.
@@ -29,6 +29,8 @@ ORPHAN_STATUS = {"KILLED": "KILLED", "FAILED": "FAILED", "FINISHED": "FAILED"}
 #: How long the parent of a sweep whose launching process is gone waits for its RUNNING children's own
 #: trackers (which see their job end at about the same time) to end them, before it ends them itself.
 ORPHAN_GRACE_S = 10.0
+#: MLflow's limit on the metrics of one log_batch call.
+MAX_METRICS_PER_BATCH = 1000
 PARENT_ABANDONED = "tracking process: the sweep's process ended without ending the sweep"
 
 
@@ -40,8 +42,11 @@ class SweepParents:
         client: Callable[[], MlflowClient],
         experiment_id: Callable[[], str],
         orphan_grace_s: float = ORPHAN_GRACE_S,
+        address: str = "",
     ) -> None:
         self._client = client
+        self.address = address
+        """Where a downloaded summary page opens the runs (summary_page.address_of)."""
         self._experiment_id = experiment_id
         self.orphan_grace_s = orphan_grace_s
         self._open: dict[str, Mapping[str, Any] | None] = {}
@@ -157,43 +162,42 @@ class SweepParents:
         children = [sweep_summary.child_from_run(r, swept_keys, objective, also) for r in runs]
         if not children:
             return {"runs": 0}
-        top = sweep_summary.best(children, mode)
         study = self._log_study(parent_id, Path(study_dir)) if study_dir else None
-        links = {
-            c.run_id: f"#/experiments/{self._experiment_id()}/runs/{c.run_id}?workflowType=machine_learning"
-            for c in children
-        }
+        experiment = self._experiment_id()
+        links = {c.run_id: run_fragment(experiment, c.run_id) for c in children}
         with tempfile.TemporaryDirectory(prefix="framework-sweep-") as tmp:
-            folder = Path(tmp)
-            title = str(self.client.get_run(parent_id).info.run_name or "")
-            files = sweep_summary.write_table(
-                # The page is served from the server's get-artifact address: links from its root.
+            found = report.write(
                 children,
                 swept_keys,
                 objective,
-                folder,
-                also,
-                mode=mode,
-                title=title,
-                links={run_id: f"/{link}" for run_id, link in links.items()},
+                mode,
+                Path(tmp),
+                history=lambda run_id: history(self.client, run_id, objective),
+                also=also,
+                title=str(self.client.get_run(parent_id).info.run_name or ""),
+                links=links,
+                address=self.address,
+                grid_plots=study is None,
             )
-            # A study's trials sit anywhere in a continuous space: Optuna's own plots show them.
-            plot = None if study else sweep_summary.plot_objective(children, swept_keys, objective, folder)
-            heatmaps = (
-                [] if study else sweep_summary.plot_heatmaps(children, swept_keys, objective, folder, also)
-            )
-            for path in [*files, *([plot] if plot else []), *heatmaps]:
+            for path in found.files:
                 self.client.log_artifact(parent_id, str(path))
-        said = sweep_summary.note(children, top, objective, mode, links, [p.name for p in heatmaps], study)
+        top = found.top
+        said = sweep_summary.note(
+            children, top, objective, mode, links, [p.name for p in found.heatmaps], study, found.configs
+        )
         tags = {"mlflow.note.content": said}
         if study and "best_params" in study:
             tags.update({f"best.{k}": str(v) for k, v in study["best_params"].items()})
             tags["framework.study_name"] = str(study["study_name"])
-        metrics = [Metric("sweep/children", float(len(children)), int(time.time() * 1000), 0)]
+        now = int(time.time() * 1000)
+        metrics = [Metric("sweep/children", float(len(children)), now, 0)]
         if top is not None and top.objective is not None:
             tags.update({"framework.best_child_run_id": top.run_id, "framework.best_child": top.name})
-            metrics.append(Metric(f"best/{objective}", top.objective, int(time.time() * 1000), 0))
-        self.client.log_batch(parent_id, metrics=metrics, tags=[RunTag(k, v) for k, v in tags.items()])
+            metrics.append(Metric(f"best/{objective}", top.objective, now, 0))
+        metrics += [Metric(k, v, now, 0) for k, v in seed_summary.metrics(found.configs, objective).items()]
+        for i in range(0, len(metrics), MAX_METRICS_PER_BATCH):
+            self.client.log_batch(parent_id, metrics=metrics[i : i + MAX_METRICS_PER_BATCH])
+        self.client.log_batch(parent_id, tags=[RunTag(k, v) for k, v in tags.items()])
         statuses: dict[str, int] = {}
         for c in children:
             statuses[c.outcome] = statuses.get(c.outcome, 0) + 1
@@ -228,6 +232,20 @@ def _summary_spec(tag: str | None) -> Mapping[str, Any] | None:
     except ValueError:
         return None
     return spec if isinstance(spec, dict) and {"swept_keys", "objective", "mode"} <= set(spec) else None
+
+
+def run_fragment(experiment_id: str, run_id: str) -> str:
+    """A run's page in the MLflow UI, in its model-training view, from the UI's root."""
+    return f"#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
+
+
+def history(client: MlflowClient, run_id: str, metric: str) -> tuple[list[int], list[float]]:
+    """A run's values of `metric` in step order (the last one logged at a step)."""
+    at: dict[int, float] = {}
+    for m in sorted(client.get_metric_history(run_id, metric), key=lambda m: (m.step, m.timestamp)):
+        at[int(m.step)] = float(m.value)
+    steps = sorted(at)
+    return steps, [at[s] for s in steps]
 
 
 def ms(seconds: float | None) -> int | None:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import seed_summary, summary_page
+
 TABLE_CSV = "sweep_summary.csv"
 TABLE_HTML = "sweep_summary.html"
 PLOT_PNG = "objective.png"
@@ -101,16 +103,32 @@ def write_table(
     mode: str = "max",
     title: str = "",
     links: Mapping[str, str] | None = None,
+    address: str = "",
+    configs: Sequence[seed_summary.Configuration] = (),
+    images: Sequence[Path] = (),
 ) -> list[Path]:
-    """The children, best first, as CSV and as a page (which the MLflow UI shows in its artifact
-    view): a column per swept key, the objective, then a column per metric of `also`; `links`, each
-    run id's MLflow page."""
+    """The runs, best first, as CSV and as a page (which the MLflow UI shows in its artifact view):
+    a column per swept key, the objective, then a column per metric of `also`; `links`, each run
+    id's page (`#/experiments/…`), opened at `address` from a downloaded copy. With `configs` (the
+    runs repeat configurations over seeds), a row per configuration first: n, mean, median, IQM and
+    its interval, the probability of improving on the best other one; `images`, plots for the page."""
     metrics = [objective, *also_metrics(also, objective)]
     trials = any(c.trial_state for c in children)
-    header = ["run", "run_id", *swept_keys, *metrics, "status", *(["trial"] if trials else []), "duration_s"]
+    header = [
+        "row",
+        "run",
+        "run_id",
+        *swept_keys,
+        *metrics,
+        "status",
+        *(["trial"] if trials else []),
+        "duration_s",
+    ]
+    stats = ["n", "mean", "median", "iqm", "iqm_low", "iqm_high", "p_improve", "best"] if configs else []
     order = ranked(children, mode)
     rows = [
         [
+            "run",
             c.name,
             c.run_id,
             *(c.params[k] for k in swept_keys),
@@ -121,10 +139,20 @@ def write_table(
         ]
         for c in order
     ]
+    config_rows = seed_summary.rows(configs)
     with open(folder / TABLE_CSV, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)
+        writer.writerow(header + stats)
+        for config, stat_cells in zip(configs, config_rows, strict=True):
+            settings = dict(
+                zip(seed_summary.settings_of(swept_keys), (v for _, v in config.settings), strict=True)
+            )
+            writer.writerow(
+                ["configuration", config.label, "", *(settings.get(k, "") for k in swept_keys)]
+                + [""] * (len(header) - 3 - len(swept_keys))
+                + [stat_cells[k] for k in stats]
+            )
+        writer.writerows(row + [""] * len(stats) for row in rows)
     top = best(children, mode)
     numeric = {header.index(m) for m in metrics} | {len(header) - 1}
     labels_ = {k: k.rsplit(".", 1)[-1] for k in swept_keys}
@@ -132,17 +160,20 @@ def write_table(
         f"<th title='{html.escape(h)}'{' class=n' if i in numeric else ''}>"
         f"{html.escape(labels_.get(h, h))}</th>"
         for i, h in enumerate(header)
+        if i
     )
     body = []
     for c, row in zip(order, rows, strict=True):
-        cells = []
+        cells: list[str] = []
         for i, v in enumerate(row):
             text = html.escape(v)
-            if i == 0 and c is top:
+            if i == 0:
+                continue
+            if i == 1 and c is top:
                 text = f"&#9733; {text}"
-            elif i == 1 and links and c.run_id in links:
-                text = f"<a href='{html.escape(links[c.run_id])}' target='_blank'>{text[:8]}</a>"
-            elif i == 1:
+            elif i == 2 and links and c.run_id in links:
+                text = summary_page.run_link(address, links[c.run_id], v[:8])
+            elif i == 2:
                 text = text[:8]
             cells.append(f"<td{' class=n' if i in numeric else ''}>{text}</td>")
         mark = " class=best" if c is top else (" class=out" if not c.finished else "")
@@ -153,34 +184,27 @@ def write_table(
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     better = "higher" if mode == "max" else "lower"
     found = (
-        f"Best: <b>{html.escape(top.name)}</b>, {html.escape(objective)} = {_cell(top.objective)}."
+        f"Best run: <b>{html.escape(top.name)}</b>, {html.escape(objective)} = {_cell(top.objective)}."
         if top is not None
         else "No run finished with a value of the objective."
     )
-    heading = html.escape(f"Sweep summary{': ' + title if title else ''}")
-    (folder / TABLE_HTML).write_text(
-        "<!doctype html><meta charset='utf-8'><meta name='viewport' content='width=device-width'>"
-        f"<title>{heading}</title><style>{TABLE_STYLE}</style>"
-        f"<h1>{heading}</h1><p>Objective <b>{html.escape(objective)}</b> ({mode}: {better} is better). "
+    sections = [
+        f"<p>Objective <b>{html.escape(objective)}</b> ({mode}: {better} is better). "
         f"{len(children)} runs ({statuses}). {found} Runs that did not finish are greyed and left out of "
-        "the plots.</p>"
-        f"<div class=scroll><table><thead><tr>{head}</tr></thead>"
+        "the plots.</p>",
+        *([seed_summary.section(configs, objective, links or {}, address)] if configs else []),
+        *(summary_page.image(p, p.stem) for p in images),
+        "<h2>Runs</h2>" if configs or images else "",
+        f"<div class=scroll><table><thead><tr>{head}</tr></thead>",
         f"<tbody>{''.join(body)}</tbody></table></div>",
-        encoding="utf-8",
+    ]
+    summary_page.write(
+        folder / TABLE_HTML,
+        heading=f"Sweep summary{': ' + title if title else ''}",
+        sections=sections,
+        address=address,
     )
     return [folder / TABLE_CSV, folder / TABLE_HTML]
-
-
-#: The summary page's look: compact enough for the MLflow UI's artifact preview (about 900 px wide).
-TABLE_STYLE = (
-    "body{font:13px/1.4 system-ui,sans-serif;margin:12px;color:#1f2328}"
-    "h1{font-size:17px;margin:0 0 6px}p{margin:0 0 10px;max-width:70em}"
-    ".scroll{overflow-x:auto}table{border-collapse:collapse}"
-    "th,td{border-bottom:1px solid #d8dee4;padding:4px 8px;text-align:left;vertical-align:top}"
-    "th{background:#f6f8fa;position:sticky;top:0;white-space:nowrap}"
-    ".n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
-    "tr.best td{background:#dafbe1;font-weight:600}tr.out td{color:#8c959f}"
-)
 
 
 def plot_objective(
@@ -327,9 +351,10 @@ def note(
     links: Mapping[str, str],
     heatmaps: Sequence[str] = (),
     study: Mapping[str, Any] | None = None,
+    configs: Sequence[seed_summary.Configuration] = (),
 ) -> str:
-    """The parent run's description (markdown): the best child, linked, the count by status, and
-    the artifacts to look at."""
+    """The parent run's description (markdown): the best child, linked, the count by status, the
+    configurations over seeds (if they repeat), and the artifacts to look at."""
     counts: dict[str, int] = {}
     for c in children:
         counts[c.outcome] = counts.get(c.outcome, 0) + 1
@@ -349,6 +374,8 @@ def note(
         lines.append(f"Every child: artifacts {TABLE_HTML} and {TABLE_CSV}; the objective: {PLOT_PNG}.")
     if heatmaps:
         lines.append(f"Heat maps over the two swept settings: {', '.join(heatmaps)}.")
+    if configs:
+        lines.append(seed_summary.markdown(configs, objective, links))
     return "\n\n".join(lines)
 
 

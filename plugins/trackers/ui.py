@@ -2,9 +2,10 @@
 
 The store is the tracking config's (`./mlflow.db` by default; `tracking.uri=...`,
 `tracking.experiment=...` as for a run). The command starts `mlflow ui` on 127.0.0.1, waits until it
-answers, prints the address of the experiment's runs (model-training view) and opens it where there
-is a display; the server runs until Ctrl-C. A second call, from another terminal, finds the server
-already running on that store and only prints (and opens) the address. A tracking server
+answers, prints the address of the experiment's runs (model-training view, best first by the
+objective, with the objective and the latest sweep's params as columns: `_runs_view`) and opens it
+where there is a display; the server runs until Ctrl-C. A second call, from another terminal, finds
+the server already running on that store and only prints (and opens) the address. A tracking server
 (`tracking.uri=http://...`) is only opened: it runs already.
 """
 
@@ -15,20 +16,39 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import webbrowser
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .store_template import cache_dir
 
 SQLITE = "sqlite:///"
+#: The query that opens an MLflow UI page in its model-training view.
+MLFLOW_VIEW = "?workflowType=machine_learning"
+#: The experiment tag of a shared view of its runs page, less the view's key (MLflow 3.17's UI).
+SHARED_VIEW_TAG = "mlflow.sharedViewState."
+#: The runs page's column ids, in MLflow 3.17's UI.
+RUN_NAME_COLUMN = "attributes.`Run Name`"
+CREATED_COLUMN = "runDateAndNestInfo"
+#: What a Run Name cell holds beside the name (its colour, its padding: runs sorted by a metric are
+#: not nested), and a header cell beside its title (the sort arrow), in pixels; the widest Run Name
+#: column `ui` asks for (MLflow's own limit is 360): the objective's column stays in sight beside
+#: MLflow's assistant panel at 1400 px.
+NAME_CELL_PX = 48
+HEADER_CELL_PX = 40
+WIDEST_NAME_COLUMN_PX = 280
+#: The latest runs of an experiment `ui` looks at for its sweep and objective.
+RUNS_LOOKED_AT = 500
 DEFAULT_PORT = 5000
 #: The longest wait for `mlflow ui` to answer (a store of an older MLflow is migrated first).
 START_TIMEOUT_S = 120.0
@@ -63,7 +83,9 @@ def main(argv: list[str]) -> int:
                 f"Error: tracking.uri={uri}: `ui` opens a SQLite store or a tracking server", file=sys.stderr
             )
             return 1
-        return _show(uri.rstrip("/"), _page(uri, experiment, args.run), args.no_browser)
+        return _show(
+            uri.rstrip("/"), _page(uri, experiment, args.run), args.no_browser, _compared(uri, experiment)
+        )
     store = Path(uri[len(SQLITE) :]).resolve()
     if not store.is_file():
         print(
@@ -76,7 +98,12 @@ def main(argv: list[str]) -> int:
     running = _running(uri)
     if running is not None:
         print(f"The MLflow UI on {store} is running already (process {running['pid']}).")
-        return _show(str(running["address"]), _page(uri, experiment, args.run), args.no_browser)
+        return _show(
+            str(running["address"]),
+            _page(uri, experiment, args.run),
+            args.no_browser,
+            _compared(uri, experiment),
+        )
     return _serve(uri, experiment, args.run, args.port, args.no_browser)
 
 
@@ -138,7 +165,7 @@ def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_brow
             return 1
         record.write_text(json.dumps({"pid": server.pid, "address": address, "uri": uri}))
         print(f"MLflow UI on {Path(uri[len(SQLITE) :])} (Ctrl-C stops it).")
-        _show(address, page, no_browser)
+        _show(address, page, no_browser, _compared(uri, experiment))
         server.wait()
         return 0
     except KeyboardInterrupt:
@@ -153,38 +180,145 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _show(address: str, page: str, no_browser: bool) -> int:
-    """Print (and open) the page's address."""
+def _show(address: str, page: str, no_browser: bool, compared: str = "") -> int:
+    """Print (and open) the page's address; and where the experiment's runs are compared over seeds."""
     print(f"  open         {address}/{page}", flush=True)
+    if compared:
+        print(f"  compared     {compared}", flush=True)
     if not no_browser and _has_display():
         with contextlib.suppress(Exception):
             webbrowser.open(f"{address}/{page}")
     return 0
 
 
+def _compared(uri: str, experiment: str) -> str:
+    """The page `compare` last wrote for this experiment, else the command that writes one."""
+    from .compare import latest_page
+
+    page = latest_page(uri, experiment)
+    return page.as_uri() if page is not None else f"python -m framework compare {shlex.quote(experiment)}"
+
+
 def _page(uri: str, experiment: str, run: str | None) -> str:
     """The experiment's runs (or one run's page), in the model-training view: MLflow 3.17's UI
-    starts on its GenAI view unless the address says which."""
+    starts on its GenAI view unless the address says which. The runs as `_runs_view` lays them out."""
     from mlflow.tracking import MlflowClient
 
     from .mlflow_session import quiet_libraries
 
     quiet_libraries()
     client = MlflowClient(tracking_uri=uri)
-    view = "?workflowType=machine_learning"
     if run is not None:
         try:
             found = client.get_run(run)
         except Exception:
             print(f"Warning: no run {run} in {uri}: opening the experiment's runs", file=sys.stderr)
         else:
-            return f"#/experiments/{found.info.experiment_id}/runs/{run}{view}"
+            return f"#/experiments/{found.info.experiment_id}/runs/{run}{MLFLOW_VIEW}"
     experiment_id = "0"  # MLflow's Default, where the store has no such experiment yet
     with contextlib.suppress(Exception):
         named = client.get_experiment_by_name(experiment)
         if named is not None:
             experiment_id = str(named.experiment_id)
-    return f"#/experiments/{experiment_id}/runs{view}"
+    return f"#/experiments/{experiment_id}/runs{_runs_view(client, experiment_id)}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What the runs are compared by: the objective (`eval/return_mean`, max or min) and the params
+    a sweep varied (`agent.hyperparams.learning_rate`), with the names of the runs shown."""
+
+    objective: str
+    mode: str
+    params: tuple[str, ...]
+    names: tuple[str, ...]
+
+
+def _runs_view(client: Any, experiment_id: str) -> str:
+    """The runs page's query: the model-training view, sorted by the objective, best first, with the
+    objective and the latest sweep's params as the first columns after a Run Name column as wide as
+    the names. Columns and widths are not read from an address: MLflow 3.17 reads them from a shared
+    view, an experiment tag `mlflow.sharedViewState.KEY` named by `viewStateShareKey=KEY` (what its
+    Share button writes). Where the tag cannot be written (a read-only store), the address sorts."""
+    try:
+        found = _comparison(client, experiment_id)
+    except Exception:  # a store that cannot be searched: the runs, as MLflow shows them
+        found = None
+    if found is None:
+        return MLFLOW_VIEW
+    metric = f"metrics.`{found.objective}`"
+    ascending = found.mode == "min"
+    state = _view_state(found, metric, ascending)
+    text = json.dumps(state, sort_keys=True)
+    key = f"framework-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+    try:
+        client.set_experiment_tag(experiment_id, f"{SHARED_VIEW_TAG}{key}", text)
+    except Exception:
+        order = urllib.parse.urlencode({"orderByKey": metric, "orderByAsc": str(ascending).lower()})
+        return f"{MLFLOW_VIEW}&{order}"
+    return f"{MLFLOW_VIEW}&viewStateShareKey={key}"
+
+
+def _comparison(client: Any, experiment_id: str) -> Comparison | None:
+    """The objective and swept params of the experiment's latest sweep (its parent's tags), else the
+    objective of its latest run that names one; None for an experiment without either."""
+    from framework.sweep import SUMMARY_SPEC_TAG
+
+    runs = client.search_runs(
+        [experiment_id], max_results=RUNS_LOOKED_AT, order_by=["attributes.start_time DESC"]
+    )
+    names = tuple(str(r.info.run_name or "") for r in runs)
+    for parent in runs:
+        tags = parent.data.tags
+        if "framework.swept_keys" not in tags or "framework.objective" not in tags:
+            continue
+        try:
+            mode = str(json.loads(tags.get(SUMMARY_SPEC_TAG, "{}")).get("mode", "max"))
+            swept = [str(k) for k in json.loads(tags["framework.swept_keys"])]
+        except (ValueError, AttributeError):
+            continue
+        children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+        logged = {key for child in children for key in child.data.params}
+        return Comparison(tags["framework.objective"], mode, _params(swept, logged), names)
+    for run in runs:
+        params = run.data.params
+        if "objective.metric" in params:
+            return Comparison(params["objective.metric"], params.get("objective.mode", "max"), (), names)
+    return None
+
+
+def _params(swept: list[str], logged: set[str]) -> tuple[str, ...]:
+    """The params a sweep's keys were logged as: the key itself, a group's plugin (`agent` →
+    `agent.name`); every key as given where no child's params were found."""
+    if not logged:
+        return tuple(swept)
+    found = [key if key in logged else f"{key}.name" for key in swept]
+    return tuple(key for key in found if key in logged)
+
+
+def _view_state(found: Comparison, metric: str, ascending: bool) -> dict[str, Any]:
+    """MLflow 3.17's view state (its `selectedColumns`, `columnOrder`, `columnWidths`, `orderByKey`,
+    `orderByAsc`): the objective and the params shown, first after the run's name and start (MLflow
+    keeps those two ahead of its metric and param groups), in columns wide enough for their
+    headers; the Run Name column as wide as the longest name, up to WIDEST_NAME_COLUMN_PX."""
+    from framework.run_names import text_width
+
+    params = [f"params.`{key}`" for key in found.params]
+    longest = max((text_width(name) for name in found.names), default=0.0)
+    widths = {RUN_NAME_COLUMN: _clamp(longest + NAME_CELL_PX, 190, WIDEST_NAME_COLUMN_PX)}
+    for column, header in ((metric, found.objective), *zip(params, found.params, strict=True)):
+        widths[column] = _clamp(text_width(header) + HEADER_CELL_PX, 100, 240)
+    return {
+        "selectedColumns": [metric, *params],
+        "columnOrder": [RUN_NAME_COLUMN, CREATED_COLUMN, metric, *params],
+        "columnWidths": {k: round(v) for k, v in widths.items()},
+        "orderByKey": metric,
+        "orderByAsc": ascending,
+    }
+
+
+def _clamp(value: float, low: float, high: float) -> float:
+    return max(low, min(high, value))
 
 
 def _running(uri: str) -> dict[str, Any] | None:

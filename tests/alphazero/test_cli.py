@@ -48,7 +48,7 @@ def test_a_gomoku_run_self_plays_trains_gates_and_evaluates_per_opponent(cli, tm
     assert r.returncode == 0, r.output[-3000:]
     assert "FINISHED at step 640" in r.output
     client, run = only_run(tmp_path)
-    assert run.info.status == "FINISHED" and run.info.run_name == "gomoku-alphazero-s0"
+    assert run.info.status == "FINISHED" and " gomoku_6x6-alphazero-s0" in run.info.run_name
     metrics = set(run.data.metrics)
     for opponent in ("random", "mcts50"):
         for key in ("score", "win_rate", "draw_rate", "loss_rate", "elo_diff"):
@@ -69,9 +69,11 @@ def test_a_gomoku_run_self_plays_trains_gates_and_evaluates_per_opponent(cli, tm
     assert run.data.metrics["perf/tree_threads"] == min(2, usable_threads(0))
     assert run.data.metrics["perf/pipeline_groups"] == 1  # the network on the CPU: no groups
     assert 0 < run.data.metrics["perf/network_busy"] <= 1 and "perf/gpu_busy" not in metrics
-    # Evaluated at the start, halfway and at the end; the objective is the first metric logged.
+    # Evaluated halfway and at the end; the untrained agent at the start, apart, at step 0.
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "eval/mcts50/score")]
-    assert steps == [16, 320, 640]
+    assert steps == [320, 640]
+    untrained = client.get_metric_history(run.info.run_id, "eval_untrained/mcts50/score")
+    assert [m.step for m in untrained] == [0]
     assert run.data.params["search.name"] == "sequential" and run.data.params["env.board_size"] == "6"
     assert (tmp_path / "outputs/run/checkpoints/step_0000000640/agent/alphazero.pt").is_file()
     assert "eval/mcts50/score" in r.output.split("FINISHED")[1]

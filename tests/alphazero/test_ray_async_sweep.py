@@ -64,8 +64,8 @@ def test_a_batch_size_by_max_wait_sweep_maps_the_simulation_rate_on_its_parent(
     children = [run for run in runs if run.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert len(children) == 4 == len(runs) - 1
     assert {c.info.status for c in children} == {"FINISHED"}
-    names = {c.info.run_name for c in children}
-    assert names == {f"batch_size={b} max_wait_ms={w}" for b in BATCH_SIZES for w in MAX_WAITS}, names
+    names = {c.info.run_name.split(" cfg:")[0] for c in children}
+    assert names == {f"bs{b} mwm{w} gomoku_9x9-alphazero-s0" for b in BATCH_SIZES for w in MAX_WAITS}, names
     assert all(c.data.metrics.get("perf/sims_per_s", 0) > 0 for c in children)
 
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -211,6 +212,50 @@ def test_the_page_shows_the_trainers_figures_and_phases_without_answering_them(
     assert page.wait_for("document.getElementById('phase').textContent === 'training'", 5)
     page.screenshot(tmp_path / "page.png")
     assert (tmp_path / "page.png").stat().st_size > 10_000
+
+
+def test_before_its_first_step_the_page_says_starting_never_updating(watched) -> None:
+    transport, pages, _ = watched
+    page = pages[0]
+    assert page.wait_for(
+        "window.fighterState && document.getElementById('phase').textContent === 'starting'", 30
+    )
+    # Connected, no step asked for (the agent being built, say) for well past IDLE_S: "starting".
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        assert page.evaluate("[fighterState.connection, document.getElementById('phase').textContent]") == [
+            "connected",
+            "starting",
+        ]
+        time.sleep(0.1)
+    env = FightingEnv(transport=transport)
+    env.reset(seed=0)
+    env.step(0)
+    assert page.wait_for("document.getElementById('phase').textContent === 'updating the policy'", 5)
+
+
+def test_a_page_whose_run_ended_says_how_and_does_not_reconnect(watched, tmp_path: Path) -> None:
+    transport, pages, _ = watched
+    page = pages[0]
+    env = FighterVectorEnv(4, transport=transport, opponent="aggressive")
+    env.reset(seed=0)
+    for _ in range(30):
+        env.step(np.zeros(4, dtype=int))
+    transport.stop_flag = threading.Event()  # the run's, never set: its training ran to the end
+    env.close()
+    assert page.wait_for("fighterState.connection === 'ended'", 10)
+    assert page.wait_for("document.getElementById('phase').textContent === 'run finished'", 5)
+    assert text(page, "banner-text").startswith("The run has ended: training finished.")
+    assert text(page, "status") == "disconnected: the run has ended"
+    assert text(page, "steps") == "120"
+    assert page.evaluate("document.getElementById('take-over').hidden") is True
+    # It stays so: a page that tried again would say 'reconnecting' within its first back-off (0.5 s).
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        assert page.evaluate("[fighterState.connection, fighterState.attempts]") == ["ended", 0]
+        time.sleep(0.2)
+    page.screenshot(tmp_path / "ended.png")
+    assert (tmp_path / "ended.png").stat().st_size > 10_000
 
 
 #: Draws the agent against each wall in every state (knocked out, lying either way) on a 400x200

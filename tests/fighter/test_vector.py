@@ -88,8 +88,11 @@ def test_ppo_trains_on_arenas_sharing_one_connection(tmp_path: Path) -> None:
     assert r.returncode == 0, r.output[-3000:]
     assert "FINISHED at step 512" in r.output
     # Only the run's own log lines: aiortc's and aioice's INFO chatter stays out.
-    info = [line for line in r.output.splitlines() if "][INFO] - " in line]
+    (log,) = tmp_path.glob("outputs/*/*/framework.log")  # the log file names each line's logger
+    info = [line for line in log.read_text().splitlines() if "][INFO] - " in line]
     assert info and all(line.split("][")[1].startswith("framework") for line in info), info
+    shown = [line.split("] ", 1)[1] for line in r.output.splitlines() if "][INFO] " in line]
+    assert shown and set(shown) <= {line.split(" - ", 1)[1] for line in info}, shown
     assert "aioice" not in r.output and "Warning" not in r.output, r.output[-3000:]
 
 

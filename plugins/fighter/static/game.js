@@ -4,8 +4,10 @@
  * training at the display rate); drawing runs on its own at display rate.
  *
  * One page at a time: when another page takes the connection over, the trainer says so
- * ("replaced") and this page stops, offering to take it back. Any other lost connection is
- * retried with exponential back-off, forever; a refused token is not retried.
+ * ("replaced") and this page stops, offering to take it back. When the run ends the trainer says
+ * how ("ended") before it closes the connection: the page says so, closes its side and stays
+ * away. Any other lost connection is retried with exponential back-off, forever; a refused token
+ * is not retried.
  */
 (async function () {
   "use strict";
@@ -16,15 +18,23 @@
   const C = await (await fetch("/static/constants.json")).json();
   const MAX_MESSAGE_BYTES = 64 * 1024;
   const PHASE_TEXT = {
+    starting: "starting",
     training: "training",
     updating: "updating the policy",
     evaluating: "evaluating",
     waiting: "waiting for the trainer",
   };
+  // How the run ended (protocol.ENDINGS): the phase pill's text, and the banner's.
+  const ENDED = {
+    finished: ["run finished", "The run has ended: training finished. The trainer's output says where its results are."],
+    stopped: ["run stopped", "The run has ended: it was stopped (Ctrl-C, SIGTERM or a sweep's pruner). The trainer's output says what it saved."],
+    failed: ["run failed", "The run has ended: it failed. The trainer's output says why."],
+    ended: ["run ended", "The run has ended: the trainer closed the game."],
+  };
   const BACKOFF_S = [0.5, 8];
   const state = {
     games: [], opponent: "", episode: -1, step: 0, actions: [], handled: 0,
-    status: null, connection: "connecting", attempts: 0, replaced: "", retryIn: 0,
+    status: null, connection: "connecting", attempts: 0, replaced: "", retryIn: 0, ended: "",
     counted: { won: 0, lost: 0, drawn: 0 },
   };
   const $ = (id) => document.getElementById(id);
@@ -64,6 +74,12 @@
     }
     if (m.type === "replaced") {
       state.replaced = String(m.message || "another page took over the connection");
+      return null;
+    }
+    if (m.type === "ended") {
+      // The run's last message: never answered; the connection is closed from this side.
+      state.ended = Object.prototype.hasOwnProperty.call(ENDED, m.status) ? m.status : "ended";
+      if (state.status && isInt(m.steps)) state.status = Object.assign({}, state.status, { steps: m.steps, steps_per_s: 0 });
       return null;
     }
     if (m.type === "reset" && isInt(m.episode) && Array.isArray(m.seeds) && m.seeds.every(isInt)) {
@@ -121,6 +137,7 @@
   function answer(channel, data) {
     const reply = handle(data);
     if (reply !== null) channel.send(JSON.stringify(reply));
+    if (state.ended) close(current); // the trainer waits for this page to close its side
   }
 
   // ---- the connection ----
@@ -129,9 +146,20 @@
     state.connection = name;
   }
 
+  function close(conn) {
+    // The run has ended: this connection closes, and none is made again.
+    setConnection("ended");
+    if (!conn || conn.closed) return;
+    conn.closed = true;
+    if (conn.pc) conn.pc.close();
+    if (conn.peer) conn.peer.destroy();
+    else if (conn.channel) conn.channel.close();
+  }
+
   function lost(conn, why) {
-    // The connection `conn` ended: retry, unless it was replaced or refused, or is already old.
+    // The connection `conn` ended: retry, unless the run ended, it was replaced or refused, or is already old.
     if (conn !== current || conn.closed) return;
+    if (state.ended) return close(conn);
     conn.closed = true;
     if (state.replaced) {
       setConnection("replaced");
@@ -237,6 +265,7 @@
   }
 
   async function connect() {
+    if (state.ended) return;
     if (current) {
       current.closed = true;
       if (current.pc) current.pc.close();
@@ -314,13 +343,14 @@
       connected: "connected",
       reconnecting: `reconnecting in ${state.retryIn.toFixed(1)} s (attempt ${state.attempts})`,
       replaced: "disconnected: another page took over",
+      ended: "disconnected: the run has ended",
       refused: "refused: wrong or missing token",
     };
     status.dataset.state = state.connection;
     status.textContent = labels[state.connection] || state.connection;
-    const phase = s && state.connection === "connected" ? s.phase : "waiting";
+    const phase = state.ended ? state.ended : s && state.connection === "connected" ? s.phase : "waiting";
     $("phase").dataset.phase = phase;
-    $("phase").textContent = PHASE_TEXT[phase] || phase;
+    $("phase").textContent = state.ended ? ENDED[state.ended][0] : PHASE_TEXT[phase] || phase;
     // The trainer's own figures when it sends them; else what this page counts.
     $("steps").textContent = (s ? s.steps : state.handled * arenas).toLocaleString("en");
     $("rate").textContent = Math.round(s ? s.steps_per_s : pageRate).toLocaleString("en");
@@ -332,11 +362,13 @@
     $("action").textContent = state.actions.length ? C.actions[state.actions[0]] : "-";
     $("opponent-name").textContent = state.opponent ? `opponent (${state.opponent})` : "opponent";
     let banner = "";
-    if (state.connection === "replaced") banner = state.replaced + ". Training goes on with the other page.";
+    if (state.ended) banner = ENDED[state.ended][1] + " This page no longer connects; a new run opens a page of its own.";
+    else if (state.connection === "replaced") banner = state.replaced + ". Training goes on with the other page.";
     else if (state.connection === "refused") banner = "The trainer refused this page: open the address the trainer printed, with its token.";
     else if (state.connection === "reconnecting") banner = "Lost the connection to the trainer; reconnecting by itself.";
     else if (phase === "updating") banner = "The trainer is updating its policy from the rounds it played: the game resumes when it is done.";
     else if (phase === "evaluating") banner = "The trainer is evaluating its policy against scripted opponents; training resumes after it.";
+    document.body.dataset.ended = state.ended; // the arenas dimmed: their game is over
     $("banner").hidden = !banner;
     $("banner-text").textContent = banner;
     $("take-over").hidden = state.connection !== "replaced";

@@ -1,0 +1,370 @@
+"""Run names a person can tell apart in MLflow's runs table.
+
+A run is named for what sets it apart: the overrides of its command line that change what it
+trains, by short label and short value, first (what MLflow's column shows of a name), then its env
+(or experiment preset), its agent plugin with the algorithm it runs (`dqn`, `sb3-dqn`) and its
+seed: `cartpole-sb3-ppo-s0`, `epochs=10 envs=4 cartpole-sb3-ppo-s0`. A sweep's
+child starts with its own values of the swept keys, then what it shares with its siblings:
+`lr=1e-3 ne=5 cartpole-sb3-ppo-s0`, or, with a seed swept too, `lr1e-3 ne5 s1 cartpole-sb3-ppo`.
+MLflow 3.17's runs table, at 1400 px, gives a name 122 px (about 21 characters) on a run of its own
+and 98 px (about 17) on a child under its parent, and ends what it cuts with `…`: a child's own
+values come first, with labels made short (then glued to their numbers) until they fit there.
+Values are written short (`3e-4`, `100k`); the run's params keep them whole.
+
+The same command line gives the same name. Where a name leaves a difference out (a value rounded,
+an override a child shares with its whole sweep, a name at its length limit), it ends with
+`cfg:1a2b`, a hash of the run's config (its seed aside): runs of different configs keep names of
+their own, and runs of one config (a rerun, its other seeds) share it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from framework.provenance import flatten
+
+#: Root keys that say how a run is carried out, measured, tracked or shown, not what it trains:
+#: an override of one is not part of the run's name or of its config hash.
+NOT_CONFIG = (
+    "tracking",
+    "device",
+    "threads",
+    "resume",
+    "progress",
+    "log_every_s",
+    "checkpoint",
+    "eval",
+    "objective",
+    "ray",
+    "hydra",
+)
+#: Groups the first part of a name already says (`cartpole-sb3-ppo-s0`).
+NAMED_GROUPS = ("env", "agent", "experiment")
+#: The most characters a name has; the overrides past it are left to the config hash.
+MOST_CHARS = 100
+#: What MLflow 3.17's runs table gives a name at 1400 px (12 px Liberation Sans, measured in
+#: Chromium), less a margin for system fonts up to 5 % wider: a run of its own, and a child under
+#: its parent. A name cut there ends with `…` (12 px): a child's own values have the rest.
+NAME_PX = 122 * 0.95
+CHILD_NAME_PX = 98 * 0.95
+CHILD_VALUES_PX = CHILD_NAME_PX - 12
+#: A swept value as wide as most (`1e-4` and `10` around it), for choosing a sweep's labels.
+TYPICAL_VALUE = "100"
+
+#: Readable short labels for hyperparameters every RL library has; other keys go by their last part,
+#: or its initials past 12 letters (`target_update_interval` → `tui`).
+READABLE = {
+    "learning_rate": "lr",
+    "n_epochs": "epochs",
+    "n_envs": "envs",
+    "n_steps": "n_steps",
+    "batch_size": "batch",
+    "buffer_size": "buffer",
+    "total_steps": "steps",
+    "num_simulations": "sims",
+    "gae_lambda": "lambda",
+    "ent_coef": "ent",
+    "exploration_fraction": "explore",
+    "max_grad_norm": "max_grad",
+}
+
+#: Advance widths of Arial (Liberation Sans, its metric twin), in thousandths of the font size.
+_WIDTHS = {
+    1000: "…",
+    191: "'",
+    222: "ijl",
+    260: "|",
+    278: " !,./:;I[\\]ft",
+    333: "()-`r",
+    334: "{}",
+    355: '"',
+    389: "*",
+    469: "^",
+    500: "Jckvxyzs",
+    556: "#$0123456789?L_abdeghnopqu",
+    584: "+<=>~",
+    611: "FTZ",
+    667: "&ABEKPSVXY",
+    722: "CDHNRUw",
+    778: "GOQ",
+    833: "Mm",
+    889: "%",
+    944: "W",
+    1015: "@",
+}
+_WIDTH = {char: width for width, chars in _WIDTHS.items() for char in chars}
+FONT_PX = 12
+
+
+def text_width(text: str) -> float:
+    """Pixels `text` takes in the runs table's font (12 px Arial metrics; other letters as `n`)."""
+    return sum(_WIDTH.get(char, 556) for char in text) * FONT_PX / 1000
+
+
+def agent_label(agent: Any) -> str:
+    """The agent plugin, with the algorithm it runs where it runs several: `dqn`, `sb3-ppo`."""
+    name = str(agent.get("name") or "agent").lower()
+    algo = str(agent.get("algo") or "").lower()
+    return f"{name}-{algo}" if algo and algo != name else name
+
+
+def base_name(
+    cfg: DictConfig, env_name: str | None, overrides: Sequence[str], swept: Sequence[str] = ()
+) -> str:
+    """`cartpole-sb3-ppo-s0`: the env (the experiment preset, where one was chosen), the agent and the
+    seed, each left out where a sweep varies it (its children say it)."""
+    chosen = _groups(overrides)
+    parts = []
+    if not {"env", "experiment"} & set(swept):
+        env = env_name or OmegaConf.select(cfg, "env.name", default="")
+        parts.append(chosen.get("experiment") or str(env))
+    if not {"agent", "experiment"} & set(swept) and isinstance(cfg.get("agent"), DictConfig):
+        parts.append(agent_label(cfg.agent))
+    if "seed" not in swept:
+        parts.append(f"s{cfg.get('seed', 0)}")
+    return "-".join(p for p in parts if p)
+
+
+def run_name(cfg: DictConfig, env_name: str, overrides: Sequence[str]) -> str:
+    """A run's name: `cartpole-sb3-ppo-s0`, or its overrides first, `epochs=10 lr=3e-4
+    cartpole-sb3-ppo-s0` (see the module's docstring)."""
+    changes = config_overrides(overrides)
+    exact = all(value is None or _exact(value) for _, value in changes)
+    base = base_name(cfg, env_name, overrides)
+    shown: list[str] = []
+    for part in _override_parts(changes):
+        if len(" ".join([*shown, part, base])) > MOST_CHARS - len(" cfg:0000"):
+            exact = False
+            break
+        shown.append(part)
+    name = " ".join([*shown, base])
+    return name if exact else f"{name} cfg:{config_hash(cfg)}"
+
+
+def child_run_name(
+    job_overrides: Sequence[str], swept_keys: Sequence[str], trial: int | None = None
+) -> str | None:
+    """`lr=3e-4 epochs=10`, `lr3e-4 ne10 s1`: a sweep's job by its own values of the swept keys, in
+    the sweep's style (`sweep_style`; `#3 lr=…` for an Optuna trial); None outside a sweep.
+    `child_name` adds what the job shares with its siblings."""
+    if not swept_keys:
+        return None
+    values = {}
+    for override in job_overrides:
+        key, sep, value = override.partition("=")
+        key = key.lstrip("+~")
+        if sep and key in swept_keys:
+            values[key] = value
+    name = sweep_style(swept_keys).values(values)
+    return (f"#{trial} {name}" if trial is not None else name).strip() or None
+
+
+def child_name(
+    own: str, cfg: DictConfig, env_name: str, overrides: Sequence[str], swept_keys: Sequence[str]
+) -> str:
+    """A sweep's child: its own values (`child_run_name`), then its env, agent and seed as far as
+    the sweep does not vary them; the config hash where the name leaves a difference out (the
+    sweep's other overrides, a value rounded)."""
+    own_values = {k: v for k, v in config_overrides(overrides) if k in swept_keys}
+    hidden = [k for k, _ in config_overrides(overrides) if k not in swept_keys]
+    exact = not hidden and all(v is None or _exact(v) for v in own_values.values())
+    return _bounded(own, [base_name(cfg, env_name, overrides, swept_keys)], exact, cfg)
+
+
+def parent_run_name(
+    cfg: DictConfig, swept: Mapping[str, str], overrides: Sequence[str], study: str | None = None
+) -> str:
+    """A sweep's parent: `sweep lr=1e-4,3e-4 ne=5,10 cartpole-sb3-ppo-s0 envs=4` (an Optuna study:
+    `sweep NAME: lr ne cartpole-sb3-ppo-s0`): the swept values with its children's labels, what
+    they share, and the overrides every job has."""
+    named = sweep_style(list(swept)).labels
+    order = _sweep_order(swept, named)
+    if study is not None:
+        values = f"{study}: {' '.join(named[k] for k in order)}"
+    else:
+        values = " ".join(f"{named[k]}={_short_values(swept[k])}" for k in order)
+    fixed = _override_parts([(k, v) for k, v in config_overrides(overrides) if k not in swept])
+    base = base_name(cfg, None, overrides, list(swept))
+    return " ".join(p for p in ("sweep", values, base, *fixed) if p)[:250]
+
+
+def config_overrides(overrides: Sequence[str]) -> list[tuple[str, str | None]]:
+    """The command line's overrides that change what a run trains, as (key, value); a deletion
+    (`~key`) has None. Not: the groups a name's first part says, the seed, NOT_CONFIG's keys."""
+    found: dict[str, str | None] = {}
+    for override in overrides:
+        raw_key, sep, value = override.partition("=")
+        key = raw_key.lstrip("+~")
+        root = key.split(".", 1)[0].split("/", 1)[0]
+        if root in NOT_CONFIG or key == "seed" or key in NAMED_GROUPS:
+            continue
+        if raw_key.startswith("~") and not sep:
+            found[key] = None
+        elif sep:
+            found[key] = value.strip().strip("'\"")
+    return sorted(found.items())
+
+
+def config_hash(cfg: DictConfig) -> str:
+    """Four hex digits of the config's hash, the seed and NOT_CONFIG's keys aside."""
+    data = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(data, dict)
+    kept = {k: v for k, v in flatten(data).items() if k.split(".", 1)[0] not in (*NOT_CONFIG, "seed")}
+    return hashlib.sha1(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:4]
+
+
+def labels(keys: Sequence[str], *, short: Sequence[str] = ()) -> dict[str, str]:
+    """A label per key, unique among `keys`: READABLE's word for its last part (`lr`, `epochs`), else
+    the last part (`gamma`), its initials past 12 letters; for the keys in `short`, the initials of
+    a last part of several words (`ne`, `bs`). Two keys that would share one take longer ones:
+    their last parts, then their last two parts, then the whole keys."""
+    options = {key: _label_options(key, key in short) for key in keys}
+    level = dict.fromkeys(keys, 0)
+    while True:
+        chosen = {key: options[key][level[key]] for key in keys}
+        taken = list(chosen.values())
+        shared = [k for k in keys if taken.count(chosen[k]) > 1 and level[k] < len(options[k]) - 1]
+        if not shared:
+            return chosen
+        for key in shared:
+            level[key] += 1
+
+
+@dataclass(frozen=True)
+class SweepStyle:
+    """How a sweep's children write their values: by these labels, with `=` (`lr=3e-4`), or, where
+    that is too wide for the runs table, a number right after its label (`lr3e-4 ne10`, as `s1`)."""
+
+    labels: dict[str, str]
+    glued: bool = False
+
+    def values(self, values: Mapping[str, str]) -> str:
+        """A child's own values, by label, its seed last: the configuration, then which seed."""
+        return " ".join(self._part(key, values[key]) for key in _sweep_order(values, self.labels))
+
+    def _part(self, key: str, value: str) -> str:
+        shown = short_value(value)
+        if key == "seed":
+            return f"s{shown}"
+        glue = self.glued and shown[:1].isdigit() and shown[-1:].isdigit()
+        return f"{self.labels[key]}{'' if glue else '='}{shown}"
+
+
+def sweep_style(keys: Sequence[str]) -> SweepStyle:
+    """A sweep's style: readable labels (`epochs`), the longest made short (`ne`) one by one, then
+    numbers glued to their labels, until a child's values (each as wide as TYPICAL_VALUE) fit the
+    room CHILD_VALUES_PX leaves them under their parent."""
+    keys, short = sorted(keys), list[str]()
+    typical = {key: "1" if key == "seed" else TYPICAL_VALUE for key in keys}
+    while True:
+        style = SweepStyle(labels(keys, short=short))
+        longer = [k for k in keys if k not in short and _label_options(k, True)[0] != style.labels[k]]
+        if text_width(style.values(typical)) <= CHILD_VALUES_PX:
+            return style
+        if not longer:
+            return SweepStyle(style.labels, glued=True)
+        short.append(max(longer, key=lambda k: text_width(style.labels[k])))
+
+
+def short_value(value: str) -> str:
+    """A value as a name shows it: a number to 3 significant digits in its narrower form (`3e-4`,
+    `1e-3`, `0.01`, `0.99`, `1.37e-3`), a whole number of thousands or millions as `100k`, `2M`; a
+    list without its spaces; anything else as given."""
+    text = value.strip()
+    if text.lstrip("+-").isdigit():
+        return _whole(int(text))
+    try:
+        number = float(text)
+    except ValueError:
+        return text.replace(", ", ",")
+    if not math.isfinite(number):
+        return text
+    if number.is_integer() and abs(number) < 1e15 and "e" not in text.lower():
+        return _whole(int(number))
+    plain = f"{number:.3g}"
+    mantissa, _, exponent = f"{number:.2e}".partition("e")
+    scientific = f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+    return scientific if "e" in plain or text_width(scientific) < text_width(plain) else plain
+
+
+def _override_parts(changes: Sequence[tuple[str, str | None]]) -> list[str]:
+    """`epochs=10`, `~tuned`: each override by its label and its short value."""
+    named = labels([key for key, _ in changes])
+    return [f"~{named[k]}" if v is None else f"{named[k]}={short_value(v)}" for k, v in changes]
+
+
+def _exact(value: str) -> bool:
+    """Whether the name's form of `value` is the value itself (its number, or its text)."""
+    shown = short_value(value)
+    if shown == value.strip():
+        return True
+    try:
+        return float(_unwhole(shown)) == float(value)
+    except ValueError:
+        return shown == value.strip().replace(", ", ",")
+
+
+def _whole(number: int) -> str:
+    for suffix, size in (("M", 1_000_000), ("k", 1000)):
+        if number and number % size == 0:
+            return f"{number // size}{suffix}"
+    return str(number)
+
+
+def _unwhole(text: str) -> str:
+    for suffix, size in (("M", 1_000_000), ("k", 1000)):
+        if text.endswith(suffix) and text[:-1].lstrip("-").isdigit():
+            return str(int(text[:-1]) * size)
+    return text
+
+
+def _short_values(values: str) -> str:
+    """A swept key's values on the parent (`1e-4,3e-4`); a sweep function (`range(5)`) as given."""
+    if any(c in values for c in "()[]{}"):
+        return values
+    return ",".join(short_value(v) for v in values.split(","))
+
+
+def _label_options(key: str, short: bool) -> list[str]:
+    parts = key.split(".")
+    last = parts[-1]
+    words = [w for w in last.split("_") if w]
+    initials = "".join(w[0] for w in words)
+    readable = READABLE.get(last) or (initials if len(last) > 12 and len(words) > 1 else last)
+    first = [initials if len(words) > 1 else readable] if short else []
+    options = [*first, readable, last, ".".join(parts[-2:]), key]
+    return list(dict.fromkeys(options))
+
+
+def _sweep_order(values: Mapping[str, Any], named: Mapping[str, str]) -> list[str]:
+    """By label, the seed last: the configuration, then which of its seeds."""
+    return sorted(values, key=lambda k: (k == "seed", named[k]))
+
+
+def _bounded(first: str, more: Sequence[str], exact: bool, cfg: DictConfig) -> str:
+    """`first` and as many of `more` as MOST_CHARS allows, with the config hash where a difference
+    is left out of the name."""
+    name = first
+    for i, part in enumerate(more):
+        if len(f"{name} {part}") > MOST_CHARS - len(" cfg:0000"):
+            exact = exact and not any(more[i:])
+            break
+        name = f"{name} {part}".strip()
+    return name if exact else f"{name} cfg:{config_hash(cfg)}"
+
+
+def _groups(overrides: Sequence[str]) -> dict[str, str]:
+    """The groups chosen on the command line (`experiment=gomoku_9x9`), of those a name says."""
+    chosen = {}
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if sep and key.lstrip("+") in NAMED_GROUPS:
+            chosen[key.lstrip("+")] = value.strip()
+    return chosen

@@ -1,0 +1,232 @@
+"""`python -m framework compare [RUN | PARENT | EXPERIMENT ...] [--metric M]`: any finished runs
+(of one sweep, of several, single runs) grouped into configurations by the settings that differ
+between them, seeds folded into each configuration's statistics, written as a sweep's summary is:
+a page, a CSV and the plots over seeds."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import hashlib
+import json
+import re
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import report, seed_summary, summary_page
+from .store_template import cache_dir
+from .sweep_parents import history, run_fragment
+from .sweep_summary import TABLE_CSV, TABLE_HTML, child_from_run
+
+PAGE, TABLE = "compare.html", "compare.csv"
+#: Runs of an experiment `compare` reads.
+MOST_RUNS = 5_000
+#: Params that say how a run was run, not what was run: never what sets configurations apart.
+BOOKKEEPING = re.compile(
+    r"^(seed|resume|progress|device|threads|log_every_s|objective\.also|tracking\..*|checkpoint\..*"
+    r"|ray\..*|eval\.video.*|agent\.log_every_steps|agent\.save_buffer)$"
+)
+#: The settings a configuration's label names first.
+FIRST = ("env.name", "agent.name", "agent.algo")
+#: The most settings a label names (the CSV and the page's runs table hold them all).
+LABEL_SETTINGS = 4
+RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def main(argv: list[str]) -> int:
+    """Compare runs over seeds: IQM with intervals, curves, profiles, probability of improvement."""
+    parser = argparse.ArgumentParser(
+        prog="python -m framework compare",
+        description="Compare finished runs by configuration, their seeds folded into statistics "
+        "(IQM and its 95 %% stratified-bootstrap interval, curves, performance profiles, P(improvement))",
+    )
+    parser.add_argument(
+        "runs", nargs="*", metavar="RUN|EXPERIMENT",
+        help="run ids (a sweep's parent stands for its children) or experiment names; default: "
+        "the experiment of tracking.experiment",
+    )  # fmt: skip
+    parser.add_argument("--metric", help="the metric compared (default: the runs' objective.metric)")
+    parser.add_argument("--mode", choices=("max", "min"), help="max: higher is better (default: the runs')")
+    parser.add_argument("--out", type=Path, help="the folder written (default: outputs/compare/TIME)")
+    args = parser.parse_args([a for a in argv if not a.lstrip("+").startswith("tracking.")])
+    try:
+        uri, experiment = _tracking([a for a in argv if a.lstrip("+").startswith("tracking.")])
+        return _compare(uri, experiment, args)
+    except (LookupError, ValueError) as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+
+
+def _tracking(overrides: list[str]) -> tuple[str, str]:
+    """The store and experiment as `ui` names them (a SQLite store by its resolved path)."""
+    from .ui import SQLITE
+    from .ui import _tracking as tracking_of
+
+    uri, experiment = tracking_of(overrides)
+    if uri.startswith(SQLITE):
+        uri = f"{SQLITE}{Path(uri[len(SQLITE) :]).resolve()}"
+    return uri, experiment
+
+
+def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
+    from mlflow.tracking import MlflowClient
+
+    from .mlflow_session import quiet_libraries
+
+    quiet_libraries()
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
+        raise LookupError(f"no runs at {uri[len('sqlite:///') :]} yet: nothing to compare")
+    client = MlflowClient(tracking_uri=uri)
+    runs = _runs(client, args.runs or [experiment])
+    metric, mode = _objective(runs, args.metric, args.mode)
+    keys = differing(runs)
+    labels = short_labels(keys)
+    runs = sorted(runs, key=lambda r: r.info.start_time or 0)
+    children = [child_from_run(run, keys, metric) for run in runs]
+    if not any(c.finished and c.objective is not None for c in children):
+        raise LookupError(f"none of the {len(runs)} runs finished with a value of {metric}")
+    folder = args.out or Path("outputs") / "compare" / time.strftime("%Y-%m-%d_%H-%M-%S")
+    folder.mkdir(parents=True, exist_ok=True)
+    links = {
+        c.run_id: run_fragment(str(r.info.experiment_id), c.run_id)
+        for c, r in zip(children, runs, strict=True)
+    }
+    found = report.write(
+        children,
+        keys,
+        metric,
+        mode,
+        folder,
+        history=lambda run_id: history(client, run_id, metric),
+        title=f"{len(children)} runs, {metric}",
+        links=links,
+        address=_address(uri),
+        labels=labels,
+        label_settings=LABEL_SETTINGS,
+    )
+    page, table = folder / PAGE, folder / TABLE
+    (folder / TABLE_HTML).replace(page)
+    (folder / TABLE_CSV).replace(table)
+    _remember(uri, experiment, page)
+    configs = found.configs or seed_summary.configurations(
+        children, keys, mode, labels=labels, most_settings=LABEL_SETTINGS
+    )
+    print(f"Compared {len(children)} runs in {len(configs)} configurations on {metric} ({mode}).")
+    print(f"  {seed_summary.verdict(configs, metric)}")
+    print(f"  page     {page.resolve()}")
+    print(f"  table    {table.resolve()}")
+    return 0
+
+
+def _runs(client: Any, targets: Sequence[str]) -> list[Any]:
+    """Each target's runs: a run id's run, or a sweep parent's children; an experiment's runs but
+    its sweep parents. Each run once."""
+    found: dict[str, Any] = {}
+    for target in targets:
+        for run in _runs_of(client, target):
+            found.setdefault(str(run.info.run_id), run)
+    if not found:
+        raise LookupError(f"no runs in {', '.join(targets)}")
+    return list(found.values())
+
+
+def _runs_of(client: Any, target: str) -> list[Any]:
+    if RUN_ID.match(target):
+        try:
+            run = client.get_run(target)
+        except Exception:
+            raise LookupError(f"no run {target} in this store") from None
+        children = client.search_runs(
+            [run.info.experiment_id], f"tags.mlflow.parentRunId = '{target}'", max_results=MOST_RUNS
+        )
+        return list(children) or [run]
+    experiment = client.get_experiment_by_name(target)
+    if experiment is None:
+        names = sorted(e.name for e in client.search_experiments())
+        close = difflib.get_close_matches(target, names, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise LookupError(
+            f"{target}: neither a run id nor an experiment{hint}; experiments: {', '.join(names) or 'none'}"
+        )
+    runs = client.search_runs([experiment.experiment_id], max_results=MOST_RUNS)
+    parents = {r.data.tags.get("mlflow.parentRunId") for r in runs}
+    return [r for r in runs if str(r.info.run_id) not in parents]
+
+
+def _objective(runs: Sequence[Any], metric: str | None, mode: str | None) -> tuple[str, str]:
+    """The metric compared and its mode: as given, else the runs' own (they must agree)."""
+    if metric is None:
+        named = {r.data.params.get("objective.metric") for r in runs} - {None}
+        if len(named) != 1:
+            raise ValueError(
+                f"the runs' objectives differ ({', '.join(sorted(named))}): say which with --metric"
+                if named
+                else "the runs name no objective.metric: say which metric with --metric"
+            )
+        metric = named.pop()
+    logged = set().union(*(r.data.metrics for r in runs))
+    if metric not in logged:
+        close = difflib.get_close_matches(metric, sorted(logged), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ValueError(
+            f"--metric {metric}: no run logged it{hint}; they logged: {', '.join(sorted(logged))}"
+        )
+    if mode is None:
+        modes = {
+            r.data.params.get("objective.mode")
+            for r in runs
+            if r.data.params.get("objective.metric") == metric
+        }
+        mode = modes.pop() if len(modes) == 1 else "max"
+    return metric, mode
+
+
+def differing(runs: Sequence[Any]) -> list[str]:
+    """The params whose values differ between the runs (a param some runs lack differs), but the
+    seed and the bookkeeping: what sets configurations apart. The plugins first."""
+    keys = set().union(*(r.data.params for r in runs))
+    found = [k for k in keys if not BOOKKEEPING.match(k) and len({r.data.params.get(k) for r in runs}) > 1]
+    return sorted(found, key=lambda k: (FIRST.index(k) if k in FIRST else len(FIRST), k))
+
+
+def short_labels(keys: Sequence[str]) -> dict[str, str]:
+    """Each key's last part (`learning_rate`), or more of it where two keys share their last part."""
+    labels: dict[str, str] = {}
+    for key in keys:
+        parts = key.split(".")
+        depth = 1
+        while depth < len(parts) and any(
+            other != key and other.split(".")[-depth:] == parts[-depth:] for other in keys
+        ):
+            depth += 1
+        labels[key] = ".".join(parts[-depth:])
+    return labels
+
+
+def _address(uri: str) -> str:
+    """Where the page opens runs: the tracking server, the `ui` serving this store, or ui's default."""
+    from .ui import _running
+
+    running = _running(uri) if uri.startswith("sqlite:///") else None
+    return str(running["address"]) if running else summary_page.address_of(uri)
+
+
+def _remember(uri: str, experiment: str, page: Path) -> None:
+    """The latest page for this store and experiment, which `ui` names."""
+    with_key = hashlib.sha1(f"{uri}\n{experiment}".encode()).hexdigest()[:12]
+    record = cache_dir() / f"compare-{with_key}.json"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"page": str(page.resolve()), "uri": uri, "experiment": experiment}))
+
+
+def latest_page(uri: str, experiment: str) -> Path | None:
+    """The page `compare` last wrote for this store and experiment, if it is still there."""
+    with_key = hashlib.sha1(f"{uri}\n{experiment}".encode()).hexdigest()[:12]
+    try:
+        page = Path(json.loads((cache_dir() / f"compare-{with_key}.json").read_text())["page"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return page if page.is_file() else None

@@ -1,0 +1,387 @@
+"""Configurations over seeds: a sweep's (or a comparison's) runs grouped by everything but their
+seed, each group's objective as IQM with its stratified-bootstrap interval, the probability that
+each configuration improves on the best other one, and the plots: learning curves as IQM with a
+band, performance profiles, probabilities of improvement."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import seed_stats as ss
+
+if TYPE_CHECKING:
+    from .sweep_summary import Child
+
+SEED = "seed"
+CURVES_PNG = "seeds_curves.png"
+PROFILE_PNG = "seeds_profile.png"
+IMPROVEMENT_PNG = "seeds_improvement.png"
+#: A configuration's runs: every run when no setting differs.
+ALL_RUNS = "all runs"
+
+History = tuple[Sequence[int], Sequence[float]]
+"""A run's objective as it logged it: (steps, values)."""
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """The finished runs that share every setting but their seed, and their objective's statistics."""
+
+    label: str
+    settings: tuple[tuple[str, str], ...]
+    """(label, value) of each setting, the label a key's last part (`lr` for agent.hyperparams.lr)."""
+    runs: tuple[Child, ...]
+    iqm: ss.Estimate
+    mean: float
+    median: float
+    improvement: ss.Estimate | None = None
+    """P(a run of this configuration beats a run of the best other one); None when there is no other."""
+
+    @property
+    def n(self) -> int:
+        return len(self.runs)
+
+    @property
+    def scores(self) -> list[float]:
+        return [float(c.objective or 0.0) for c in self.runs]
+
+
+def settings_of(swept_keys: Sequence[str]) -> list[str]:
+    """The swept keys that make a configuration: all but the seed."""
+    return [k for k in swept_keys if k != SEED]
+
+
+def seeded(children: Sequence[Child], swept_keys: Sequence[str]) -> bool:
+    """Whether the runs repeat a configuration over seeds (so that a configuration has a spread)."""
+    keys = settings_of(swept_keys)
+    seen: set[tuple[str, ...]] = set()
+    for c in children:
+        if c.finished and c.objective is not None:
+            key = tuple(c.params.get(k, "") for k in keys)
+            if key in seen:
+                return True
+            seen.add(key)
+    return False
+
+
+def configurations(
+    children: Sequence[Child],
+    swept_keys: Sequence[str],
+    mode: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    most_settings: int | None = None,
+) -> list[Configuration]:
+    """The finished children with a value of the objective, grouped by their settings (all swept
+    keys but the seed), best IQM first; each but a lone one with its probability of improving on the
+    best other configuration. A label names each setting the configuration has (`labels[key]`, else
+    the key's last part), the first `most_settings` of them, and a number where two would be alike."""
+    keys = settings_of(swept_keys)
+    named = labels or {k: k.rsplit(".", 1)[-1] for k in keys}
+    groups: dict[tuple[str, ...], list[Child]] = {}
+    for c in children:
+        if c.finished and c.objective is not None:
+            groups.setdefault(tuple(c.params.get(k, "") for k in keys), []).append(c)
+    sign = 1.0 if mode == "max" else -1.0
+    found = []
+    for values, runs in groups.items():
+        scores = [float(c.objective or 0.0) for c in runs]
+        stats = ss.as_scores(scores)
+        settings = tuple((named.get(k, k), v) for k, v in zip(keys, values, strict=True))
+        shown = [f"{k}={v}" for k, v in settings if v != ""]
+        cut = most_settings is not None and len(shown) > most_settings
+        label = " ".join(shown[:most_settings] if cut else shown) + (" …" if cut else "")
+        found.append(
+            Configuration(
+                label=label or ALL_RUNS,
+                settings=settings,
+                runs=tuple(runs),
+                iqm=ss.estimate(scores),
+                mean=float(ss.mean(stats)),
+                median=float(ss.median(stats)),
+            )
+        )
+    found.sort(key=lambda c: -sign * c.iqm.value)
+    found = _distinct(found)
+    if len(found) < 2:
+        return found
+    with_improvement = []
+    for i, config in enumerate(found):
+        rival = found[1] if i == 0 else found[0]
+        chance = ss.improvement(config.scores, rival.scores, mode=mode)
+        with_improvement.append(dataclasses.replace(config, improvement=chance))
+    return with_improvement
+
+
+def _distinct(found: list[Configuration]) -> list[Configuration]:
+    """The configurations, a label that several share numbered (`… #2`)."""
+    seen: dict[str, int] = {}
+    for c in found:
+        seen[c.label] = seen.get(c.label, 0) + 1
+    count: dict[str, int] = {}
+    out = []
+    for c in found:
+        if seen[c.label] > 1:
+            count[c.label] = count.get(c.label, 0) + 1
+            c = dataclasses.replace(c, label=f"{c.label} #{count[c.label]}")
+        out.append(c)
+    return out
+
+
+def separated_best(found: Sequence[Configuration]) -> Configuration | None:
+    """The configuration with the best IQM, if its interval overlaps no other's; else None (the
+    seeds cannot tell the leaders apart)."""
+    if len(found) < 2:
+        return None
+    top = found[0]
+    return top if all(not top.iqm.overlaps(other.iqm) for other in found[1:]) else None
+
+
+def metric_name(kind: str, objective: str, config: Configuration, several: bool) -> str:
+    """`iqm/eval/return_mean` (one configuration), `iqm/eval/return_mean/lr 0.001 gamma 0.9` (one
+    of several): MLflow takes letters, digits, _ - . / and spaces in a metric's name."""
+    if not several:
+        return f"{kind}/{objective}"
+    label = " ".join(f"{k} {v}" for k, v in config.settings)
+    label = re.sub(r"[^\w.\- ]+", "_", label).strip() or "configuration"
+    return f"{kind}/{objective}/{label}"[:250]
+
+
+def metrics(found: Sequence[Configuration], objective: str) -> dict[str, float]:
+    """The parent's metrics: each configuration's IQM, its interval, and its n."""
+    several = len(found) > 1
+    out: dict[str, float] = {}
+    for config in found:
+        for kind, value in (
+            ("iqm", config.iqm.value),
+            ("iqm_low", config.iqm.low),
+            ("iqm_high", config.iqm.high),
+        ):
+            out[metric_name(kind, objective, config, several)] = value
+        if config.improvement is not None:
+            out[metric_name("p_improve", objective, config, several)] = config.improvement.value
+    return out
+
+
+def rows(found: Sequence[Configuration]) -> list[dict[str, str]]:
+    """The table's cells per configuration (best IQM first)."""
+    best = separated_best(found)
+    return [
+        {
+            "configuration": config.label,
+            "n": str(config.n),
+            "mean": _cell(config.mean),
+            "median": _cell(config.median),
+            "iqm": _cell(config.iqm.value),
+            "iqm_low": _cell(config.iqm.low),
+            "iqm_high": _cell(config.iqm.high),
+            "p_improve": "" if config.improvement is None else _cell(config.improvement.value),
+            "best": "yes" if config is best else "",
+        }
+        for config in found
+    ]
+
+
+def verdict(found: Sequence[Configuration], objective: str) -> str:
+    """One sentence: which configuration is best, or that the seeds cannot say."""
+    if not found:
+        return "No configuration has a finished run with a value of the objective."
+    sizes = sorted({c.n for c in found})
+    n = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+    if len(found) == 1:
+        c = found[0]
+        return (
+            f"{c.n} seeds: IQM of {objective} {_cell(c.iqm.value)}, 95 % interval "
+            f"[{_cell(c.iqm.low)}, {_cell(c.iqm.high)}]."
+        )
+    best = separated_best(found)
+    if best is not None:
+        return f"Best: {best.label}, its IQM's 95 % interval apart from every other's ({n} seeds each)."
+    return (
+        f"No configuration is best: the leader's ({found[0].label}) 95 % interval overlaps another's "
+        f"({n} seeds each); more seeds would narrow them."
+    )
+
+
+def section(found: Sequence[Configuration], objective: str, links: Mapping[str, str], address: str) -> str:
+    """The page's table of configurations (best IQM first; the best marked only when its interval
+    stands apart), with the verdict and each configuration's runs linked by seed."""
+    from . import summary_page
+
+    best = separated_best(found)
+    body = []
+    for config in found:
+        chance = config.improvement
+        improve = (
+            "" if chance is None else f"{_cell(chance.value)} [{_cell(chance.low)}, {_cell(chance.high)}]"
+        )
+        runs = " ".join(
+            summary_page.run_link(address, links[r.run_id], r.params.get(SEED) or r.name)
+            if r.run_id in links
+            else html.escape(r.params.get(SEED) or r.name)
+            for r in config.runs
+        )
+        name = ("&#9733; " if config is best else "") + html.escape(config.label)
+        body.append(
+            f"<tr{' class=best' if config is best else ''}><td>{name}</td><td>{runs}</td>"
+            f"<td class=n>{config.n}</td>"
+            f"<td class=n>{_cell(config.iqm.value)} [{_cell(config.iqm.low)}, {_cell(config.iqm.high)}]</td>"
+            f"<td class=n>{_cell(config.mean)}</td><td class=n>{_cell(config.median)}</td>"
+            f"<td class=n>{improve}</td></tr>"
+        )
+    head = "".join(
+        f"<th{' class=n' if i > 1 else ''}>{h}</th>"
+        for i, h in enumerate(
+            [
+                "configuration",
+                "runs (seed)",
+                "n",
+                "IQM [95 % interval]",
+                "mean",
+                "median",
+                "P(beats best other)",
+            ]
+        )
+    )
+    return (
+        f"<h2>Configurations over seeds</h2><p>{html.escape(verdict(found, objective))} IQM: the mean of the "
+        "middle half of the runs; intervals: 95 % stratified bootstrap (rliable's method); P: the chance "
+        "that a run of the configuration beats a run of the best other one.</p>"
+        f"<div class=scroll><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def markdown(found: Sequence[Configuration], objective: str, links: Mapping[str, str]) -> str:
+    """The configurations for the parent's description: the verdict, a table, the plots' names."""
+    best = separated_best(found)
+    lines = [
+        f"**Over seeds**: {verdict(found, objective)}",
+        "",
+        "| configuration | n | IQM [95 % interval] | P(beats the best other) | runs |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for config in found:
+        chance = config.improvement
+        improve = "" if chance is None else f"{chance.value:.2f} [{chance.low:.2f}, {chance.high:.2f}]"
+        runs = " ".join(
+            f"[{r.params.get(SEED) or r.name}]({links[r.run_id]})" if r.run_id in links else r.name
+            for r in config.runs
+        )
+        mark = "★ " if config is best else ""
+        label = config.label.replace("|", "\\|")
+        lines.append(
+            f"| {mark}{label} | {config.n} | {_cell(config.iqm.value)} [{_cell(config.iqm.low)}, "
+            f"{_cell(config.iqm.high)}] | {improve} | {runs} |"
+        )
+    plots = [CURVES_PNG, PROFILE_PNG, *([IMPROVEMENT_PNG] if len(found) > 1 else [])]
+    lines += ["", f"Plots over seeds: {', '.join(plots)}; all of them in the summary page."]
+    return "\n".join(lines)
+
+
+def plot(
+    found: Sequence[Configuration],
+    histories: Mapping[str, History],
+    objective: str,
+    mode: str,
+    folder: Path,
+) -> list[Path]:
+    """The curves (IQM over seeds with its band, per configuration), the performance profiles and,
+    for several configurations, the probabilities of improvement; `histories[run_id]`: each run's
+    objective as it logged it."""
+    if not found:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.ticker import MaxNLocator
+
+    paths = []
+    colours = [f"C{i % 10}" for i in range(len(found))]
+    fig, ax = plt.subplots(figsize=(7.5 if len(found) <= 3 else 10.0, 4.4), dpi=110)
+    for config, colour in zip(found, colours, strict=True):
+        c = ss.curve([histories[r.run_id] for r in config.runs if r.run_id in histories])
+        if len(c.steps):
+            ax.plot(c.steps, c.value, color=colour, label=f"{_short_label(config.label)} (n={config.n})")
+            ax.fill_between(c.steps, c.low, c.high, color=colour, alpha=0.2, linewidth=0)
+    ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel(f"{objective} (IQM over seeds)")
+    ax.set_title(f"{objective}: IQM over seeds, 95 % interval shaded")
+    ax.grid(alpha=0.3)
+    _legend(ax, len(found))
+    paths.append(_save(fig, folder / CURVES_PNG))
+
+    every = np.concatenate([np.asarray(c.scores) for c in found])
+    low, high = float(every.min()), float(every.max())
+    pad = 0.05 * (high - low) or 1.0
+    taus = np.linspace(low - pad, high + pad, 101)
+    fig, ax = plt.subplots(figsize=(7.5 if len(found) <= 3 else 10.0, 4.4), dpi=110)
+    for config, colour in zip(found, colours, strict=True):
+        p = ss.profile(config.scores, taus, mode=mode)
+        ax.plot(taus, p.fraction, color=colour, label=f"{_short_label(config.label)} (n={config.n})")
+        ax.fill_between(taus, p.low, p.high, color=colour, alpha=0.15, linewidth=0)
+    side = ">" if mode == "max" else "<"
+    ax.set_xlabel(f"{objective} (τ)")
+    ax.set_ylabel(f"fraction of runs with {objective} {side} τ")
+    ax.set_title("Performance profile over seeds (95 % band)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    _legend(ax, len(found))
+    paths.append(_save(fig, folder / PROFILE_PNG))
+
+    if len(found) > 1:
+        fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.45 * len(found)), dpi=110)
+        names = []
+        for i, config in enumerate(found):
+            chance = config.improvement
+            assert chance is not None
+            ax.errorbar(
+                [chance.value], [i], xerr=[[chance.value - chance.low], [chance.high - chance.value]],
+                fmt="o", color=colours[i], capsize=4,
+            )  # fmt: skip
+            names.append(_short_label(config.label, 36))
+        ax.axvline(0.5, color="grey", linestyle="--", linewidth=1)
+        ax.set_yticks(range(len(found)), names, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(0, 1)
+        ax.set_xlabel(f"P(its run beats a run of the best other configuration) on {objective}")
+        leader = _short_label(found[0].label, 36)
+        ax.set_title(
+            f"Probability of improvement (95 % interval)\nthe best other: {leader}; for it, the second"
+        )
+        ax.grid(alpha=0.3, axis="x")
+        paths.append(_save(fig, folder / IMPROVEMENT_PNG))
+    return paths
+
+
+def _legend(ax: object, entries: int) -> None:
+    """Inside the plot for a few configurations; beside it for more, where it hides no curve."""
+    if entries <= 3:
+        ax.legend(fontsize=8, loc="best")  # type: ignore[attr-defined]
+    else:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # type: ignore[attr-defined]
+
+
+def _save(fig: object, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()  # type: ignore[attr-defined]
+    fig.savefig(path)  # type: ignore[attr-defined]
+    plt.close(fig)  # type: ignore[arg-type]
+    return path
+
+
+def _short_label(label: str, width: int = 28) -> str:
+    return label if len(label) <= width else label[: width - 1] + "…"
+
+
+def _cell(v: float) -> str:
+    return f"{v:.6g}"

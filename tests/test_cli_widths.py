@@ -1,0 +1,176 @@
+"""Every line the CLI prints fits 100 columns, a path or an address aside, and `--help` leads with
+the commands and the config groups on a screen of 30 lines, before the full config."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import select
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import framework_conf
+from framework import registry
+from framework.columns import fits, wrap
+from framework.config import PLUGIN_SECTIONS
+from tests.conftest import run_cli
+
+COLUMNS = 100
+SCREEN = 30
+#: A word that is a path or an address (this test's own reading, not the code's).
+ADDRESS = re.compile(r"://|(?:^|[=('\"`])(?:/|~/)")
+CONF = Path(framework_conf.__file__).parent
+
+
+def too_wide(text: str) -> list[str]:
+    """The lines of `text` over COLUMNS by more than their paths and addresses."""
+    return [
+        line
+        for line in text.splitlines()
+        if len(line) - sum(len(w) for w in line.split() if ADDRESS.search(w)) > COLUMNS
+    ]
+
+
+def config_groups() -> dict[str, list[str]]:
+    """The built-in config groups and their choices, read from conf/."""
+    return {
+        folder.name: sorted(path.stem for path in folder.glob("*.yaml"))
+        for folder in sorted(CONF.iterdir())
+        if folder.is_dir() and any(folder.glob("*.yaml"))
+    }
+
+
+def plugin_names() -> list[str]:
+    """Each installed plugin of a kind a config group selects (`sb3`, `dqn`, `mlflow`, ...); and `ppo`,
+    a config that is not its plugin's name (its listing says what it sets itself)."""
+    return sorted({name for kind in PLUGIN_SECTIONS.values() for name in registry.names(kind)} | {"ppo"})
+
+
+def run_narrow(*args: str, cwd: Path) -> str:
+    """`python -m framework ARGS` piped, at COLUMNS columns: its stdout and stderr, checked to fit."""
+    r = run_cli(*args, cwd=cwd, env={"COLUMNS": str(COLUMNS)})
+    wide = too_wide(r.output)
+    assert not wide, f"{args}: lines over {COLUMNS} columns:\n" + "\n".join(wide)
+    return r.output
+
+
+def run_on_terminal(*args: str, cwd: Path, timeout: float = 300) -> tuple[int, str]:
+    """`python -m framework ARGS` on a pseudo-terminal of COLUMNS columns: its exit status and screen."""
+    import fcntl
+    import pty
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SCREEN, COLUMNS, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "framework", *args],
+        cwd=cwd, stdin=slave, stdout=slave, stderr=slave, env={**env, "HYDRA_FULL_ERROR": "0"},
+    )  # fmt: skip
+    os.close(slave)
+    chunks, deadline = [], time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if not ready:
+                continue
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the child closed its end
+                break
+            if not data:
+                break
+            chunks.append(data)
+        code = p.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if p.poll() is None:
+            p.kill()
+        os.close(master)
+    return code, b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def test_help_leads_with_every_command_and_config_group_on_one_screen(tmp_path: Path) -> None:
+    lines = run_narrow("--help", cwd=tmp_path).splitlines()
+    config = next(i for i, line in enumerate(lines) if line.startswith("== Config =="))
+    assert config < SCREEN, f"the full config starts on line {config + 1}:\n" + "\n".join(lines[:config])
+    screen = lines[:SCREEN]
+    for command in registry.names("command"):
+        assert any(line.startswith(f"  {command} ") for line in screen), (command, screen)
+    for group, choices in config_groups().items():
+        (row,) = [i for i, line in enumerate(screen) if line.startswith(f"{group}: ")]
+        rows = [screen[row], *itertools.takewhile(lambda line: line.startswith(" "), screen[row + 1 :])]
+        listed = " ".join(" ".join(rows).split()).removeprefix(f"{group}: ")
+        assert listed.split(", ") == choices, (group, listed)
+
+
+def test_plugins_fits_100_columns(tmp_path: Path) -> None:
+    assert "KIND" in run_narrow("plugins", cwd=tmp_path)
+
+
+@pytest.mark.parametrize("name", plugin_names())
+def test_each_plugins_config_fits_100_columns(name: str, tmp_path: Path) -> None:
+    output = run_narrow("plugins", "--config", name, cwd=tmp_path)
+    assert "plugin '" in output.splitlines()[0]
+
+
+def test_a_description_starts_by_column_44_or_goes_under_its_row(tmp_path: Path) -> None:
+    lines = run_narrow("plugins", "--config", "dqn", cwd=tmp_path).splitlines()
+    batch = next(line for line in lines if line.split()[:1] == ["agent.batch_size"])
+    assert batch.index("Transitions per gradient step.") <= 44, batch
+    # A default as long as a schedule's has its row's description on the next line, in that column.
+    at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["agent.exploration"])
+    assert lines[at].rstrip().endswith("}"), lines[at]
+    assert lines[at + 1].lstrip().startswith("ε of ε-greedy acting"), lines[at + 1]
+    assert len(lines[at + 1]) - len(lines[at + 1].lstrip()) == batch.index("Transitions")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("agent=dqm",),  # an unknown plugin's config
+        ("agent.batchsize=3",),  # an unknown key
+        ("agent.batch_size=abc",),  # a value of the wrong type
+        ("plugins", "--config", "dqm"),
+        ("plugins", "--kind", "agnet"),
+    ],
+)
+def test_a_refusal_fits_a_terminal_and_stays_one_line_in_a_pipe(
+    args: tuple[str, ...], tmp_path: Path
+) -> None:
+    piped = run_cli(*args, cwd=tmp_path)
+    said = [line for line in piped.stderr.splitlines() if "rror: " in line]
+    assert piped.returncode != 0 and len(said) == 1 and len(said[0]) > COLUMNS, piped.stderr
+    code, screen = run_on_terminal(*args, cwd=tmp_path)
+    assert code == piped.returncode, screen
+    wide = too_wide(screen)
+    assert not wide, "\n".join(wide)
+    # The same words, wrapped at spaces: nothing cut, nothing lost.
+    start = screen.index(said[0][:40])
+    assert " ".join(screen[start:].split()) == " ".join(said[0].split()), screen
+
+
+def test_the_width_check_counts_prose_and_leaves_out_paths_and_addresses() -> None:
+    prose = "word " * 21  # 105 columns
+    assert too_wide(prose) and not fits(prose)
+    path_line = "  run dir           /" + "a" * 120
+    url_line = "  view it           http://127.0.0.1:5000/#/experiments/1/runs/" + "f" * 80
+    command = "  continue with     python -m framework resume=/" + "o" * 90 + " tracking=none"
+    for line in (path_line, url_line, command):
+        assert not too_wide(line) and fits(line), line
+    metric = "eval/return_mean " * 7  # slashes that name a metric are words to count
+    assert too_wide(metric) and not fits(metric)
+
+
+def test_wrapping_keeps_a_command_and_an_address_whole() -> None:
+    text = "Did you mean " + "x " * 38 + "python -m framework plugins? See http://127.0.0.1:5000/" + "p" * 120
+    lines = wrap(text, COLUMNS, indent="  ")
+    assert any("python -m framework plugins?" in line for line in lines), lines
+    assert any(line.strip() == "http://127.0.0.1:5000/" + "p" * 120 for line in lines), lines
+    assert all(len(line) <= COLUMNS for line in lines if "://" not in line), lines
+    assert " ".join(" ".join(lines).split()) == " ".join(text.split())

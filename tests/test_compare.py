@@ -1,0 +1,152 @@
+"""Seeds as a dimension: `seeds=N` on the command line, and `python -m framework compare` over runs
+of several sweeps and single runs, grouped into configurations by the settings that differ."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from framework import seeds
+from framework.errors import ConfigError
+from plugins.trackers import compare, ui
+from tests.conftest import FAST
+
+OBJECTIVE = "eval/return_mean"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expanded"),
+    [
+        (["seeds=5"], ["-m", "seed=range(0,5)"]),
+        (["agent=ppo", "seed=10", "seeds=3"], ["-m", "agent=ppo", "seed=range(10,13)"]),
+        (["-m", "agent.gamma=0.9,0.99", "seeds=2"], ["-m", "agent.gamma=0.9,0.99", "seed=range(0,2)"]),
+        (["seeds=1", "seed=4"], ["seed=4"]),
+        (["agent=ppo"], ["agent=ppo"]),
+    ],
+)
+def test_seeds_is_a_sweep_over_the_seed(argv: list[str], expanded: list[str]) -> None:
+    assert seeds.expand(argv) == expanded
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["seeds=0"],
+            "seeds=0: the number of seeds each configuration runs over, a whole number from 1 to 1000",
+        ),
+        (["seeds=five"], "seeds=five: the number of seeds"),
+        (["seeds=2", "seeds=3"], "give seeds= once"),
+        (["-m", "seed=1,2", "seeds=3"], "seed=1,2 with seeds=3: seeds= sweeps the seed itself"),
+        (
+            ["-m", "hydra/sweeper=optuna", "seeds=3"],
+            "seeds=3 with hydra/sweeper=optuna: a study's trial is one run",
+        ),
+    ],
+)
+def test_a_wrong_seeds_is_refused_in_one_line(argv: list[str], said: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        seeds.expand(argv)
+
+
+def _store(tmp_path: Path) -> tuple[str, MlflowClient, str]:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    return uri, client, client.create_experiment("framework")
+
+
+def _run(
+    client: MlflowClient, experiment: str, params: dict[str, str], curve: list[float], parent: str = ""
+) -> str:
+    tags = {"mlflow.parentRunId": parent} if parent else {}
+    run = client.create_run(experiment, run_name=" ".join(f"{k}={v}" for k, v in params.items()), tags=tags)
+    run_id = run.info.run_id
+    for key, value in {**params, "objective.metric": OBJECTIVE, "objective.mode": "max"}.items():
+        client.log_param(run_id, key, value)
+    for step, value in enumerate(curve):
+        client.log_metric(run_id, OBJECTIVE, value, step=100 * step)
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
+
+
+def test_compare_folds_the_seeds_of_two_sweeps_and_a_single_run(tmp_path: Path, cli) -> None:
+    """Two sweeps' parents (lr 0.1 and 0.01, three seeds each) and a single run of a third setting:
+    three configurations, each seed's last value folded into an IQM; the page links every run."""
+    uri, client, experiment = _store(tmp_path)
+    parents = []
+    for lr, base in (("0.1", 100.0), ("0.01", 10.0)):
+        parent = client.create_run(experiment, run_name=f"sweep lr={lr}").info.run_id
+        client.set_terminated(parent, "FINISHED")
+        parents.append(parent)
+        for seed in range(3):
+            params = {"agent.name": "dqn", "agent.lr": lr, "seed": str(seed), "tracking.run_name": f"x{seed}"}
+            _run(client, experiment, params, [0.0, base / 2, base + seed], parent)
+    single = _run(client, experiment, {"agent.name": "dqn", "agent.lr": "0.5", "seed": "0"}, [1.0, 2.0])
+    out = tmp_path / "cmp"
+    assert ui._compared(uri, "framework") == "python -m framework compare framework"  # none written yet
+    r = cli("compare", *parents, single, f"tracking.uri={uri}", "--out", str(out))
+    assert r.returncode == 0, r.output
+    assert "Compared 7 runs in 3 configurations on eval/return_mean (max)." in r.stdout
+    assert "Best: lr=0.1, its IQM's 95 % interval apart from every other's (1-3 seeds each)." in r.stdout
+    assert all(len(line) <= 100 for line in r.stdout.splitlines() if "/" not in line.split()[-1])
+    rows = list(csv.DictReader((out / "compare.csv").open(encoding="utf-8")))
+    configs = {row["run"]: row for row in rows if row["row"] == "configuration"}
+    # Only the lr differs (the seed and the bookkeeping never set configurations apart).
+    assert set(configs) == {"lr=0.1", "lr=0.01", "lr=0.5"}
+    assert (configs["lr=0.1"]["n"], configs["lr=0.1"]["iqm"], configs["lr=0.1"]["best"]) == (
+        "3",
+        "101",
+        "yes",
+    )
+    assert configs["lr=0.5"]["n"] == "1" and configs["lr=0.5"]["iqm"] == "2"
+    page = (out / "compare.html").read_text(encoding="utf-8")
+    assert page.count("data-run='#/experiments/") == 2 * 7  # each run in its configuration and the runs table
+    assert {p.name for p in out.iterdir()} >= {
+        "seeds_curves.png",
+        "seeds_profile.png",
+        "seeds_improvement.png",
+    }
+    assert compare.latest_page(uri, "framework") == (out / "compare.html").resolve()
+    assert ui._compared(uri, "framework") == (out / "compare.html").resolve().as_uri()  # what `ui` names
+
+
+def test_compare_says_what_it_cannot_compare(tmp_path: Path, cli) -> None:
+    uri, client, experiment = _store(tmp_path)
+    _run(client, experiment, {"agent.lr": "0.1", "seed": "0"}, [1.0])
+    r = cli("compare", "framwork", f"tracking.uri={uri}")
+    assert r.returncode == 1 and r.stderr.strip() == (
+        "Error: framwork: neither a run id nor an experiment (did you mean framework?); experiments: "
+        "Default, framework"
+    )
+    r = cli("compare", "--metric", "eval/return_men", f"tracking.uri={uri}")
+    assert (
+        r.returncode == 1
+        and "--metric eval/return_men: no run logged it (did you mean eval/return_mean?)" in r.stderr
+    )
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.slow
+def test_seeds_runs_each_configuration_over_its_seeds(cli, tmp_path: Path) -> None:
+    """`python -m framework seeds=3`: a sweep over seed 0..2 whose parent holds the IQM of the
+    objective over the seeds, its interval, and the plots over seeds."""
+    r = cli(*FAST, "seeds=3", timeout=600)
+    assert r.returncode == 0, r.output[-3000:]
+    assert "Sweep FINISHED: 3 runs (3 FINISHED)." in r.stdout
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
+    (parent,) = [run for run in runs if "mlflow.parentRunId" not in run.data.tags]
+    assert sorted(run.data.params["seed"] for run in runs if run is not parent) == ["0", "1", "2"]
+    last = sorted(run.data.metrics[OBJECTIVE] for run in runs if run is not parent)
+    metrics = parent.data.metrics
+    assert metrics[f"iqm_low/{OBJECTIVE}"] <= metrics[f"iqm/{OBJECTIVE}"] <= metrics[f"iqm_high/{OBJECTIVE}"]
+    assert metrics[f"iqm/{OBJECTIVE}"] == pytest.approx(sum(last) / 3)  # a quarter of 3 runs is none
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"seeds_curves.png", "seeds_profile.png", "sweep_summary.html"} <= artifacts
+    spec = json.loads(parent.data.tags["framework.summary_spec"])
+    assert spec["swept_keys"] == ["seed"]

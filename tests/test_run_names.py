@@ -1,0 +1,265 @@
+"""Run names a person can tell apart: the plugin and the overrides in a run's name, a sweep's child
+led by its own values, short enough for MLflow's Run Name column, a config hash where a name leaves a
+difference out; and, in a real MLflow UI in Chromium, what the column shows of them."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import DictConfig
+
+from framework.app import compose
+from framework.run_names import (
+    CHILD_NAME_PX,
+    CHILD_VALUES_PX,
+    MOST_CHARS,
+    NAME_PX,
+    SweepStyle,
+    child_name,
+    child_run_name,
+    labels,
+    parent_run_name,
+    run_name,
+    short_value,
+    sweep_style,
+    text_width,
+)
+
+LR, EPOCHS = "agent.hyperparams.learning_rate", "agent.hyperparams.n_epochs"
+
+
+@functools.cache
+def _config(*overrides: str) -> DictConfig:
+    return compose(list(overrides))
+
+
+def _name(*overrides: str) -> str:
+    cfg = _config(*overrides)
+    return run_name(cfg, str(cfg.env.name), overrides)
+
+
+def _child(job: list[str], swept: list[str]) -> str:
+    """A grid sweep's job, named as framework.run names it: its own values, then the rest."""
+    cfg = _config(*job)
+    own = child_run_name(job, swept)
+    assert own is not None
+    return child_name(own, cfg, str(cfg.env.name), job, swept)
+
+
+def _shown(name: str, px: float) -> str:
+    """What a column `px` wide shows of `name`: as much as fits, then `…`."""
+    if text_width(name) <= px:
+        return name
+    cut = name
+    while cut and text_width(cut + "…") > px:
+        cut = cut[:-1]
+    return cut + "…"
+
+
+def test_our_dqn_and_sb3s_dqn_are_named_for_their_plugins() -> None:
+    assert _name("agent=dqn") == "cartpole-dqn-s0"
+    assert _name("agent=sb3_dqn") == "cartpole-sb3-dqn-s0"
+    assert _name("agent=ppo", "seed=3") == "cartpole-sb3-ppo-s3"
+    # Both fit the Run Name column of a run of its own, at 1400 px.
+    assert all(text_width(_name(agent)) <= NAME_PX for agent in ("agent=dqn", "agent=sb3_dqn", "agent=ppo"))
+
+
+def test_differently_configured_runs_are_named_for_the_overrides_that_change_what_they_train() -> None:
+    names = {
+        _name("agent=ppo", "agent.hyperparams.n_epochs=5"),
+        _name("agent=ppo", "agent.hyperparams.n_epochs=10", "env.n_envs=4"),
+        _name("agent=ppo", f"{LR}=0.0003"),
+    }
+    assert names == {
+        "epochs=5 cartpole-sb3-ppo-s0",
+        "epochs=10 envs=4 cartpole-sb3-ppo-s0",
+        "lr=3e-4 cartpole-sb3-ppo-s0",
+    }
+    # How a run is tracked, shown, checkpointed or evaluated is not part of what it trains.
+    operational = ("progress=log", "eval.episodes=3", "checkpoint.every_steps=64", "device=cpu")
+    assert _name("agent=ppo", *operational) == "cartpole-sb3-ppo-s0"
+    # The same config, written another way, gets the same name.
+    assert _name("agent=ppo", f"{LR}=3e-4") == _name("agent=ppo", f"{LR}=0.0003")
+    assert _name("total_steps=100000") == "steps=100k cartpole-dqn-s0"
+
+
+def test_a_value_the_name_rounds_adds_a_hash_of_the_config() -> None:
+    exact = _name("agent=ppo", f"{LR}=0.00137")
+    rounded = _name("agent=ppo", f"{LR}=0.001368009527972693")
+    other = _name("agent=ppo", f"{LR}=0.0013680095")
+    assert exact == "lr=1.37e-3 cartpole-sb3-ppo-s0"
+    assert rounded.startswith("lr=1.37e-3 cartpole-sb3-ppo-s0 cfg:") and len(rounded) == len(exact) + 9
+    assert other != rounded and other.rsplit(":", 1)[0] == rounded.rsplit(":", 1)[0]
+    # A rerun of the same config, or the same config on another seed, shares its hash.
+    assert _name("agent=ppo", f"{LR}=0.001368009527972693") == rounded
+    seeded = _name("agent=ppo", f"{LR}=0.001368009527972693", "seed=4")
+    assert seeded.endswith(rounded.rsplit(" ", 1)[-1])
+
+
+def test_a_name_past_its_length_keeps_what_it_leaves_out_in_the_hash() -> None:
+    many = [f"agent.hyperparams.{key}={value}" for key, value in (
+        ("n_epochs", 3), ("gamma", 0.97), ("gae_lambda", 0.9), ("clip_range", 0.3), ("ent_coef", 0.01),
+        ("vf_coef", 0.4), ("max_grad_norm", 0.7), ("batch_size", 32), ("n_steps", 128),
+        ("learning_rate", 0.001),
+    )]  # fmt: skip
+    long = _name("agent=ppo", *many)
+    assert len(long) <= MOST_CHARS and " cfg:" in long
+    assert _name("agent=ppo", *many[:-1], f"{LR}=0.002") != long
+
+
+def test_a_sweeps_children_lead_with_their_own_values_and_fit_the_column_under_their_parent() -> None:
+    swept = [LR, EPOCHS, "seed"]
+    grid = itertools.product(("0.0001", "0.0003", "0.001"), ("5", "10"), ("1", "2"))
+    jobs = [["agent=ppo", f"{LR}={lr}", f"{EPOCHS}={ne}", f"seed={seed}"] for lr, ne, seed in grid]
+    names = [_child(job, swept) for job in jobs]
+    # Two values and a seed are too wide with `=`: numbers follow their labels, as the seed does.
+    assert names[0] == "lr1e-4 ne5 s1 cartpole-sb3-ppo"
+    # What the column shows of each child at 1400 px tells it from its siblings.
+    shown = [_shown(name, CHILD_NAME_PX) for name in names]
+    assert len(set(shown)) == len(jobs), shown
+    assert all(text_width(name.split(" cartpole")[0]) <= CHILD_VALUES_PX for name in names)
+    # Two values alone keep their `=`.
+    two = _child(["agent=ppo", f"{LR}=0.001", f"{EPOCHS}=5"], [LR, EPOCHS])
+    assert two == "lr=1e-3 ne=5 cartpole-sb3-ppo-s0"
+
+
+def test_a_child_whose_sweep_has_other_overrides_gets_the_hash_of_its_config() -> None:
+    job = ["agent=ppo", "total_steps=2048", f"{EPOCHS}=10"]
+    named = _child(job, [EPOCHS])
+    assert named.startswith("epochs=10 cartpole-sb3-ppo-s0 cfg:")
+    assert _child(["agent=ppo", "total_steps=4096", f"{EPOCHS}=10"], [EPOCHS]) != named
+    assert _child(["agent=ppo", f"{EPOCHS}=10"], [EPOCHS]) == "epochs=10 cartpole-sb3-ppo-s0"
+
+
+def test_an_optuna_trial_leads_with_its_number() -> None:
+    job = [f"{LR}=0.001368009527972693", f"{EPOCHS}=10", "seed=1"]
+    assert child_run_name(job, [LR, EPOCHS], trial=7) == "#7 lr=1.37e-3 ne=10"
+    assert child_run_name(job, []) is None
+
+
+def test_a_parent_says_what_its_sweep_varies_and_what_every_job_shares() -> None:
+    cfg = _config("agent=ppo")
+    swept = {LR: "0.0001,0.0003", EPOCHS: "5,10"}
+    overrides = ["agent=ppo", f"{LR}=0.0001,0.0003", f"{EPOCHS}=5,10", "env.n_envs=4", "progress=off"]
+    assert parent_run_name(cfg, swept, overrides) == "sweep lr=1e-4,3e-4 ne=5,10 cartpole-sb3-ppo-s0 envs=4"
+    assert (
+        parent_run_name(cfg, {"seed": "range(5)"}, ["seed=range(5)"])
+        == "sweep seed=range(5) cartpole-sb3-ppo"
+    )
+    assert (
+        parent_run_name(cfg, {LR: "interval(1e-5,1e-2)"}, [], "study")
+        == "sweep study: lr cartpole-sb3-ppo-s0"
+    )
+
+
+def test_labels_are_readable_short_and_unique() -> None:
+    keys = [
+        "agent.learning_rate",
+        "agent.n_epochs",
+        "a.max_grad_norm",
+        "b.max_gamma_norm",
+        "search.batch_size",
+    ]
+    assert labels(keys) == {
+        "agent.learning_rate": "lr",
+        "agent.n_epochs": "epochs",
+        "a.max_grad_norm": "max_grad",
+        "b.max_gamma_norm": "mgn",
+        "search.batch_size": "batch",
+    }
+    # Two keys of one last part keep as many parts as tell them apart.
+    assert labels(["agent.gamma", "env.gamma"]) == {"agent.gamma": "agent.gamma", "env.gamma": "env.gamma"}
+    # A sweep's labels are made short, the longest first, only as far as its children need.
+    assert sweep_style([EPOCHS]).labels == {EPOCHS: "epochs"}
+    assert sweep_style([LR, EPOCHS]) == SweepStyle({LR: "lr", EPOCHS: "ne"})
+    assert sweep_style([LR, EPOCHS, "seed"]) == SweepStyle(
+        {LR: "lr", EPOCHS: "ne", "seed": "seed"}, glued=True
+    )
+    assert SweepStyle({"env.id": "id"}, glued=True).values({"env.id": "Acrobot-v1"}) == "id=Acrobot-v1"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("0.0003", "3e-4"),
+        ("3e-4", "3e-4"),
+        ("0.001", "1e-3"),
+        ("0.01", "0.01"),
+        ("0.99", "0.99"),
+        ("2.5e-5", "2.5e-5"),
+        ("0.001368009527972693", "1.37e-3"),
+        ("1e6", "1e6"),
+        ("100000", "100k"),
+        ("2000000", "2M"),
+        ("1024", "1024"),
+        ("1.0", "1"),
+        ("[64, 64]", "[64,64]"),
+        ("lin_0.001", "lin_0.001"),
+        ("null", "null"),
+    ],
+)
+def test_values_are_written_short(value: str, shown: str) -> None:
+    assert short_value(value) == shown
+
+
+@pytest.mark.slow
+def test_in_mlflows_runs_table_at_1400_px_the_names_show_what_tells_them_apart(
+    mlflow_server, tmp_path: Path
+) -> None:
+    """Runs named as a run and a sweep name them, in MLflow's UI in Chromium: the width the name model
+    gives each is the browser's, and a child's own values show whole under its parent."""
+    from tests.fighter.cdp import InspectedPage
+
+    client = mlflow_server.client()
+    experiment = client.create_experiment("names")
+    singles = [_name("agent=dqn"), _name("agent=sb3_dqn"), _name("agent=ppo", "agent.hyperparams.n_epochs=5")]
+    for name in singles:
+        client.set_terminated(client.create_run(experiment, run_name=name).info.run_id)
+    parent = client.create_run(
+        experiment, run_name="sweep lr=1e-4,1e-3 ne=5,10 seed=1,2 cartpole-sb3-ppo"
+    ).info.run_id
+    swept = [LR, EPOCHS, "seed"]  # the widest of common sweeps: two values and a seed
+    children = [
+        _child(["agent=ppo", f"{LR}={lr}", f"{EPOCHS}={ne}", f"seed={seed}"], swept)
+        for lr, ne, seed in itertools.product(("0.0001", "0.001"), ("5", "10"), ("1", "2"))
+    ]
+    for name in children:
+        run = client.create_run(experiment, run_name=name, tags={"mlflow.parentRunId": parent})
+        client.set_terminated(run.info.run_id)
+    client.set_terminated(parent)
+    page = InspectedPage(
+        f"{mlflow_server.uri}/#/experiments/{experiment}/runs?workflowType=machine_learning",
+        width=1400,
+        height=900,
+    )
+    try:
+        cells = "document.querySelectorAll('[col-id=\"attributes.`Run Name`\"] a span')"
+        page.wait_for(f"{cells}.length >= {len(singles) + 1}", timeout=120)
+        page.evaluate(  # the parent opened, as a person would
+            'document.querySelector(\'[col-id="attributes.`Run Name`"] button'
+            "[data-component-id*=runnamecellrenderer]').click()"
+        )
+        page.wait_for(f"{cells}.length >= {len(singles) + 1 + len(children)}", timeout=60)
+        time.sleep(0.5)  # the rows' layout after they appear
+        found = {
+            text: (need, room)
+            for text, need, room in page.evaluate(
+                f"Array.from({cells}).map(s => [s.innerText, s.scrollWidth, s.clientWidth])"
+            )
+        }
+        page.screenshot(tmp_path / "names.png")
+    finally:
+        page.close()
+    assert set(singles + children) <= set(found), json.dumps(found)
+    for name, (need, _) in found.items():
+        assert abs(text_width(name) - need) <= 3, (name, need)  # the model is the browser's width
+    for name in singles[:2]:
+        assert found[name][0] <= found[name][1], (name, found[name])  # whole
+    for name in children:  # each child's own values show, then `…`: what is cut is what siblings share
+        own = name.split(" cartpole")[0]
+        assert text_width(f"{own} …") <= found[name][1], (name, found[name])

@@ -172,6 +172,8 @@ def main() -> None:
         if full:
             raise
         _refuse(str(e))
+    except BrokenPipeError:  # `--help | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except Exception as e:
         message = hydra_message(e)
         if message is None:  # a resolver's refusal (run_dirs), which OmegaConf wraps twice

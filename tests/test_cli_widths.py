@@ -109,6 +109,21 @@ def test_help_leads_with_every_command_and_config_group_on_one_screen(tmp_path: 
         assert listed.split(", ") == choices, (group, listed)
 
 
+def test_help_piped_into_head_ends_quietly(tmp_path: Path) -> None:
+    """`python -m framework --help | head -3`: a reader that closed the pipe before the help was
+    written (head, once it has its lines); the help ends with status 0, no BrokenPipeError traceback."""
+    read, write = os.pipe()
+    os.close(read)  # every write to the pipe fails now
+    try:
+        p = subprocess.run(
+            [sys.executable, "-m", "framework", "--help"], cwd=tmp_path, stdout=write,
+            stderr=subprocess.PIPE, timeout=120, env={**os.environ, "COLUMNS": "100"},
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr.decode()[-2000:]
+
+
 def test_plugins_fits_100_columns(tmp_path: Path) -> None:
     assert "KIND" in run_narrow("plugins", cwd=tmp_path)
 

@@ -138,6 +138,7 @@ def test_seeds_runs_each_configuration_over_its_seeds(cli, tmp_path: Path) -> No
     r = cli(*FAST, "seeds=3", timeout=600)
     assert r.returncode == 0, r.output[-3000:]
     assert "Sweep FINISHED: 3 runs (3 FINISHED)." in r.stdout
+    assert "\n  over seeds        3 seeds: IQM of eval/return_mean " in r.stdout  # not just the luckiest
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
     (parent,) = [run for run in runs if "mlflow.parentRunId" not in run.data.tags]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import report, seed_summary, summary_page
+from .seed_summary import SEED
 from .store_template import cache_dir
 from .sweep_parents import history, run_fragment
 from .sweep_summary import TABLE_CSV, TABLE_HTML, child_from_run
@@ -85,7 +86,8 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     keys = differing(runs)
     labels = short_labels(keys)
     runs = sorted(runs, key=lambda r: r.info.start_time or 0)
-    children = [child_from_run(run, keys, metric) for run in runs]
+    columns = [*keys, SEED]  # the seed shown beside the settings, never one of them
+    children = [child_from_run(run, columns, metric) for run in runs]
     if not any(c.finished and c.objective is not None for c in children):
         raise LookupError(f"none of the {len(runs)} runs finished with a value of {metric}")
     folder = args.out or Path("outputs") / "compare" / time.strftime("%Y-%m-%d_%H-%M-%S")
@@ -96,7 +98,7 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     }
     found = report.write(
         children,
-        keys,
+        columns,
         metric,
         mode,
         folder,
@@ -106,6 +108,7 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
         address=_address(uri),
         labels=labels,
         label_settings=LABEL_SETTINGS,
+        kind="Comparison",
     )
     page, table = folder / PAGE, folder / TABLE
     (folder / TABLE_HTML).replace(page)
@@ -114,7 +117,9 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     configs = found.configs or seed_summary.configurations(
         children, keys, mode, labels=labels, most_settings=LABEL_SETTINGS
     )
-    print(f"Compared {len(children)} runs in {len(configs)} configurations on {metric} ({mode}).")
+    runs_said = f"{len(children)} run{'' if len(children) == 1 else 's'}"
+    configs_said = f"{len(configs)} configuration{'' if len(configs) == 1 else 's'}"
+    print(f"Compared {runs_said} in {configs_said} on {metric} ({mode}).")
     print(f"  {seed_summary.verdict(configs, metric)}")
     print(f"  page     {page.resolve()}")
     print(f"  table    {table.resolve()}")

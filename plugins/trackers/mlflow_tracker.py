@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
+from framework.columns import WIDTH, wrap
 from framework.contracts import SweepSummarySpec
 from framework.provenance import run_dir_of
 from framework.values import bounds
@@ -227,6 +228,8 @@ class MlflowTracker:
         self._experiment_id = str(found["experiment_id"])
         first, *more = self.how_to_view(run_id).splitlines()
         lines += [f"  summary           {first}", *(f"                    {line}" for line in more)]
+        if "seeds" in found:
+            lines += wrap(str(found["seeds"]), WIDTH, first="  over seeds        ", indent=" " * 20)
         return "\n".join(lines)
 
     def close(self) -> None:

@@ -36,6 +36,7 @@ def write(
     grid_plots: bool = True,
     labels: Mapping[str, str] | None = None,
     label_settings: int | None = None,
+    kind: str = "Sweep summary",
 ) -> Report:
     """Write the summary of `children` into `folder`; `history(run_id)`, a run's objective as it
     logged it (read only for the runs of configurations repeated over seeds). `grid_plots=False`
@@ -68,5 +69,6 @@ def write(
         address=address,
         configs=configs,
         images=images,
+        kind=kind,
     )
     return Report([*files, *images], configs, heatmaps, sweep_summary.best(children, mode))

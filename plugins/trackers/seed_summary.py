@@ -197,8 +197,8 @@ def verdict(found: Sequence[Configuration], objective: str) -> str:
     if len(found) == 1:
         c = found[0]
         return (
-            f"{c.n} seeds: IQM of {objective} {_cell(c.iqm.value)}, 95 % interval "
-            f"[{_cell(c.iqm.low)}, {_cell(c.iqm.high)}]."
+            f"{c.n} seed{'' if c.n == 1 else 's'}: IQM of {objective} {c.iqm.value:.4g}, 95 % interval "
+            f"[{c.iqm.low:.4g}, {c.iqm.high:.4g}]."
         )
     best = separated_best(found)
     if best is not None:

@@ -202,6 +202,8 @@ class SweepParents:
         for c in children:
             statuses[c.outcome] = statuses.get(c.outcome, 0) + 1
         best = {"best": top.name, "best_value": top.objective} if top is not None else {}
+        if found.configs:  # a child is one seed: what the seeds say, beside the luckiest one
+            best["seeds"] = seed_summary.verdict(found.configs, objective)
         return {"runs": len(children), "statuses": statuses, **best, "experiment_id": self._experiment_id()}
 
     def _log_study(self, parent_id: str, folder: Path) -> dict[str, Any] | None:

@@ -106,6 +106,7 @@ def write_table(
     address: str = "",
     configs: Sequence[seed_summary.Configuration] = (),
     images: Sequence[Path] = (),
+    kind: str = "Sweep summary",
 ) -> list[Path]:
     """The runs, best first, as CSV and as a page (which the MLflow UI shows in its artifact view):
     a column per swept key, the objective, then a column per metric of `also`; `links`, each run
@@ -200,7 +201,7 @@ def write_table(
     ]
     summary_page.write(
         folder / TABLE_HTML,
-        heading=f"Sweep summary{': ' + title if title else ''}",
+        heading=f"{kind}{': ' + title if title else ''}",
         sections=sections,
         address=address,
     )

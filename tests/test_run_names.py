@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -245,10 +244,9 @@ def test_in_mlflows_runs_table_at_1400_px_the_names_show_what_tells_them_apart(
             "[data-component-id*=runnamecellrenderer]').click()"
         )
         page.wait_for(f"{cells}.length >= {len(singles) + 1 + len(children)}", timeout=60)
-        time.sleep(0.5)  # the rows' layout after they appear
-        found = {
+        found = {  # the rows' layout once it stops changing
             text: (need, room)
-            for text, need, room in page.evaluate(
+            for text, need, room in page.steady(
                 f"Array.from({cells}).map(s => [s.innerText, s.scrollWidth, s.clientWidth])"
             )
         }

@@ -176,11 +176,10 @@ def test_ui_opens_the_runs_sorted_by_the_objective_with_the_swept_params_as_colu
         try:
             rows = f"document.querySelectorAll('.ag-center-cols-container .ag-row [col-id=\"{metric}\"]')"
             page.wait_for(f"{rows}.length >= 5", timeout=120)
-            time.sleep(0.5)  # the rows' order after they appear
-            headers = page.evaluate(
+            headers = page.steady(
                 "Array.from(document.querySelectorAll('.ag-header-cell')).map(h => h.getAttribute('col-id'))"
             )
-            scores = page.evaluate(
+            scores = page.steady(  # the rows' order once they stop moving
                 "Array.from(document.querySelectorAll('.ag-center-cols-container .ag-row'))"
                 ".sort((a, b) => a.getAttribute('row-index') - b.getAttribute('row-index'))"
                 f".map(r => (r.querySelector('[col-id=\"{metric}\"]') || {{}}).innerText)"

@@ -88,6 +88,20 @@ class InspectedPage:
                 raise AssertionError(f"{expression} stayed falsy for {timeout} s")
             time.sleep(0.1)
 
+    def steady(self, expression: str, timeout: float = 30) -> Any:
+        """The value of `expression` once two reads 0.3 s apart agree (a table laid out after its
+        rows appear), within `timeout`."""
+        deadline = time.monotonic() + timeout
+        last = self.evaluate(expression)
+        while True:
+            time.sleep(0.3)
+            now = self.evaluate(expression)
+            if now == last:
+                return now
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{expression} kept changing for {timeout} s")
+            last = now
+
     def screenshot(self, path: Path) -> Path:
         data = self._command("Page.captureScreenshot", {"format": "png"})["data"]
         path.write_bytes(base64.b64decode(data))

@@ -3,6 +3,7 @@
 
 import sys
 
+from framework.columns import refuse
 from framework.errors import ConfigError
 
 
@@ -17,7 +18,7 @@ def main() -> None:
         try:
             command = commands.find(argv[0])
         except ConfigError as e:  # registered twice: which distributions, and what to do
-            print(f"Error: {e}", file=sys.stderr)
+            refuse(str(e))
             sys.exit(1)
         if command is not None:
             sys.exit(commands.run(command, argv[1:]))
@@ -26,7 +27,7 @@ def main() -> None:
     try:
         sys.argv[1:] = seeds.expand(argv)
     except ConfigError as e:
-        print(f"Error: {e}", file=sys.stderr)
+        refuse(str(e))
         sys.exit(1)
     from framework.app import main as app_main
 

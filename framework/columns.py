@@ -3,9 +3,10 @@ address stays whole on its line, so that it can be copied (the one thing allowed
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
-import textwrap
+import sys
 from typing import TextIO
 
 #: The widest line the CLI prints (a path or an address aside), whatever the terminal's width.
@@ -36,33 +37,47 @@ def fits(line: str, columns: int = WIDTH) -> bool:
 
 
 def wrap(text: str, columns: int, *, indent: str = "", first: str = "") -> list[str]:
-    """`text` in lines of at most `columns`, broken at spaces only (a path, an address or any other
-    long word stays whole, alone on its line where it must; so does a short command, quoted in
-    backticks or `python -m framework WORD`): `first` starts the first line, `indent` the others."""
-    glued = _COMMAND.sub(lambda m: m.group().replace(" ", _GLUE), text)
-    lines = textwrap.wrap(
-        glued,
-        columns,
-        initial_indent=first,
-        subsequent_indent=indent,
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
-    return [line.replace(_GLUE, " ") for line in lines] or [first.rstrip()]
+    """`text` in lines of at most `columns`, broken at spaces only: `first` starts the first line,
+    `indent` the others. A path or an address longer than a line counts no columns (a line may be
+    long by it alone, as `fits` reads it: it stays whole where it stands, to be copied); any other
+    word too long for a line stays whole on a line of its own; a short command, quoted in backticks or
+    `python -m framework WORD`, is not broken either."""
+    glued = _COMMAND.sub(lambda m: m.group().replace(" ", _GLUE), text.expandtabs())
+    body = glued.lstrip(" ")
+    line = first + glued[: len(glued) - len(body)]  # a paragraph's own indentation kept
+    used, empty, lines = len(line), True, []
+    for gap, word in re.findall(r"( *)(\S+)", body):
+        # A path or an address too long for any line counts nothing: it cannot be cut, and the
+        # prose goes on after it. A shorter one is a word like the others.
+        cost = 0 if is_address(word) and len(indent) + len(word) > columns else len(word)
+        if not empty and used + len(gap) + cost > columns:
+            lines.append(line)
+            line, used = indent + word, len(indent) + cost
+        else:
+            line, used = line + ("" if empty else gap) + word, used + (0 if empty else len(gap)) + cost
+        empty = False
+    lines.append(line.rstrip() if empty else line)
+    return [item.replace(_GLUE, " ") for item in lines]
 
 
 def refusal(message: str, stream: TextIO) -> str:
-    """`Error: MESSAGE` as printed to `stream` (`for_stream`)."""
+    """`Error: MESSAGE` as printed to `stream` (`for_stream`): its first line starts `Error:` and
+    names what was refused, so that it is still the line to grep."""
     return for_stream(f"Error: {message}", stream)
 
 
+def refuse(message: str) -> None:
+    """Print `Error: MESSAGE` on stderr, wrapped to fit (`refusal`)."""
+    print(refusal(message, sys.stderr), file=sys.stderr)
+
+
 def for_stream(text: str, stream: TextIO) -> str:
-    """A message as printed to `stream`: on a terminal, wrapped to its width (the lines after the
-    first indented); elsewhere (a pipe, a log file) as it is, so that each message is a line to grep."""
-    if not _is_terminal(stream):
-        return text
+    """A message as printed to `stream`, each paragraph wrapped at spaces with the lines after its
+    first indented: to the terminal's width, or to WIDTH where the stream is a pipe or a file (a
+    log read later is read at 100 columns too)."""
+    columns = width() if _is_terminal(stream) else WIDTH
     return "\n".join(
-        line for paragraph in text.splitlines() for line in wrap(paragraph, width(), indent="  ")
+        line for paragraph in text.splitlines() for line in wrap(paragraph, columns, indent="  ")
     )
 
 
@@ -71,3 +86,16 @@ def _is_terminal(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):  # a replaced stream without isatty, or a closed one
         return False
+
+
+class LogFormatter(logging.Formatter):
+    """The console's log lines (conf/config.yaml's `hydra.job_logging`, `hydra.hydra_logging`):
+    each record that does not fit WIDTH wrapped like every other line, the lines after its first
+    indented (one long only by a path stays whole, to be copied); a traceback it carries as it is."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return "\n".join(
+            line
+            for paragraph in super().formatMessage(record).splitlines()
+            for line in ([paragraph] if fits(paragraph) else wrap(paragraph, WIDTH, indent="  "))
+        )

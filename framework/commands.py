@@ -10,13 +10,14 @@ comes before the full config (conf/config.yaml, `hydra.help`).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from framework import registry
-from framework.columns import width, wrap
+from framework.columns import for_stream, width, wrap
 from framework.interrupts import EXIT_KILLED, forget_caught_interrupt
 
 if TYPE_CHECKING:
@@ -50,6 +51,15 @@ def run(command: Callable[[list[str]], int], argv: list[str]) -> int:
         code = EXIT_KILLED
     forget_caught_interrupt()  # an interrupt the command caught gives the status it chose
     return code
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser for a command's arguments, whose refusal (`PROG: error: ...`, an unknown
+    choice listing every valid one) is wrapped to fit 100 columns like every other line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, for_stream(f"{self.prog}: error: {message}", sys.stderr) + "\n")
 
 
 def listing(columns: int | None = None) -> str:

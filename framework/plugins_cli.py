@@ -6,7 +6,6 @@ read as YAML. `--config NAME` shows one plugin's keys, defaults and descriptions
 
 from __future__ import annotations
 
-import argparse
 import ast
 import dataclasses
 import importlib
@@ -14,17 +13,17 @@ import importlib.util
 import inspect
 import re
 import shutil
-import sys
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import yaml
 
 from framework import registry
-from framework.columns import for_stream, refusal, width, wrap
+from framework.columns import refuse, width, wrap
+from framework.commands import Parser
 from framework.config import PLUGIN_SECTIONS, SCHEMAS
 
 #: `# requires: MODULE (how to install it)` in a config file: what it needs beyond the core's own.
@@ -49,7 +48,7 @@ class ConfigFile:
 
 def main(argv: list[str]) -> int:
     """List the installed plugins, by kind, and their configs (--config NAME: a plugin's keys)."""
-    parser = _Parser(
+    parser = Parser(
         prog="python -m framework plugins",
         description="List the installed framework plugins and the configs that select them.",
     )
@@ -82,16 +81,8 @@ def main(argv: list[str]) -> int:
         print(f"* needs {module}, which is not installed: {install}")
     problems = registry.conflicts()
     for problem in problems:
-        print(f"error: {problem}", file=sys.stderr)
+        refuse(str(problem))
     return 1 if problems else 0
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse's parser, whose refusal (an unknown --kind lists every kind) fits the terminal too."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(2, for_stream(f"{self.prog}: error: {message}", sys.stderr) + "\n")
 
 
 #: The narrowest the two wrapped columns (SELECTED BY, DESCRIPTION) get, however narrow the terminal.
@@ -164,7 +155,7 @@ def describe(name: str) -> int:
     if not matches:
         known = sorted({f.name for f in files} | {f.plugin for f in files})
         message = f"no plugin or config named {name!r}. Known: {', '.join(known)}"
-        print(refusal(message, sys.stderr), file=sys.stderr)
+        refuse(message)
         return 1
     chosen = matches[0]
     _register_schemas()

@@ -402,7 +402,7 @@ def _run_name(
         from framework.sweep import swept_keys_of_this_sweep
 
         return run_names.child_name(given, cfg, plan.env_name, overrides, swept_keys_of_this_sweep())
-    return given or run_names.run_name(cfg, plan.env_name, overrides)
+    return given or run_names.run_name(cfg, plan.env_name, overrides, run_names.preset_of(overrides))
 
 
 def _agent_label(cfg: DictConfig) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
+from framework.columns import refuse
 from framework.errors import ConfigError
 
 #: The resolver conf/config.yaml names the run and sweep directories with.
@@ -137,7 +138,7 @@ class FreshRunDir(Callback):
         try:
             check_fresh(Path(str(config.hydra.run.dir)))
         except ConfigError as e:  # what a callback raises Hydra turns into a warning; an exit it lets through
-            print(f"Error: {e}", file=sys.stderr)
+            refuse(str(e))
             sys.exit(1)
 
 

@@ -55,6 +55,8 @@ MOST_CHARS = 100
 NAME_PX = 122 * 0.95
 CHILD_NAME_PX = 98 * 0.95
 CHILD_VALUES_PX = CHILD_NAME_PX - 12
+#: What a key absent from a config is read as.
+_ABSENT = object()
 #: A swept value as wide as most (`1e-4` and `10` around it), for choosing a sweep's labels.
 TYPICAL_VALUE = "100"
 
@@ -132,10 +134,14 @@ def base_name(
     return "-".join(p for p in parts if p)
 
 
-def run_name(cfg: DictConfig, env_name: str, overrides: Sequence[str]) -> str:
+def run_name(
+    cfg: DictConfig, env_name: str, overrides: Sequence[str], preset: DictConfig | None = None
+) -> str:
     """A run's name: `cartpole-sb3-ppo-s0`, or its overrides first, `epochs=10 lr=3e-4
-    cartpole-sb3-ppo-s0` (see the module's docstring)."""
-    changes = config_overrides(overrides)
+    cartpole-sb3-ppo-s0` (see the module's docstring). `preset`: the config without the command
+    line's values (`preset_of`); an override that sets the value the preset has changes
+    nothing, and is not named."""
+    changes = [(k, v) for k, v in config_overrides(overrides) if not same_in(preset, cfg, k)]
     exact = all(value is None or _exact(value) for _, value in changes)
     base = base_name(cfg, env_name, overrides)
     shown: list[str] = []
@@ -210,6 +216,38 @@ def config_overrides(overrides: Sequence[str]) -> list[tuple[str, str | None]]:
         elif sep:
             found[key] = value.strip().strip("'\"")
     return sorted(found.items())
+
+
+def preset_of(overrides: Sequence[str]) -> DictConfig | None:
+    """The config the command line composes without the values it sets (`config_overrides`), its
+    groups kept, as Hydra composes a sweep's job: the preset they change. None where it sets no
+    value, outside a Hydra app, or where the rest alone does not compose."""
+    changed = {key for key, _ in config_overrides(overrides)}
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    if not changed or not GlobalHydra.instance().is_initialized() or HydraConfig.instance().cfg is None:
+        return None
+    kept = [o for o in overrides if o.partition("=")[0].lstrip("+~") not in changed]
+    try:
+        return GlobalHydra.instance().config_loader().load_sweep_config(HydraConfig.instance().cfg, kept)  # type: ignore[arg-type]
+    except Exception:  # every override is named then
+        return None
+
+
+def same_in(preset: DictConfig | None, cfg: DictConfig, key: str) -> bool:
+    """Whether `key` has the same value in `preset` as in `cfg` (a key one of them lacks does not)."""
+    if preset is None:
+        return False
+    try:
+        before, after = (_plain(OmegaConf.select(c, key, default=_ABSENT)) for c in (preset, cfg))
+    except Exception:  # an interpolation one of them cannot resolve
+        return False
+    return before is not _ABSENT and before == after
+
+
+def _plain(value: Any) -> Any:
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
 def config_hash(cfg: DictConfig) -> str:

@@ -29,6 +29,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from framework import config, ray_runtime
+from framework.columns import refuse
 from framework.contracts import SweepSummarySpec, Tracker
 from framework.errors import ConfigError
 from framework.provenance import flatten
@@ -208,7 +209,7 @@ def _refuse_a_bad_job(config: DictConfig) -> None:
         sweep_checks.check_jobs(config)
     except ConfigError as e:
         run_dirs.forget_claimed()
-        print(f"Error: {e}", file=sys.stderr)
+        refuse(str(e))
         sys.exit(1)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -144,15 +145,48 @@ def _health(uri: str) -> str:
         return "down"
 
 
+#: The widest line the CLI prints, a path or an address aside.
+COLUMNS = 100
+#: A word that is a path or an address (the tests' own reading, not the code's).
+ADDRESS = re.compile(r"://|(?:^|[=('\"`])(?:/|~/)")
+#: Where a message goes on after a break made to fit COLUMNS: a line two spaces in.
+WRAPPED = re.compile(r"\n  (?=\S)")
+
+
+def too_wide(text: str) -> list[str]:
+    """The lines of `text` over COLUMNS by more than their paths and addresses."""
+    return [
+        line
+        for line in text.splitlines()
+        if len(line) - sum(len(w) for w in line.split() if ADDRESS.search(w)) > COLUMNS
+    ]
+
+
+def unwrapped(text: str) -> str:
+    """`text` with each message whole again: a line that goes on from the one before, joined to it."""
+    return WRAPPED.sub(" ", text)
+
+
 @dataclass
 class CliResult:
+    """A command's exit status and output. `stderr` holds what it said there, each message on one
+    line (the breaks that fit it in COLUMNS undone: tests read what it says); `printed_stderr`
+    holds it as printed, the lines that fit 100 columns."""
+
     returncode: int
     stdout: str
     stderr: str
+    printed_stderr: str = ""
 
     @property
     def output(self) -> str:
         return self.stdout + self.stderr
+
+    @property
+    def said(self) -> str:
+        """Its stdout and stderr as words, one space between each: what it said, however its lines
+        were wrapped to fit (a log line too long for 100 columns goes on in the next)."""
+        return " ".join(self.output.split())
 
 
 def run_cli(*args: str, cwd: Path, timeout: float = 300, env: dict[str, str] | None = None) -> CliResult:
@@ -167,7 +201,7 @@ def run_cli(*args: str, cwd: Path, timeout: float = 300, env: dict[str, str] | N
         env=full_env,
         stdin=subprocess.DEVNULL,
     )
-    return CliResult(p.returncode, p.stdout, p.stderr)
+    return CliResult(p.returncode, p.stdout, unwrapped(p.stderr), p.stderr)
 
 
 def start_cli(*args: str, cwd: Path, **popen: Any) -> subprocess.Popen[str]:

@@ -4,8 +4,8 @@ the commands and the config groups on a screen of 30 lines, before the full conf
 from __future__ import annotations
 
 import itertools
+import logging
 import os
-import re
 import select
 import struct
 import subprocess
@@ -17,24 +17,12 @@ import pytest
 
 import framework_conf
 from framework import registry
-from framework.columns import fits, wrap
+from framework.columns import LogFormatter, fits, wrap
 from framework.config import PLUGIN_SECTIONS
-from tests.conftest import run_cli
+from tests.conftest import COLUMNS, run_cli, too_wide
 
-COLUMNS = 100
 SCREEN = 30
-#: A word that is a path or an address (this test's own reading, not the code's).
-ADDRESS = re.compile(r"://|(?:^|[=('\"`])(?:/|~/)")
 CONF = Path(framework_conf.__file__).parent
-
-
-def too_wide(text: str) -> list[str]:
-    """The lines of `text` over COLUMNS by more than their paths and addresses."""
-    return [
-        line
-        for line in text.splitlines()
-        if len(line) - sum(len(w) for w in line.split() if ADDRESS.search(w)) > COLUMNS
-    ]
 
 
 def config_groups() -> dict[str, list[str]]:
@@ -153,21 +141,56 @@ def test_a_description_starts_by_column_44_or_goes_under_its_row(tmp_path: Path)
         ("agent.batch_size=abc",),  # a value of the wrong type
         ("plugins", "--config", "dqm"),
         ("plugins", "--kind", "agnet"),
+        ("compare", "--mode", "maximum"),
     ],
 )
-def test_a_refusal_fits_a_terminal_and_stays_one_line_in_a_pipe(
-    args: tuple[str, ...], tmp_path: Path
-) -> None:
+def test_a_refusal_fits_100_columns_piped_and_on_a_terminal(args: tuple[str, ...], tmp_path: Path) -> None:
     piped = run_cli(*args, cwd=tmp_path)
-    said = [line for line in piped.stderr.splitlines() if "rror: " in line]
-    assert piped.returncode != 0 and len(said) == 1 and len(said[0]) > COLUMNS, piped.stderr
+    printed = piped.printed_stderr
+    (said,) = [line for line in piped.stderr.splitlines() if "rror: " in line]
+    assert piped.returncode != 0 and len(said) > COLUMNS, piped.stderr  # a message that needs wrapping
+    assert not too_wide(printed), printed
+    # Its first line is still the one to grep: it starts the message, `Error:` and what was refused.
+    lines = printed.splitlines()
+    start = next(i for i, line in enumerate(lines) if line and said.startswith(line))
+    assert "rror: " in lines[start], printed
     code, screen = run_on_terminal(*args, cwd=tmp_path)
     assert code == piped.returncode, screen
     wide = too_wide(screen)
     assert not wide, "\n".join(wide)
     # The same words, wrapped at spaces: nothing cut, nothing lost.
-    start = screen.index(said[0][:40])
-    assert " ".join(screen[start:].split()) == " ".join(said[0].split()), screen
+    begin = screen.index(said[:40])
+    assert " ".join(screen[begin:].split()) == " ".join(said.split()), screen
+    assert " ".join(printed[printed.index(said[:40]) :].split()) == " ".join(said.split()), printed
+
+
+def test_a_sweep_and_its_log_lines_fit_100_columns(tmp_path: Path) -> None:
+    """Hydra's lines (each job's overrides) and the run's own log lines (the note on the preset's
+    batch size that follows env.n_envs, once 164 columns) wrap to fit, a path left whole."""
+    output = run_narrow(
+        "-m", "agent=ppo", "agent.hyperparams.n_epochs=10", "env.n_envs=4", "seed=3", "total_steps=256",
+        "eval.episodes=1", "tracking=none", cwd=tmp_path,
+    )  # fmt: skip
+    assert "[HYDRA] Launching 1 jobs locally" in output and "follows the rollout" in output, output
+    said = " ".join(output.split())
+    assert "batch_size=256 (the preset's) follows the rollout of n_steps x env.n_envs" in said, output
+
+
+def test_a_log_record_wraps_to_100_columns_and_keeps_its_traceback() -> None:
+    formatter = LogFormatter("[%(levelname)s] %(message)s")
+    record = logging.LogRecord("framework", logging.INFO, __file__, 1, "word " * 40, None, None)
+    lines = formatter.format(record).splitlines()
+    assert len(lines) == 3 and all(len(line) <= COLUMNS for line in lines), lines
+    assert lines[0].startswith("[INFO] word") and lines[1].startswith("  word"), lines
+    path = "/" + "p" * 120  # a line long only by its path stays whole, to be copied
+    record = logging.LogRecord("framework", logging.INFO, __file__, 1, f"run started: dir={path}", None, None)
+    assert formatter.format(record) == f"[INFO] run started: dir={path}"
+    try:
+        raise ValueError("x " * 80)
+    except ValueError:
+        record = logging.LogRecord("framework", logging.ERROR, __file__, 1, "failed", None, sys.exc_info())
+    text = formatter.format(record)
+    assert text.startswith("[ERROR] failed\nTraceback") and "ValueError: " + "x " * 79 + "x" in text
 
 
 def test_the_width_check_counts_prose_and_leaves_out_paths_and_addresses() -> None:
@@ -186,6 +209,12 @@ def test_wrapping_keeps_a_command_and_an_address_whole() -> None:
     text = "Did you mean " + "x " * 38 + "python -m framework plugins? See http://127.0.0.1:5000/" + "p" * 120
     lines = wrap(text, COLUMNS, indent="  ")
     assert any("python -m framework plugins?" in line for line in lines), lines
-    assert any(line.strip() == "http://127.0.0.1:5000/" + "p" * 120 for line in lines), lines
-    assert all(len(line) <= COLUMNS for line in lines if "://" not in line), lines
+    # The address stays whole where it stands: a line may be long by it alone.
+    assert any(line.endswith(" See http://127.0.0.1:5000/" + "p" * 120) for line in lines), lines
+    assert not too_wide("\n".join(lines)) and all(fits(line) for line in lines), lines
     assert " ".join(" ".join(lines).split()) == " ".join(text.split())
+    # A log line long only by its path keeps the path beside its prefix, the prose after it.
+    path = "/tmp/" + "d" * 110
+    lines = wrap(f"[21:06:20][WARNING] {path} holds a checkpoint of run {'f' * 32}: " + "y " * 30, 100)
+    assert lines[0].startswith(f"[21:06:20][WARNING] {path} holds a checkpoint"), lines
+    assert len(lines) == 2 and not too_wide("\n".join(lines)), lines

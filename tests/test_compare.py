@@ -151,3 +151,24 @@ def test_seeds_runs_each_configuration_over_its_seeds(cli, tmp_path: Path) -> No
     assert {"seeds_curves.png", "seeds_profile.png", "sweep_summary.html"} <= artifacts
     spec = json.loads(parent.data.tags["framework.summary_spec"])
     assert spec["swept_keys"] == ["seed"]
+
+
+def test_a_label_names_what_sets_a_configuration_apart_from_its_own_kind(tmp_path: Path, cli) -> None:
+    """Our DQN beside SB3's PPO at two n_epochs: the settings only DQN runs have name nothing (its
+    plugin says it), gamma is the same for both PPOs; the PPOs' labels name their n_epochs."""
+    uri, client, experiment = _store(tmp_path)
+    for seed in range(2):
+        dqn = {"agent.name": "dqn", "agent.activation": "relu", "agent.batch_size": "64"}
+        _run(client, experiment, {**dqn, "seed": str(seed)}, [1.0, 5.0 + seed])
+        for epochs in ("5", "10"):
+            ppo = {"agent.name": "sb3", "agent.algo": "PPO", "agent.hyperparams.n_epochs": epochs}
+            ppo |= {"agent.hyperparams.gamma": "0.99", "seed": str(seed)}
+            _run(client, experiment, ppo, [2.0 + seed + int(epochs)])  # one evaluation each
+    out = tmp_path / "cmp"
+    r = cli("compare", f"tracking.uri={uri}", "--out", str(out))
+    assert r.returncode == 0, r.output
+    rows = list(csv.DictReader((out / "compare.csv").open(encoding="utf-8")))
+    labels = [row["run"] for row in rows if row["row"] == "configuration"]
+    assert labels == ["name=sb3 algo=PPO n_epochs=10", "name=sb3 algo=PPO n_epochs=5", "name=dqn"], labels
+    # Past two settings the objective is not drawn across one of them: the plots over seeds show it.
+    assert not (out / "objective.png").exists() and (out / "seeds_curves.png").is_file()

@@ -198,7 +198,7 @@ def test_resuming_an_older_directory_of_a_run_that_went_on_warns(cli, tmp_path: 
     assert r.returncode == 0, r.output[-3000:]
     assert (
         f"run {run.info.run_id} went on in {tmp_path / 'outputs/b'} after this checkpoint (step 1024)"
-        in r.output
+        in r.said
     )
     assert "resumed at step 1024" in r.output
 

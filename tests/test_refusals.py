@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import CliResult, free_port
+from tests.conftest import CliResult, free_port, too_wide
 
 
 def assert_refused(r: CliResult, *fragments: str) -> None:
@@ -19,6 +19,9 @@ def assert_refused(r: CliResult, *fragments: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+    # Printed in lines that fit 100 columns, the first still the one to grep: `Error:` and its start.
+    printed = r.printed_stderr.splitlines()
+    assert not too_wide(r.printed_stderr) and printed[0] == lines[0][: len(printed[0])], printed
 
 
 def assert_no_run(tmp_path: Path) -> None:

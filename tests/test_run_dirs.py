@@ -147,6 +147,6 @@ def test_resume_by_id_never_continues_another_runs_checkpoint(tmp_path: Path) ->
     assert found is None and "holds a checkpoint of another run" in why
     resumed = run_cli(f"resume={run_a.info.run_id}", "total_steps=500", "progress=log", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    out = resumed.stdout + resumed.stderr
+    out = resumed.said
     assert "holds a checkpoint of run" in out
     assert "cartpole-dqn-s3" in out and "resumed at step 400" in out, out

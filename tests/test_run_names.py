@@ -87,6 +87,23 @@ def test_differently_configured_runs_are_named_for_the_overrides_that_change_wha
     assert _name("total_steps=100000") == "steps=100k cartpole-dqn-s0"
 
 
+def test_an_override_that_sets_the_presets_own_value_is_not_named() -> None:
+    """rl-zoo3's PPO for CartPole trains 20 epochs on 8 envs: `n_epochs=20` changes nothing."""
+    overrides = ("agent=ppo", f"{EPOCHS}=20", "env.n_envs=4")
+    cfg, preset = _config(*overrides), _config("agent=ppo")
+    assert run_name(cfg, "cartpole", overrides, preset) == "envs=4 cartpole-sb3-ppo-s0"
+    assert run_name(cfg, "cartpole", overrides) == "epochs=20 envs=4 cartpole-sb3-ppo-s0"  # no preset
+    added = ("agent=ppo", "+agent.hyperparams.target_kl=0.02")  # a key the preset lacks is a change
+    assert run_name(_config(*added), "cartpole", added, preset) == "target_kl=0.02 cartpole-sb3-ppo-s0"
+
+
+def test_a_run_is_named_against_the_preset_its_command_line_composes(cli) -> None:
+    r = cli("agent=ppo", f"{EPOCHS}=20", "env.n_envs=4", "total_steps=256", "eval.episodes=1")
+    assert r.returncode == 0, r.output[-3000:]
+    (line,) = [line for line in r.stdout.splitlines() if line.startswith("  run  ")]
+    assert line.split()[1:-1] == ["envs=4", "steps=256", "cartpole-sb3-ppo-s0"], line
+
+
 def test_a_value_the_name_rounds_adds_a_hash_of_the_config() -> None:
     exact = _name("agent=ppo", f"{LR}=0.00137")
     rounded = _name("agent=ppo", f"{LR}=0.001368009527972693")

@@ -22,6 +22,7 @@ import torch
 from omegaconf import OmegaConf
 
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, find_latest
+from framework.commands import Parser
 
 from .agent import STATE_FILE as AGENT_STATE_FILE
 from .learner import WEIGHTS_FILE
@@ -65,9 +66,7 @@ def ship(run: Path, dest: Path, about: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path, help="a run directory (or one of its checkpoints)")
     parser.add_argument("dest", type=Path, help="the folder to write (replaced if it exists)")
     parser.add_argument("--about", default="A trained AlphaZero agent.", help="its one-line description")

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from framework import __version__
+from framework.columns import refuse
+from framework.commands import Parser
 from framework.errors import ConfigError
 
 #: The launcher --write-brain writes (a Gomocup manager takes programs named pbrain-*).
@@ -33,7 +35,7 @@ RUN_HELP = "a run directory, a tracked run id or the name of a shipped agent (go
 
 def gomocup(argv: list[str]) -> int:
     """Play a trained Gomoku agent as a Gomocup (piskvork) brain on stdin/stdout."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m framework gomocup",
         description="A trained Gomoku agent as a Gomocup (piskvork) brain: the protocol on stdin/stdout.",
         epilog="A Gomocup manager runs a brain as a program without arguments: point it at a script "
@@ -72,7 +74,7 @@ def gomocup(argv: list[str]) -> int:
 
         game = player.game
         if not hasattr(game, "board_size") or not hasattr(game, "rule"):
-            print(f"Error: gomocup plays Gomoku; {player.label} played {game.name}", file=sys.stderr)
+            refuse(f"gomocup plays Gomoku; {player.label} played {game.name}")
             return 1
         brain = GomocupBrain(
             game,
@@ -94,7 +96,7 @@ def gomocup(argv: list[str]) -> int:
 
 def play(argv: list[str]) -> int:
     """Play a trained Gomoku agent in the browser: a page on 127.0.0.1 with a per-run token."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m framework play",
         description="Play a trained Gomoku agent in the browser: a page on 127.0.0.1 with a per-run token.",
         epilog=OVERRIDES_HELP,
@@ -130,7 +132,7 @@ def play(argv: list[str]) -> int:
     except KeyboardInterrupt:
         stopped = True
     except OSError as e:
-        print(f"Error: cannot serve on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        refuse(f"cannot serve on {args.host}:{args.port}: {e.strerror or e}")
         return 1
     finally:
         player.close(exiting=stopped)
@@ -180,7 +182,7 @@ def _write_brain(folder: Path, run: str, overrides: list[str]) -> int:
         path.write_text(script)
         path.chmod(0o755)
     except OSError as e:
-        print(f"Error: --write-brain {folder}: {e.strerror or e}", file=sys.stderr)
+        refuse(f"--write-brain {folder}: {e.strerror or e}")
         return 1
     print(f"Wrote {path}: a Gomocup manager runs it as the brain of {player.label} (step {player.step}).")
     return 0
@@ -204,14 +206,14 @@ def _load(run: str, overrides: list[str], command: str) -> Any:
     try:
         return load_trained(run, overrides, command=command)
     except ConfigError as e:
-        print(f"Error: {e}", file=sys.stderr)
+        refuse(str(e))
     except Exception as e:
         from framework.errors import hydra_message
 
         message = hydra_message(e)
         if message is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
-        print(f"Error: {message}", file=sys.stderr)
+        refuse(str(message))
     return None
 
 

@@ -10,11 +10,13 @@ import difflib
 import hashlib
 import json
 import re
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from framework.columns import WIDTH, refuse, wrap
+from framework.commands import Parser
 
 from . import report, seed_summary, summary_page
 from .seed_summary import SEED
@@ -33,13 +35,13 @@ BOOKKEEPING = re.compile(
 #: The settings a configuration's label names first.
 FIRST = ("env.name", "agent.name", "agent.algo")
 #: The most settings a label names (the CSV and the page's runs table hold them all).
-LABEL_SETTINGS = 4
+LABEL_SETTINGS = 6
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def main(argv: list[str]) -> int:
     """Compare runs over seeds: IQM with intervals, curves, profiles, probability of improvement."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m framework compare",
         description="Compare finished runs by configuration, their seeds folded into statistics "
         "(IQM and its 95 %% stratified-bootstrap interval, curves, performance profiles, P(improvement))",
@@ -57,7 +59,7 @@ def main(argv: list[str]) -> int:
         uri, experiment = _tracking([a for a in argv if a.lstrip("+").startswith("tracking.")])
         return _compare(uri, experiment, args)
     except (LookupError, ValueError) as e:
-        print(f"Error: {e}", file=sys.stderr)
+        refuse(str(e))
         return 1
 
 
@@ -108,19 +110,22 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
         address=_address(uri),
         labels=labels,
         label_settings=LABEL_SETTINGS,
+        leading=FIRST,
         kind="Comparison",
+        # The objective across one or two settings, as a sweep's; past that, the plots over seeds.
+        grid_plots=len(keys) <= 2,
     )
     page, table = folder / PAGE, folder / TABLE
     (folder / TABLE_HTML).replace(page)
     (folder / TABLE_CSV).replace(table)
     _remember(uri, experiment, page)
     configs = found.configs or seed_summary.configurations(
-        children, keys, mode, labels=labels, most_settings=LABEL_SETTINGS
+        children, keys, mode, labels=labels, most_settings=LABEL_SETTINGS, leading=FIRST
     )
     runs_said = f"{len(children)} run{'' if len(children) == 1 else 's'}"
     configs_said = f"{len(configs)} configuration{'' if len(configs) == 1 else 's'}"
     print(f"Compared {runs_said} in {configs_said} on {metric} ({mode}).")
-    print(f"  {seed_summary.verdict(configs, metric)}")
+    print("\n".join(wrap(seed_summary.verdict(configs, metric), WIDTH, first="  ", indent="    ")))
     print(f"  page     {page.resolve()}")
     print(f"  table    {table.resolve()}")
     return 0
@@ -191,10 +196,19 @@ def _objective(runs: Sequence[Any], metric: str | None, mode: str | None) -> tup
 
 def differing(runs: Sequence[Any]) -> list[str]:
     """The params whose values differ between the runs (a param some runs lack differs), but the
-    seed and the bookkeeping: what sets configurations apart. The plugins first."""
+    seed and the bookkeeping: what sets configurations apart. The plugins first, then the params
+    whose values differ where they are set (`lr`), last those that differ only by being set (a DQN
+    setting a PPO run lacks: its plugin named already says so), so that a label leads with them."""
     keys = set().union(*(r.data.params for r in runs))
     found = [k for k in keys if not BOOKKEEPING.match(k) and len({r.data.params.get(k) for r in runs}) > 1]
-    return sorted(found, key=lambda k: (FIRST.index(k) if k in FIRST else len(FIRST), k))
+
+    def order(key: str) -> tuple[int, int, str]:
+        if key in FIRST:
+            return (0, FIRST.index(key), key)
+        values = {r.data.params[key] for r in runs if key in r.data.params}
+        return (1 if len(values) > 1 else 2, 0, key)
+
+    return sorted(found, key=order)
 
 
 def short_labels(keys: Sequence[str]) -> dict[str, str]:

@@ -36,15 +36,18 @@ def write(
     grid_plots: bool = True,
     labels: Mapping[str, str] | None = None,
     label_settings: int | None = None,
+    leading: Sequence[str] = (),
     kind: str = "Sweep summary",
 ) -> Report:
     """Write the summary of `children` into `folder`; `history(run_id)`, a run's objective as it
     logged it (read only for the runs of configurations repeated over seeds). `grid_plots=False`
     leaves out the objective's plot and the heat maps (an Optuna study's trials sit anywhere in a
     continuous space: its own plots show them). `labels` name the keys in a configuration's label,
-    of which it shows `label_settings` at most (see seed_summary.configurations)."""
+    of which it shows `label_settings` at most, `leading` first (see seed_summary.configurations)."""
     configs = (
-        seed_summary.configurations(children, swept_keys, mode, labels=labels, most_settings=label_settings)
+        seed_summary.configurations(
+            children, swept_keys, mode, labels=labels, most_settings=label_settings, leading=leading
+        )
         if seed_summary.seeded(children, swept_keys)
         else []
     )

@@ -77,24 +77,33 @@ def configurations(
     *,
     labels: Mapping[str, str] | None = None,
     most_settings: int | None = None,
+    leading: Sequence[str] = (),
 ) -> list[Configuration]:
     """The finished children with a value of the objective, grouped by their settings (all swept
     keys but the seed), best IQM first; each but a lone one with its probability of improving on the
-    best other configuration. A label names each setting the configuration has (`labels[key]`, else
-    the key's last part), the first `most_settings` of them, and a number where two would be alike."""
+    best other configuration. A label names the settings that set the configuration apart from its
+    peers (`labels[key]`, else the key's last part), the first `most_settings` of them, and a number
+    where two would be alike: its `leading` keys (the plugins, in `compare`), then the keys whose
+    values differ between the configurations that share those (all the swept keys, in a sweep)."""
     keys = settings_of(swept_keys)
     named = labels or {k: k.rsplit(".", 1)[-1] for k in keys}
     groups: dict[tuple[str, ...], list[Child]] = {}
     for c in children:
         if c.finished and c.objective is not None:
             groups.setdefault(tuple(c.params.get(k, "") for k in keys), []).append(c)
+    lead = [i for i, k in enumerate(keys) if k in leading]
     sign = 1.0 if mode == "max" else -1.0
     found = []
     for values, runs in groups.items():
         scores = [float(c.objective or 0.0) for c in runs]
         stats = ss.as_scores(scores)
         settings = tuple((named.get(k, k), v) for k, v in zip(keys, values, strict=True))
-        shown = [f"{k}={v}" for k, v in settings if v != ""]
+        peers = [other for other in groups if all(other[i] == values[i] for i in lead)]
+        shown = [
+            f"{name}={v}"
+            for i, (name, v) in enumerate(settings)
+            if v != "" and (i in lead or len({peer[i] for peer in peers}) > 1)
+        ]
         cut = most_settings is not None and len(shown) > most_settings
         label = " ".join(shown[:most_settings] if cut else shown) + (" …" if cut else "")
         found.append(
@@ -308,16 +317,21 @@ def plot(
     fig, ax = plt.subplots(figsize=(7.5 if len(found) <= 3 else 10.0, 4.4), dpi=110)
     for config, colour in zip(found, colours, strict=True):
         c = ss.curve([histories[r.run_id] for r in config.runs if r.run_id in histories])
-        if len(c.steps):
-            ax.plot(c.steps, c.value, color=colour, label=f"{_short_label(config.label)} (n={config.n})")
+        if len(c.steps) > 1:
+            ax.plot(c.steps, c.value, color=colour, label=_legend_label(config))
             ax.fill_between(c.steps, c.low, c.high, color=colour, alpha=0.2, linewidth=0)
+        elif len(c.steps):  # one evaluation each: a point and its interval, which a line would hide
+            ax.errorbar(
+                c.steps, c.value, yerr=[c.value - c.low, c.high - c.value], fmt="o", color=colour,
+                capsize=4, label=_legend_label(config),
+            )  # fmt: skip
     ax.set_xlabel("step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(f"{objective} (IQM over seeds)")
     ax.set_title(f"{objective}: IQM over seeds, 95 % interval shaded")
     ax.grid(alpha=0.3)
     _legend(ax, len(found))
-    paths.append(_save(fig, folder / CURVES_PNG))
+    paths.append(save(fig, folder / CURVES_PNG))
 
     every = np.concatenate([np.asarray(c.scores) for c in found])
     low, high = float(every.min()), float(every.max())
@@ -326,7 +340,7 @@ def plot(
     fig, ax = plt.subplots(figsize=(7.5 if len(found) <= 3 else 10.0, 4.4), dpi=110)
     for config, colour in zip(found, colours, strict=True):
         p = ss.profile(config.scores, taus, mode=mode)
-        ax.plot(taus, p.fraction, color=colour, label=f"{_short_label(config.label)} (n={config.n})")
+        ax.plot(taus, p.fraction, color=colour, label=_legend_label(config))
         ax.fill_between(taus, p.low, p.high, color=colour, alpha=0.15, linewidth=0)
     side = ">" if mode == "max" else "<"
     ax.set_xlabel(f"{objective} (τ)")
@@ -335,10 +349,11 @@ def plot(
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     _legend(ax, len(found))
-    paths.append(_save(fig, folder / PROFILE_PNG))
+    paths.append(save(fig, folder / PROFILE_PNG))
 
     if len(found) > 1:
-        fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.45 * len(found)), dpi=110)
+        rows = max(_wrapped(c.label, 40).count("\n") + 1 for c in found)
+        fig, ax = plt.subplots(figsize=(7.5, 1.2 + (0.3 + 0.15 * rows) * len(found)), dpi=110)
         names = []
         for i, config in enumerate(found):
             chance = config.improvement
@@ -347,18 +362,18 @@ def plot(
                 [chance.value], [i], xerr=[[chance.value - chance.low], [chance.high - chance.value]],
                 fmt="o", color=colours[i], capsize=4,
             )  # fmt: skip
-            names.append(_short_label(config.label, 36))
+            names.append(_wrapped(config.label, 40))
         ax.axvline(0.5, color="grey", linestyle="--", linewidth=1)
         ax.set_yticks(range(len(found)), names, fontsize=8)
         ax.invert_yaxis()
         ax.set_xlim(0, 1)
         ax.set_xlabel(f"P(its run beats a run of the best other configuration) on {objective}")
-        leader = _short_label(found[0].label, 36)
+        leader = _short_label(found[0].label, 60)
         ax.set_title(
             f"Probability of improvement (95 % interval)\nthe best other: {leader}; for it, the second"
         )
         ax.grid(alpha=0.3, axis="x")
-        paths.append(_save(fig, folder / IMPROVEMENT_PNG))
+        paths.append(save(fig, folder / IMPROVEMENT_PNG))
     return paths
 
 
@@ -370,17 +385,38 @@ def _legend(ax: object, entries: int) -> None:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # type: ignore[attr-defined]
 
 
-def _save(fig: object, path: Path) -> Path:
+def save(fig: object, path: Path) -> Path:
+    """Write a figure to `path` and close it: laid out tight, its image grown to hold a legend
+    beside the axes or long tick labels (where the tight layout cannot make room, quietly: the
+    image holds them all the same)."""
+    import warnings
+
     import matplotlib.pyplot as plt
 
-    fig.tight_layout()  # type: ignore[attr-defined]
-    fig.savefig(path)  # type: ignore[attr-defined]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Tight layout not applied", category=UserWarning)
+        fig.tight_layout()  # type: ignore[attr-defined]
+    fig.savefig(path, bbox_inches="tight", pad_inches=0.15)  # type: ignore[attr-defined]
     plt.close(fig)  # type: ignore[arg-type]
     return path
 
 
 def _short_label(label: str, width: int = 28) -> str:
     return label if len(label) <= width else label[: width - 1] + "…"
+
+
+def _legend_label(config: Configuration, width: int = 34) -> str:
+    """A configuration's label in the legend, its number of seeds after it (`_wrapped`)."""
+    return f"{_wrapped(config.label, width)} (n={config.n})"
+
+
+def _wrapped(label: str, width: int) -> str:
+    """A label whole, in lines of `width` (cut short, two labels that differ only at their end
+    would look alike)."""
+    import textwrap
+
+    lines = textwrap.wrap(label, width, break_long_words=False, break_on_hyphens=False) or [label]
+    return "\n".join([*lines[:3], *(["…"] if len(lines) > 3 else [])])
 
 
 def _cell(v: float) -> str:

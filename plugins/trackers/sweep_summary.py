@@ -228,7 +228,7 @@ def plot_objective(
     x_key, group_keys = settings[0], settings[1:]
     groups: dict[str, list[Child]] = {}
     for c in scored:
-        label = " ".join(f"{k.rsplit('.', 1)[-1]}={c.params[k]}" for k in group_keys)
+        label = " ".join(f"{k.rsplit('.', 1)[-1]}={c.params[k]}" for k in group_keys if c.params.get(k))
         groups.setdefault(label, []).append(c)
     xs = _ordered({c.params[x_key] for c in scored})
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
@@ -249,11 +249,7 @@ def plot_objective(
     ax.grid(alpha=0.3)
     if group_keys:
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = folder / PLOT_PNG
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return seed_summary.save(fig, folder / PLOT_PNG)
 
 
 def heatmap_axes(swept_keys: Sequence[str]) -> tuple[str, str] | None:
@@ -337,11 +333,7 @@ def _heatmap(
     ax.set_xlabel(x_key)
     ax.set_ylabel(y_key)
     ax.set_title(title)
-    fig.tight_layout()
-    path = folder / heatmap_name(metric)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return seed_summary.save(fig, folder / heatmap_name(metric))
 
 
 def note(

@@ -9,9 +9,11 @@ the journal open, `sync` leaves it alone.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
+
+from framework.columns import refuse
+from framework.commands import Parser
 
 from .journal import Journal, JournalBusy, journals, read_record
 from .store_checks import server_unreachable, store_name
@@ -24,7 +26,7 @@ NO_END = "sync: the run's journal has no end (its run and tracking were killed o
 
 def main(argv: list[str]) -> int:
     """Send what a run's tracking server did not take (it was down) from the run's journal: sync RUN_DIR."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m framework sync",
         description="Send what a run logged while its tracking store did not answer, from its journal",
     )
@@ -36,10 +38,7 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     if not args.run_dir.exists():
-        print(
-            f"Error: {args.run_dir} does not exist: give the run's directory (its `run dir` line)",
-            file=sys.stderr,
-        )
+        refuse(f"{args.run_dir} does not exist: give the run's directory (its `run dir` line)")
         return 1
     found = journals(args.run_dir)
     if not found:
@@ -54,7 +53,7 @@ def _sync(path: Path, uri: str | None) -> int:
         record = read_record(path)
         journal = Journal.reopen(path)
     except (ValueError, JournalBusy, OSError) as e:
-        print(f"Error: {e}", file=sys.stderr)
+        refuse(str(e))
         return 1
     try:
         if journal.all_sent():
@@ -63,10 +62,9 @@ def _sync(path: Path, uri: str | None) -> int:
         target = uri or record.uri
         reason = server_unreachable(target, timeout_s=CHECK_TIMEOUT_S)
         if reason is not None:
-            print(
-                f"Error: {store_name(target)} does not answer ({reason}): nothing was sent. Run this again "
-                "once it answers (or send to another server: --uri URI).",
-                file=sys.stderr,
+            refuse(
+                f"{store_name(target)} does not answer ({reason}): nothing was sent. Run this again "
+                "once it answers (or send to another server: --uri URI)."
             )
             return 1
         if not journal.ended():
@@ -90,16 +88,15 @@ def _send(journal: Journal, uri: str) -> int:
     try:
         run = client.get_run(record.run_id)
     except Exception as e:
-        print(f"Error: run {record.run_id} cannot be read at {uri}: {short_reason(e)}", file=sys.stderr)
+        refuse(f"run {record.run_id} cannot be read at {uri}: {short_reason(e)}")
         return 1
     sender = JournalSender(
         journal, client, notify=lambda line: print(line, file=sys.stderr), say_outages=False
     )
     if not sender.send_pending():
-        print(
-            f"Error: {uri} stopped answering ({sender.outage.reason}); what it has not taken stays in "
-            f"{journal.path}: run this again once it answers.",
-            file=sys.stderr,
+        refuse(
+            f"{uri} stopped answering ({sender.outage.reason}); what it has not taken stays in "
+            f"{journal.path}: run this again once it answers."
         )
         return 1
     status = client.get_run(record.run_id).info.status

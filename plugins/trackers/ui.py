@@ -11,7 +11,6 @@ the server already running on that store and only prints (and opens) the address
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
@@ -29,6 +28,9 @@ import webbrowser
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from framework.columns import refuse
+from framework.commands import Parser
 
 from .store_template import cache_dir
 
@@ -56,7 +58,7 @@ START_TIMEOUT_S = 120.0
 
 def main(argv: list[str]) -> int:
     """Open the MLflow UI on the runs' store (./mlflow.db, tracking.uri=): starts it, or finds it running."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m framework ui",
         description="Start (or find) the MLflow UI on the store the runs went to; open the experiment's runs",
     )
@@ -75,23 +77,20 @@ def main(argv: list[str]) -> int:
     try:
         uri, experiment = _tracking(overrides)
     except ValueError as e:
-        print(f"Error: {e}", file=sys.stderr)
+        refuse(str(e))
         return 1
     if not uri.startswith(SQLITE):
         if not uri.startswith(("http://", "https://")):
-            print(
-                f"Error: tracking.uri={uri}: `ui` opens a SQLite store or a tracking server", file=sys.stderr
-            )
+            refuse(f"tracking.uri={uri}: `ui` opens a SQLite store or a tracking server")
             return 1
         return _show(
             uri.rstrip("/"), _page(uri, experiment, args.run), args.no_browser, _compared(uri, experiment)
         )
     store = Path(uri[len(SQLITE) :]).resolve()
     if not store.is_file():
-        print(
-            f"Error: no runs at {store} yet (the store is created by the first tracked run: python -m "
-            "framework); or give the store: tracking.uri=sqlite:///PATH",
-            file=sys.stderr,
+        refuse(
+            f"no runs at {store} yet (the store is created by the first tracked run: python -m "
+            "framework); or give the store: tracking.uri=sqlite:///PATH"
         )
         return 1
     uri = f"{SQLITE}{store}"
@@ -161,7 +160,7 @@ def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_brow
         page = _page(uri, experiment, run)  # while the server starts
         if not _wait_until_it_answers(address, server):
             tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-            print(f"Error: `mlflow ui` did not start on {address}:\n  " + "\n  ".join(tail), file=sys.stderr)
+            refuse(f"`mlflow ui` did not start on {address}:\n  " + "\n  ".join(tail))
             return 1
         record.write_text(json.dumps({"pid": server.pid, "address": address, "uri": uri}))
         print(f"MLflow UI on {Path(uri[len(SQLITE) :])} (Ctrl-C stops it).")

@@ -84,7 +84,7 @@ def test_a_resume_without_its_buffer_says_when_training_starts_again(cli, tmp_pa
         "resumed at step 600 without its replay buffer (checkpoints keep it with agent.save_buffer=true): "
         "training starts again once it holds 200 transitions, at step 800, and this run ends at step "
         "700: it trains nothing (raise total_steps)"
-    ) in short.output
+    ) in short.said
     client, run = only_run(tmp_path)
     assert dict(history(client, run, "train/n_updates"))[700] == 256.0  # no update since step 600
 

@@ -67,19 +67,26 @@ def test_replay_is_circular_and_restores_oldest_first() -> None:
 
 
 def test_self_play_records_give_each_position_the_outcome_from_its_movers_view() -> None:
-    runner = SelfPlayRunner(GAME, engine(), MoveChoice(1.0, 36), np.random.default_rng(0), noise=True)
-    finished = []
-    while not finished:
-        moves, finished = runner.step()
-        assert moves == 1
-    (record,) = finished
-    z = record.outcomes()
-    assert len(z) == len(record.policies) == len(record.planes)
-    if record.winner:
+    """Games until one is won (a drawn one on the way scores every position 0): the winner's
+    positions score 1, the loser's -1, alternating from the last move back."""
+    for seed in range(20):
+        runner = SelfPlayRunner(GAME, engine(), MoveChoice(1.0, 36), np.random.default_rng(seed), noise=True)
+        finished = []
+        while not finished:
+            moves, finished = runner.step()
+            assert moves == 1
+        (record,) = finished
+        z = record.outcomes()
+        assert len(z) == len(record.policies) == len(record.planes)
+        for pi in record.policies:
+            assert pi.sum() == pytest.approx(1.0)
+        if not record.winner:
+            assert set(z) == {0.0}, z
+            continue
         assert z[-1] == 1.0  # the last mover won
         assert set(z[::2]) == {z[0]} and set(z[1::2]) == {-z[0]}
-    for pi in record.policies:
-        assert pi.sum() == pytest.approx(1.0)
+        return
+    raise AssertionError("20 games of self-play, none won")
 
 
 def test_the_vectorize_runner_moves_in_every_game_and_restarts_finished_ones() -> None:

@@ -152,6 +152,7 @@ class ProgressDisplay:
         if self._bar is not None:
             self._bar.update(self._task, eval=self._eval_text())
         elif self.mode == "log":
+            self._last_log = time.perf_counter()  # this line is the interval's: none right after it
             log.info(self.line())
 
     def line(self) -> str:

@@ -61,6 +61,18 @@ def test_log_mode_prints_steps_per_second_and_eval_return(caplog: pytest.LogCapt
     assert "steps/s" in caplog.text
 
 
+def test_an_evaluations_line_is_the_intervals_line(caplog: pytest.LogCaptureFixture) -> None:
+    """An evaluation that took longer than the interval says its line; the step after it does not
+    say another (`step 30000/50000` then `step 30001/50000`, once)."""
+    caplog.set_level("INFO", logger="framework")
+    progress = ProgressDisplay(50_000, mode="log", log_every_s=10.0)
+    progress.update(30_000)
+    progress._last_log -= 15.0  # the evaluation at step 30000 took 15 s
+    progress.set_eval({"eval/return_mean": 500.0})
+    assert not progress.update(30_001)
+    assert [r.getMessage().split(" (")[0] for r in caplog.records] == ["step 30000/50000"], caplog.text
+
+
 @pytest.mark.slow
 def test_a_terminal_gets_a_progress_bar_that_log_lines_do_not_overwrite(tmp_path: Path) -> None:
     """On a TTY the run shows a rich bar with steps/s and the latest eval return; log lines print

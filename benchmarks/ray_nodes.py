@@ -34,6 +34,7 @@ def measure(nodes: int, args: argparse.Namespace, cores: list[int]) -> tuple[flo
     import torch
     from ray.cluster_utils import Cluster
 
+    from framework import ray_runtime
     from framework_plugins.alphazero.network import PolicyValueNet, evaluator_for
     from framework_plugins.alphazero.selfplay import MoveChoice, vectorize_runner
     from framework_plugins.gomoku.rules import Gomoku
@@ -48,7 +49,11 @@ def measure(nodes: int, args: argparse.Namespace, cores: list[int]) -> tuple[flo
             if args.pin:  # the node's raylet, and every worker it starts, on core i alone
                 os.sched_setaffinity(0, {cores[i]})
             if cluster is None:
-                cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 2})
+                cluster = Cluster(
+                    initialize_head=True,
+                    connect=False,
+                    head_node_args={"num_cpus": 2, "_system_config": ray_runtime.SYSTEM_CONFIG},
+                )
             else:
                 cluster.add_node(num_cpus=2)
         os.sched_setaffinity(0, everything)

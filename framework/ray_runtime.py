@@ -240,6 +240,12 @@ def _own_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
+#: The Ray settings of a Ray the run starts. Ray starts its workers at nice 15, below every other
+#: process: beside another job (a second run, a test process) a run's actors, which are its work,
+#: then get a few percent of a core, and a restart takes minutes. They compete as the run does.
+SYSTEM_CONFIG = {"worker_niceness": 0}
+
+
 def _ray_init_local(ray: Any, *, num_cpus: int | None, num_gpus: int | None) -> Any:
     return ray.init(
         # "local": a Ray of its own, even where another was started on this machine (`ray start`).
@@ -250,6 +256,7 @@ def _ray_init_local(ray: Any, *, num_cpus: int | None, num_gpus: int | None) -> 
         _node_ip_address=LOCAL_HOST,
         logging_level=logging.WARNING,
         log_to_driver=True,
+        _system_config=SYSTEM_CONFIG,
     )
 
 

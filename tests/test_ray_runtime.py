@@ -5,6 +5,7 @@ local Ray leaves no session directory behind."""
 from __future__ import annotations
 
 import http.server
+import os
 import subprocess
 import sys
 import textwrap
@@ -130,6 +131,17 @@ def test_a_connected_ray_is_held_to_its_own_resources(ray_session: Any) -> None:
     ray_runtime.check_capacity(cpus=8, gpus=0, memory_bytes=0, what="workers", keys="k")
     with pytest.raises(ConfigError, match="9 CPUs; the connected Ray has 8 CPUs: ask for less, or add"):
         ray_runtime.check_capacity(cpus=9, gpus=0, memory_bytes=0, what="workers", keys="k")
+
+
+def test_the_actors_of_a_ray_the_run_starts_run_at_its_priority(ray_session: Any) -> None:
+    """Not at Ray's nice 15, where another process of the machine leaves them a few percent of a core."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    def niceness() -> int:
+        return os.nice(0)
+
+    assert ray.get(niceness.remote(), timeout=60) == os.nice(0)
 
 
 def test_a_local_ray_is_not_sized_past_the_machine_by_what_actors_reserve() -> None:

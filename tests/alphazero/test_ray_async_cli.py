@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from framework import ray_reaper
+from framework import ray_reaper, ray_runtime
 from tests.alphazero.test_cli import SHORT
 from tests.conftest import CliResult, start_cli
 
@@ -238,7 +238,11 @@ def test_a_run_killed_outright_leaves_no_ray_process_or_session_directory_behind
 def test_a_two_node_cluster_gets_a_self_play_worker_on_each_node(cli: Any, tmp_path: Path) -> None:
     from ray.cluster_utils import Cluster  # RAY_AUTH_MODE=token: tests/conftest.py
 
-    cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 2})
+    cluster = Cluster(
+        initialize_head=True,
+        connect=False,
+        head_node_args={"num_cpus": 2, "_system_config": ray_runtime.SYSTEM_CONFIG},
+    )
     session = cluster.head_node.get_session_dir_path()
     try:
         cluster.add_node(num_cpus=2)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 
-from framework import ray_reaper
+from framework import ray_reaper, ray_runtime
 from tests.conftest import REPO
 
 # In its own process: the test session's Ray is a one-node Ray, and this needs a driver of the cluster.
@@ -58,7 +58,11 @@ SCRIPT = textwrap.dedent(
 def test_each_node_s_worker_feeds_its_own_node_s_inference_actor() -> None:
     from ray.cluster_utils import Cluster  # RAY_AUTH_MODE=token: tests/conftest.py
 
-    cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 2})
+    cluster = Cluster(
+        initialize_head=True,
+        connect=False,
+        head_node_args={"num_cpus": 2, "_system_config": ray_runtime.SYSTEM_CONFIG},
+    )
     session = cluster.head_node.get_session_dir_path()
     try:
         cluster.add_node(num_cpus=2)

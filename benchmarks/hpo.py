@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from framework.optuna_sweeper import DUPLICATE_ATTR
+from hydra_plugins.framework_optuna_sweeper._impl import DUPLICATE_ATTR
 
 SPACE = {
     "agent.hyperparams.learning_rate": ["1e-4", "3e-4", "1e-3", "3e-3"],

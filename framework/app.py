@@ -20,7 +20,8 @@ from omegaconf import DictConfig
 
 from framework import STARTED_AT, commands, config, orphans, registry, run_dirs
 from framework.columns import refusal
-from framework.errors import ConfigError, ExplainedError, RunFailed, hydra_message
+from framework.contracts.sweeper import trial_number
+from framework.errors import ConfigError, ExplainedError, JobFailed, RunFailed, hydra_message
 from framework.interrupts import EXIT_KILLED, forget_caught_interrupt
 from framework.summary import say
 from framework.sweep import (
@@ -30,7 +31,6 @@ from framework.sweep import (
     swept_keys_of_this_sweep,
     task_overrides,
 )
-from framework.trial import number_from_environment
 
 # A launcher's worker resolves its job's directory too, having imported nothing but this module.
 run_dirs.register_resolver()
@@ -43,18 +43,6 @@ USER_FULL_ERROR_ENV = "FRAMEWORK_FULL_ERROR"
 
 #: The process id of the command's own process, which its jobs' processes (joblib's, Ray's) are not.
 COMMAND_PID_ENV = "FRAMEWORK_COMMAND_PID"
-
-
-class JobFailed(Exception):
-    """A sweep's job that failed in a launcher's worker (joblib's, Ray's), raised there instead of
-    sys.exit(1): that would end the worker, which the launcher reports as a crash with a traceback of
-    its own, losing the other jobs' results. The launcher hands it back to the sweep's process as the
-    job's FAILED return: a grid sweep exits 1 with `message` (None: the job said why) in main(), an
-    Optuna sweep tells the trial FAIL and says why."""
-
-    def __init__(self, message: str | None) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class EntryPointSearchPath(SearchPathPlugin):
@@ -80,7 +68,7 @@ def task(cfg: DictConfig) -> float | None:
                 run_dir=Path(hc.runtime.output_dir),
                 overrides=overrides,
                 parent_run_id=os.environ.get(PARENT_RUN_ENV),
-                run_name=child_run_name(overrides, swept_keys_of_this_sweep(), number_from_environment())
+                run_name=child_run_name(overrides, swept_keys_of_this_sweep(), trial_number())
                 if sweep
                 else None,
                 # A single run started with the process; a sweep's job when Hydra handed it over.
@@ -117,14 +105,13 @@ def _module(value: str) -> str:
 def _setup() -> None:
     """The root schema, and every conf package's plugin schemas, in Hydra's ConfigStore; and this
     project's Hydra plugins, which Hydra's own scan misses in an editable install (its path hook
-    lists no modules)."""
-    from hydra_plugins.framework_optuna_sweeper.optuna_sweeper import OptunaSweeper
-
+    lists no modules): the Hydra sweepers of sweeper plugins."""
     register_schemas()
     commands.register_help_resolver()
     run_dirs.register_resolver()
     Plugins.instance().register(EntryPointSearchPath)
-    Plugins.instance().register(OptunaSweeper)
+    for name in registry.names("sweeper"):  # the sweepers plugins ship
+        Plugins.instance().register(registry.load("sweeper", name).hydra_sweeper)
 
 
 def register_schemas() -> None:

@@ -38,7 +38,7 @@ from framework.searches import BEST, RunSearches
 if TYPE_CHECKING:
     import gymnasium as gym
 
-    from framework.trial import Trial
+    from framework.contracts.sweeper import Trial
 
 log = logging.getLogger("framework")
 
@@ -64,7 +64,8 @@ class RunContext:
     stop: threading.Event = field(default_factory=threading.Event)
     resume_from: Path | None = None
     trial: Trial | None = None
-    """The Optuna trial this run is (a job of hydra/sweeper=optuna): evaluations are reported to it."""
+    """The trial this run is (a job of a sweeper plugin's sweep: hydra/sweeper=optuna): evaluations
+    are reported to it."""
     last_eval: dict[str, float] = field(default_factory=dict)
     last_eval_step: int = 0
     _eval_env: gym.Env | None = None
@@ -198,7 +199,7 @@ class RunContext:
         self.log_metrics(ordered, step)
         self.progress.set_eval(metrics)
         if self.trial is not None and self.trial.report(metrics, step, final=step >= self.total_steps):
-            self.stop.set()  # pruned: the run ends here (see framework.trial)
+            self.stop.set()  # pruned: the run ends here (see framework.contracts.sweeper)
         return metrics
 
     def _episodes(self, agent: Agent, env: gym.Env, episodes: int) -> Episodes:

@@ -140,3 +140,15 @@ def _unknown_key(full_key: str, keys: list[str]) -> str:
         f"Unknown config key {full_key}.{hint}{listing}{adding} "
         f"(`python -m framework --cfg job` shows the composed config.)"
     )
+
+
+class JobFailed(Exception):
+    """A sweep's job that failed in a launcher's worker (joblib's, Ray's), raised there instead of
+    sys.exit(1): that would end the worker, which the launcher reports as a crash with a traceback of
+    its own, losing the other jobs' results. The launcher hands it back to the sweep's process as the
+    job's FAILED return: a grid sweep exits 1 with `message` (None: the job said why) in main(), an
+    Optuna sweep tells the trial FAIL and says why."""
+
+    def __init__(self, message: str | None) -> None:
+        super().__init__(message)
+        self.message = message

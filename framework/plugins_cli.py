@@ -73,6 +73,8 @@ def main(argv: list[str]) -> int:
                     missing[f.requires or ""] = f.install or f"install {f.requires}"
             selected = "|".join(f.name + ("" if f.available else "*") for f in chosen)
             selector = f"{section}={selected}" if selected else "-"
+            if kind == "sweeper":  # a Hydra sweeper, chosen by Hydra's own group
+                selector = f"{SWEEPER_GROUP}={name}"
             for p in entries:
                 rows.append((kind, name, selector, p.distribution, p.version, p.description()))
     for line in table(rows, shutil.get_terminal_size((100, 24)).columns):
@@ -85,6 +87,8 @@ def main(argv: list[str]) -> int:
     return 1 if problems else 0
 
 
+#: Hydra's config group of sweepers, where a sweeper plugin's name selects it.
+SWEEPER_GROUP = "hydra/sweeper"
 #: The narrowest the two wrapped columns (SELECTED BY, DESCRIPTION) get, however narrow the terminal.
 MIN_WRAPPED = (14, 24)
 
@@ -152,8 +156,10 @@ def describe(name: str) -> int:
     """Print the keys, defaults and descriptions of the plugin that `name` (a plugin or a config) selects."""
     files = config_files()
     matches = [f for f in files if f.name == name] or [f for f in files if f.plugin == name]
+    if not matches and name in registry.names("sweeper"):
+        return _describe_sweeper(name)
     if not matches:
-        known = sorted({f.name for f in files} | {f.plugin for f in files})
+        known = sorted({f.name for f in files} | {f.plugin for f in files} | set(registry.names("sweeper")))
         message = f"no plugin or config named {name!r}. Known: {', '.join(known)}"
         refuse(message)
         return 1
@@ -178,6 +184,15 @@ def describe(name: str) -> int:
         print("It has no keys.")
         return 0
     for line in key_lines(rows, columns):
+        print(line)
+    return 0
+
+
+def _describe_sweeper(name: str) -> int:
+    """A sweeper plugin's keys: its Config, the `hydra.sweeper` section of its sweeps."""
+    print(f"sweeper plugin {name!r}, selected by {SWEEPER_GROUP}={name} (with -m)")
+    rows = schema_rows(registry.load("sweeper", name).Config, "hydra.sweeper")
+    for line in key_lines([r for r in rows if not r[0].endswith("._target_")], width()):
         print(line)
     return 0
 

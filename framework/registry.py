@@ -19,6 +19,7 @@ GROUPS: dict[str, str] = {
     "agent": "framework.agents",
     "search": "framework.search",
     "tracker": "framework.trackers",
+    "sweeper": "framework.sweepers",
     "conf": "framework.conf",
     "command": "framework.commands",
     "trained": "framework.trained",

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from framework import __version__, config, endings, ray_runtime, run_dirs, run_names, trial
+from framework import __version__, config, endings, ray_runtime, run_dirs, run_names, sweep
 from framework.building import (
     build_plugin,
     null_tracker,
@@ -44,6 +44,7 @@ from framework.contracts import (
     StopFlagEnvPlugin,
     Tracker,
 )
+from framework.contracts.sweeper import PRUNED_STATUS
 from framework.errors import ConfigError, ExplainedError, RunFailed
 from framework.interrupts import (
     EXIT_KILLED,
@@ -58,7 +59,6 @@ from framework.resume import ResumePoint, resume_point
 from framework.run_dirs import RunDirLock
 from framework.searches import RunSearches
 from framework.summary import RunSummary, say
-from framework.trial import PRUNED_STATUS
 
 log = logging.getLogger("framework")
 
@@ -345,7 +345,7 @@ def _context(plan: Plan, tracker: Tracker, run_dir: Path, stop: threading.Event)
         searches=_searches(plan, stop),
         stop=stop,
         resume_from=resume.checkpoint if resume else None,
-        trial=trial.from_environment(str(cfg.objective.metric)),
+        trial=sweep.trial_of_this_job(str(cfg.objective.metric)),
     )
 
 

@@ -28,9 +28,10 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from framework import config, ray_runtime
+from framework import config, ray_runtime, registry
 from framework.columns import refuse
 from framework.contracts import SweepSummarySpec, Tracker
+from framework.contracts.sweeper import SweeperPlugin, Trial, trial_spec
 from framework.errors import ConfigError
 from framework.provenance import flatten
 from framework.run_names import child_run_name, parent_run_name  # noqa: F401 (a job's name: app.task)
@@ -54,11 +55,6 @@ RAY_LAUNCHER_DEFAULTS: dict[str, dict[str, Any]] = {
     "remote": {"max_retries": 0},
 }
 
-
-#: hydra/sweeper=optuna's class (this project's Hydra plugin), and the sweep dir's folder of its
-#: study's results.
-OPTUNA_SWEEPER = "hydra_plugins.framework_optuna_sweeper.optuna_sweeper.OptunaSweeper"
-STUDY_DIR = "optuna"
 
 #: Set when a job run in this process was stopped by Ctrl-C (it ended KILLED and exits with RunKilled, a
 #: SystemExit, which leaves no sys.last_value): the sweep then ends KILLED too.
@@ -84,6 +80,27 @@ def task_overrides(node: Any) -> list[str]:
     from omegaconf import OmegaConf
 
     return [str(item) for item in OmegaConf.to_container(node, resolve=False)]  # type: ignore[union-attr]
+
+
+def sweeper_plugin(config: DictConfig) -> SweeperPlugin | None:
+    """The sweeper plugin whose Hydra sweeper runs this sweep, built from its section (None:
+    Hydra's basic sweeper, or another that is no plugin of ours)."""
+    target = OmegaConf.select(config, "hydra.sweeper._target_")
+    for name in registry.names("sweeper"):
+        plugin = registry.load("sweeper", name)
+        if plugin.target == target:
+            built: SweeperPlugin = plugin(config.hydra.sweeper)
+            return built
+    return None
+
+
+def trial_of_this_job(metric: str) -> Trial | None:
+    """The trial this job is, judged by `metric`, when a sweeper plugin's sweep launched it."""
+    spec = trial_spec()
+    if spec is None:
+        return None
+    plugin = registry.load("sweeper", str(spec["sweeper"]))
+    return plugin(plugin.Config()).trial(spec, metric)
 
 
 class SweepParentRun(Callback):
@@ -118,17 +135,16 @@ class SweepParentRun(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         ray_launcher_defaults(config)
         self._launch_dir = os.getcwd()
-        optuna = OmegaConf.select(config, "hydra.sweeper._target_") == OPTUNA_SWEEPER
-        if optuna:
-            from framework import optuna_study
-
+        sweeper = sweeper_plugin(config)
+        study = None
+        if sweeper is not None:
             try:
-                optuna_study.check(config.hydra.sweeper)
+                sweeper.check()
             except ConfigError:
                 # No parent for a sweep that cannot start; the sweeper says why, in one message (what a
                 # callback raises, Hydra only turns into a warning).
                 return
-            optuna_study.name_the_study(config.hydra.sweeper)
+            study = sweeper.study()  # the study, and what it searches, name the parent
         else:
             _refuse_a_bad_job(config)
         section = _tracking(config)
@@ -137,21 +153,18 @@ class SweepParentRun(Callback):
         params = OmegaConf.select(config, "hydra.sweeper.params")
         sweeper_params = OmegaConf.to_container(params) if isinstance(params, DictConfig) else None
         swept = swept_values(task_overrides(config.hydra.overrides.task), sweeper_params)  # type: ignore[arg-type]
-        resumed = None
-        if optuna:
-            resumed = optuna_study.recorded_parent(config.hydra.sweeper, config)
+        resumed = sweeper.recorded_parent(config) if sweeper is not None else None
         self._spec = SweepSummarySpec(
             swept_keys=tuple(swept),
             objective=str(config.objective.metric),
             mode=str(config.objective.mode),
             also=tuple(str(m) for m in config.objective.get("also") or ()),
-            study_dir=os.path.abspath(os.path.join(str(config.hydra.sweep.dir), STUDY_DIR))
-            if optuna
+            study_dir=os.path.abspath(os.path.join(str(config.hydra.sweep.dir), sweeper.results_dir))
+            if sweeper is not None
             else None,
         )
         self._tracker = section.plugin(section.cfg)
         overrides = " ".join(task_overrides(config.hydra.overrides.task))
-        study = str(config.hydra.sweeper.study_name) if optuna else None  # the study, and what it searches
         self._run_id = self._tracker.start_parent(
             run_name=parent_run_name(config, swept, task_overrides(config.hydra.overrides.task), study),
             tags={

@@ -60,6 +60,8 @@ def test_plugins_lists_each_plugin_with_the_configs_that_select_it(cli) -> None:
     assert "Stable-Baselines3" in sb3
     dqn = next(row for row in rows if row.split()[:2] == ["agent", "dqn"])
     assert dqn.split()[2] == "agent=dqn"
+    optuna = next(row for row in rows if row.split()[:2] == ["sweeper", "optuna"])
+    assert optuna.split()[2] == "hydra/sweeper=optuna"
 
 
 def test_plugins_fits_the_terminals_width_by_wrapping_selectors_and_descriptions(cli) -> None:
@@ -112,6 +114,9 @@ def test_plugins_config_shows_each_key_with_its_default_and_description(cli) -> 
     assert nested.returncode == 0, nested.output
     backend = _row("search.inference.backend", nested.stdout)
     assert backend.split()[:2] == ["search.inference.backend", "auto"] and "onnxruntime" in backend
+    sweeper = cli("plugins", "--config", "optuna")  # a sweeper plugin: its keys under hydra.sweeper
+    assert sweeper.stdout.startswith("sweeper plugin 'optuna', selected by hydra/sweeper=optuna")
+    assert _row("hydra.sweeper.pruner", sweeper.stdout).split()[:2] == ["hydra.sweeper.pruner", "median"]
 
 
 def _row(key: str, listing: str) -> str:

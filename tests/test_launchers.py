@@ -302,7 +302,7 @@ def test_a_job_that_fails_in_a_ray_worker_says_why_once_and_ends_failed(
 
 
 def test_a_failed_job_in_a_ray_worker_reaches_the_sweeps_process_whole() -> None:
-    from framework.app import JobFailed
+    from framework.errors import JobFailed
 
     for message in ("Unknown Atari game", None):
         copy = pickle.loads(pickle.dumps(JobFailed(message)))

@@ -17,7 +17,7 @@ from matplotlib.text import Text
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from framework.optuna_plots import (
+from hydra_plugins.framework_optuna_sweeper._plots import (
     PLOTS_HTML,
     axis_labels,
     interactive_figures,

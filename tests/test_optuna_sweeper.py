@@ -15,7 +15,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import TrialState
 
 from framework.errors import ConfigError
-from framework.optuna_search_space import search_space
+from hydra_plugins.framework_optuna_sweeper._search_space import search_space
 from tests.conftest import FAST
 
 SPACE = ["agent.learning_rate=tag(log,interval(1e-4,1e-2))", "agent.batch_size=choice(16,32)"]
@@ -242,7 +242,7 @@ def test_trials_run_as_ray_tasks_and_are_pruned_there(cli: Any, tmp_path: Path, 
 def test_every_sampler_is_built_by_its_name(sampler: str) -> None:
     from omegaconf import OmegaConf
 
-    from framework import optuna_study
+    from hydra_plugins.framework_optuna_sweeper import _study as optuna_study
 
     sweeper = OmegaConf.create({"sampler": sampler, "seed": 3, "sampler_kwargs": {}})
     built = optuna_study.make_sampler(sweeper, search_space(["a=choice(1,2)", "b=range(0,3)"], None))
@@ -252,7 +252,7 @@ def test_every_sampler_is_built_by_its_name(sampler: str) -> None:
 def test_every_pruner_takes_its_resources_from_the_runs_budget() -> None:
     from omegaconf import OmegaConf
 
-    from framework import optuna_study
+    from hydra_plugins.framework_optuna_sweeper import _study as optuna_study
 
     cfg = OmegaConf.create({"total_steps": 90_000, "eval": {"every_steps": 10_000}})
     specs = {
@@ -287,7 +287,7 @@ def test_the_grid_sampler_runs_each_point_once_and_ends_the_sweep_finished(cli: 
 
 
 def test_a_trial_with_a_finished_trials_params_is_a_duplicate_of_it_even_within_a_batch() -> None:
-    from framework.optuna_sweeper import _split_duplicates
+    from hydra_plugins.framework_optuna_sweeper._impl import _split_duplicates
 
     study = optuna.create_study()
     space = {"a": CategoricalDistribution([1, 2, 3])}

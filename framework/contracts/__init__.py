@@ -42,6 +42,7 @@ from framework.contracts.search import (
     SearchPlugin,
     SelfPlaySource,
 )
+from framework.contracts.sweeper import SweeperPlugin, Trial
 from framework.contracts.tracker import SweepSummarySpec, Tracker
 
 __all__ = [
@@ -73,7 +74,9 @@ __all__ = [
     "SpacesEnvPlugin",
     "StopFlagEnvPlugin",
     "SweepSummarySpec",
+    "SweeperPlugin",
     "Tracker",
+    "Trial",
     "VariantEnvPlugin",
     "VectorEnvPlugin",
     "capabilities",

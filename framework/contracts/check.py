@@ -20,6 +20,7 @@ from framework.contracts.env import (
 )
 from framework.contracts.game import GameEnvPlugin
 from framework.contracts.search import DistributedSearch, SearchPlugin
+from framework.contracts.sweeper import SweeperPlugin
 from framework.contracts.tracker import Tracker
 
 #: The contract of each plugin kind, and the optional capabilities a plugin of that kind may have.
@@ -29,6 +30,7 @@ CONTRACTS: dict[str, type] = {
     "agent": Agent,
     "search": SearchPlugin,
     "tracker": Tracker,
+    "sweeper": SweeperPlugin,
 }
 CAPABILITIES: dict[str, tuple[type, ...]] = {
     "env": (

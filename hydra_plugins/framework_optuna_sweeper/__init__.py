@@ -1,1 +1,1 @@
-"""`hydra/sweeper=optuna`: this project's Hydra sweeper over Optuna (framework.optuna_sweeper)."""
+"""`hydra/sweeper=optuna`: this project's Hydra sweeper over Optuna (its face: optuna_sweeper)."""

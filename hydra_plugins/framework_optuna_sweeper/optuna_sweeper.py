@@ -1,9 +1,12 @@
 """The Hydra plugin of `hydra/sweeper=optuna`: its config (Hydra reads it when it scans its plugins, so it
-stays light) and the Sweeper, which hands the sweep to framework.optuna_sweeper."""
+stays light), the Sweeper, which hands the sweep to `_impl`, and the sweeper plugin the core asks
+(framework.contracts.sweeper: entry point `optuna` of framework.sweepers). The modules whose names
+start with `_` hold the rest, which Hydra's scan does not import."""
 
 # Optional[...] and Dict[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from hydra.plugins.sweeper import Sweeper
@@ -14,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 @dataclass
 class OptunaSweeperConf:
     _target_: str = "hydra_plugins.framework_optuna_sweeper.optuna_sweeper.OptunaSweeper"
+    """The Hydra sweeper class (set by `hydra/sweeper=optuna`)."""
     sampler: str = "tpe"
     """tpe, cmaes, random or grid (grid: every swept key a choice(...) or range(...))."""
     pruner: str = "median"
@@ -68,9 +72,48 @@ class OptunaSweeper(Sweeper):
         )
 
     def sweep(self, arguments: List[str]) -> Any:
-        from framework.optuna_sweeper import StudySweep
+        from hydra_plugins.framework_optuna_sweeper._impl import StudySweep
 
         assert self.config is not None and self.launcher is not None
         return StudySweep(self.settings, self.config, self.launcher, self.validate_batch_is_legal).run(
             arguments
         )
+
+
+class OptunaSweeperPlugin:
+    """Optuna's study over the command line's search space: samplers, pruning on evaluations."""
+
+    Config = OptunaSweeperConf
+    target = OptunaSweeperConf._target_
+    results_dir = "optuna"
+    hydra_sweeper = OptunaSweeper
+
+    def __init__(self, cfg: Any) -> None:
+        # The sweep's own section where it is one: the study's name is written there.
+        self.cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.structured(cfg)
+
+    def check(self) -> None:
+        from hydra_plugins.framework_optuna_sweeper import _study
+
+        _study.check(self.cfg)
+
+    def study(self) -> str:
+        from hydra_plugins.framework_optuna_sweeper import _study
+
+        return _study.name_the_study(self.cfg)
+
+    def recorded_parent(self, config: Any) -> Optional[str]:
+        from hydra_plugins.framework_optuna_sweeper import _study
+
+        return _study.recorded_parent(self.cfg, config)
+
+    def trial(self, spec: Mapping[str, Any], metric: str) -> Any:
+        from hydra_plugins.framework_optuna_sweeper import _trial
+
+        return _trial.from_spec(spec, metric)
+
+
+if TYPE_CHECKING:
+    from framework.contracts.sweeper import SweeperPlugin
+
+    _plugin: type[SweeperPlugin] = OptunaSweeperPlugin

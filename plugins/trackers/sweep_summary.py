@@ -19,7 +19,7 @@ TABLE_HTML = "sweep_summary.html"
 PLOT_PNG = "objective.png"
 HEATMAP_PNG = "heatmap_{}.png"
 SEED = "seed"
-#: framework.trial.STATE_TAG: a child's Optuna trial state.
+#: A child's Optuna trial state (hydra_plugins.framework_optuna_sweeper._trial.STATE_TAG).
 TRIAL_STATE_TAG = "framework.trial_state"
 
 

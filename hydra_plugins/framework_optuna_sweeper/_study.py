@@ -1,7 +1,7 @@
 """The Optuna study of a `hydra/sweeper=optuna` sweep: its storage, sampler and pruner, by name.
 
-The sweep's process asks for trials and tells their results (framework.optuna_sweeper); each job
-opens the same study to report its evaluations (framework.trial). Both build the pruner from one
+The sweep's process asks for trials and tells their results (`_impl`); each job
+opens the same study to report its evaluations (`_trial`). Both build the pruner from one
 description, so that a job in another process prunes by the sweep's rule.
 """
 
@@ -24,7 +24,7 @@ from framework.errors import ConfigError
 if TYPE_CHECKING:
     import optuna
 
-    from framework.optuna_search_space import SearchSpace
+    from hydra_plugins.framework_optuna_sweeper._search_space import SearchSpace
 
 log = logging.getLogger("framework")
 

@@ -8,7 +8,7 @@ its trials run as the sweep's jobs by whichever Hydra launcher the command line 
 The direction is `objective.mode`, a trial's value its job's `objective.metric`. `n_jobs` trials
 are asked at a time and launched together (joblib and Ray run them in parallel; the basic launcher
 one by one, so it asks one at a time). Each job reports its evaluations to its trial, whose pruner
-may stop it (framework.trial). The same `study_name` adds trials to the study (and its MLflow
+may stop it (`_trial`). The same `study_name` adds trials to the study (and its MLflow
 parent). When the sweep ends, the study's results go to the sweep dir's `optuna/` folder (which the
 parent run holds): best trial, each trial's state, and Optuna's plots as PNG and HTML.
 """
@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from framework import optuna_plots, optuna_study
+from framework.contracts.sweeper import TRIAL_ENV
 from framework.errors import ConfigError
 from framework.interrupts import EXIT_KILLED
-from framework.optuna_search_space import SearchSpace, search_space
-from framework.sweep import PARENT_RUN_ENV, STUDY_DIR
-from framework.trial import TRIAL_ENV
+from framework.sweep import PARENT_RUN_ENV
+from hydra_plugins.framework_optuna_sweeper import _plots, _study
+from hydra_plugins.framework_optuna_sweeper._search_space import SearchSpace, search_space
+from hydra_plugins.framework_optuna_sweeper.optuna_sweeper import OptunaSweeperPlugin
 
 if TYPE_CHECKING:
     import optuna
@@ -58,16 +59,16 @@ class StudySweep:
     """Composes each batch here before launching it (a mistake shows before any job starts)."""
 
     def run(self, arguments: Sequence[str]) -> list[JobReturn]:
-        optuna_study.check(self.sweeper)
+        _study.check(self.sweeper)
         params = self.sweeper.get("params")
         space = search_space(arguments, OmegaConf.to_container(params) if params is not None else None)  # type: ignore[arg-type]
         mode = str(self.config.objective.mode)
         if mode not in ("max", "min"):
             raise ConfigError(f"objective.mode={mode} is not one of: max, min")
         study = self._study(space, "maximize" if mode == "max" else "minimize")
-        pruner = optuna_study.pruner_spec(self.sweeper, self.config)
-        optuna_study.make_pruner(pruner)  # refused here, not in every job
-        study.set_user_attr(optuna_study.PRUNER_ATTR, pruner)
+        pruner = _study.pruner_spec(self.sweeper, self.config)
+        _study.make_pruner(pruner)  # refused here, not in every job
+        study.set_user_attr(_study.PRUNER_ATTR, pruner)
         if (
             pruner["name"] != "none"
             and int(OmegaConf.select(self.config, "eval.every_steps", default=0) or 0) <= 0
@@ -88,14 +89,14 @@ class StudySweep:
         log.info(
             "Optuna study %s in %s: %d trials, %s sampler, %s pruner",
             study.study_name,
-            optuna_study.shown(self._url),
+            _study.shown(self._url),
             n_trials,
             self.sweeper.sampler,
             pruner["name"],
         )
         done = 0
         while done < n_trials:
-            with warnings.catch_warnings():  # the heartbeats are ours (optuna_study.heartbeats)
+            with warnings.catch_warnings():  # the heartbeats are ours (_study.heartbeats)
                 warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
                 trials = [study.ask(space.distributions) for _ in range(min(batch, n_trials - done))]
             to_run, twins = _split_duplicates(study, trials) if self.sweeper.skip_duplicates else (trials, [])
@@ -105,7 +106,7 @@ class StudySweep:
             try:
                 if jobs:
                     self.validate(jobs)
-                with optuna_study.heartbeats(study, to_run, int(self.sweeper.heartbeat_s)):
+                with _study.heartbeats(study, to_run, int(self.sweeper.heartbeat_s)):
                     results = self._launch(jobs, len(returns)) if jobs else []
             except BaseException:  # Ctrl-C, or a batch that cannot run: its trials end FAIL, not RUNNING
                 for t in trials:
@@ -132,16 +133,16 @@ class StudySweep:
 
     @property
     def _url(self) -> str:
-        return optuna_study.storage_url(self.sweeper, self.config)
+        return _study.storage_url(self.sweeper, self.config)
 
     def _study(self, space: SearchSpace, direction: str) -> optuna.Study:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        name = optuna_study.name_the_study(self.sweeper)
+        name = _study.name_the_study(self.sweeper)
         study = optuna.create_study(
-            storage=optuna_study.open_storage(self._url, int(self.sweeper.heartbeat_s)),
-            sampler=optuna_study.make_sampler(self.sweeper, space),
+            storage=_study.open_storage(self._url, int(self.sweeper.heartbeat_s)),
+            sampler=_study.make_sampler(self.sweeper, space),
             study_name=name,
             direction=direction,  # type: ignore[arg-type]
             load_if_exists=True,
@@ -151,12 +152,12 @@ class StudySweep:
                 f"hydra.sweeper.study_name={name}: that study {study.direction.name.lower()}s its objective; "
                 f"objective.mode={self.config.objective.mode} asks the opposite (name a new study)"
             )
-        stale = optuna_study.fail_stale_trials(study)
+        stale = _study.fail_stale_trials(study)
         if stale:
             log.warning("Optuna study %s: %d trial(s) a stopped sweep left RUNNING are FAIL now", name, stale)
         parent = os.environ.get(PARENT_RUN_ENV)
-        if parent and study.user_attrs.get(optuna_study.PARENT_ATTR) is None:
-            study.set_user_attr(optuna_study.PARENT_ATTR, parent)
+        if parent and study.user_attrs.get(_study.PARENT_ATTR) is None:
+            study.set_user_attr(_study.PARENT_ATTR, parent)
         study.set_user_attr("objective", str(self.config.objective.metric))
         return study
 
@@ -218,8 +219,8 @@ class StudySweep:
         )
 
     def _write_results(self, study: optuna.Study) -> None:
-        """The study's results in the sweep dir's STUDY_DIR, for the parent run: study.json and plots."""
-        folder = Path(str(self.config.hydra.sweep.dir)) / STUDY_DIR
+        """The study's results in the sweep dir's results folder, for the parent run: study.json and plots."""
+        folder = Path(str(self.config.hydra.sweep.dir)) / OptunaSweeperPlugin.results_dir
         folder.mkdir(parents=True, exist_ok=True)
         write_results(study, folder, self._url, str(self.config.objective.metric))
 
@@ -232,7 +233,7 @@ def write_results(study: optuna.Study, folder: Path, url: str, objective: str) -
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     summary: dict[str, Any] = {
         "study_name": study.study_name,
-        "storage": optuna_study.shown(url),
+        "storage": _study.shown(url),
         "direction": study.direction.name.lower(),
         "objective": objective,
         "states": {
@@ -254,7 +255,7 @@ def write_results(study: optuna.Study, folder: Path, url: str, objective: str) -
         best = study.best_trial
         summary.update(best_trial=best.number, best_value=best.value, best_params=best.params)
     (folder / "study.json").write_text(json.dumps(summary, indent=1, default=str))
-    optuna_plots.write(study, folder, objective)
+    _plots.write(study, folder, objective)
     return summary
 
 
@@ -271,7 +272,7 @@ def _why_it_failed(result: JobReturn | None) -> str | None:
     """What a job that failed in a launcher's worker said (one that failed here said it itself)."""
     from hydra.core.utils import JobStatus
 
-    from framework.app import JobFailed
+    from framework.errors import JobFailed
 
     if result is None or result.status != JobStatus.FAILED:
         return None
@@ -321,8 +322,14 @@ def _key(params: dict[str, Any]) -> str:
 
 
 def _trial_override(url: str, name: str, trial: optuna.Trial) -> str:
-    """The job's own override that tells it which trial it is (framework.trial reads it)."""
-    spec = {"number": trial.number, "trial_id": trial._trial_id, "study": name, "storage": url}
+    """The job's own override that tells it which trial it is (`_trial.from_spec` reads it)."""
+    spec = {
+        "sweeper": "optuna",
+        "number": trial.number,
+        "trial_id": trial._trial_id,
+        "study": name,
+        "storage": url,
+    }
     text = json.dumps(spec, separators=(",", ":")).replace("\\", "\\\\").replace("'", "\\'")
     return f"++hydra.job.env_set.{TRIAL_ENV}='{text}'"
 

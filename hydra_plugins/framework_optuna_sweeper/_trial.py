@@ -1,19 +1,17 @@
 """A sweep's job as an Optuna trial (`hydra/sweeper=optuna`): each evaluation reports the objective at
 its step, and the study's pruner may stop the run there.
 
-The sweeper hands each job its trial in the environment (TRIAL_ENV, set by the job's own override
-of `hydra.job.env_set`): the study's storage and name, and the trial; the pruner's description is
-the study's (a user attribute the sweeper sets). A
-pruned run ends KILLED, tagged `framework.trial_state=PRUNED`, its name ending `(pruned)`, with its
-last metrics and a checkpoint; the trial is told PRUNED here, by the job that knows it.
+The sweeper hands each job its trial in the environment (the core's TRIAL_ENV, set by the job's
+own override of `hydra.job.env_set`): the study's storage and name, and the trial; the pruner's
+description is the study's (a user attribute the sweeper sets). A pruned run ends KILLED, tagged
+`framework.trial_state=PRUNED`, its name ending `(pruned)`, with its last metrics and a checkpoint;
+the trial is told PRUNED here, by the job that knows it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,17 +21,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("framework")
 
-TRIAL_ENV = "FRAMEWORK_OPTUNA_TRIAL"
 #: The tag with the trial's state on its run (COMPLETE, PRUNED, FAIL), and the one with its number.
 STATE_TAG = "framework.trial_state"
 NUMBER_TAG = "framework.trial_number"
-#: The status a pruned trial's run ends with: it did not run its budget (FINISHED would compare it
-#: with runs that did), and nothing failed; its STATE_TAG tells it from a run stopped by Ctrl-C.
-PRUNED_STATUS = "KILLED"
 
 
 @dataclass
-class Trial:
+class OptunaTrial:
     """The trial this run is: report evaluations, and learn whether to stop."""
 
     study: optuna.Study
@@ -66,25 +60,21 @@ class Trial:
         return {STATE_TAG: state, NUMBER_TAG: str(self.number), "framework.study_name": self.study.study_name}
 
 
-def from_environment(metric: str) -> Trial | None:
-    """The trial this job is, when a `hydra/sweeper=optuna` sweep launched it; else None."""
-    raw = os.environ.get(TRIAL_ENV)
-    if not raw:
-        return None
+def from_spec(spec: Mapping[str, Any], metric: str) -> OptunaTrial:
+    """The trial a job is, from what the sweep put in its environment (`_impl._trial_override`)."""
     import optuna
 
-    from framework import optuna_study
+    from hydra_plugins.framework_optuna_sweeper import _study
 
-    spec: dict[str, Any] = json.loads(raw)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = optuna_study.open_storage(str(spec["storage"]))
+    storage = _study.open_storage(str(spec["storage"]))
     study = optuna.load_study(study_name=str(spec["study"]), storage=storage)
     # The pruner this sweep chose (a study resumed with another pruner prunes by the new one).
-    study.pruner = optuna_study.make_pruner(study.user_attrs[optuna_study.PRUNER_ATTR])
-    return Trial(study, optuna.Trial(study, int(spec["trial_id"])), metric)
+    study.pruner = _study.make_pruner(study.user_attrs[_study.PRUNER_ATTR])
+    return OptunaTrial(study, optuna.Trial(study, int(spec["trial_id"])), metric)
 
 
-def number_from_environment() -> int | None:
-    """The number of the trial this job is (None outside a hydra/sweeper=optuna sweep)."""
-    raw = os.environ.get(TRIAL_ENV)
-    return int(json.loads(raw)["number"]) if raw else None
+if TYPE_CHECKING:
+    from framework.contracts.sweeper import Trial
+
+    _trial: type[Trial] = OptunaTrial

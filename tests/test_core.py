@@ -1,0 +1,65 @@
+"""The core (framework/) is a plugin framework's: it names no plugin and imports no sweeper's library.
+
+What one plugin needs lives in that plugin, found through its entry point; the core holds what every
+run needs. Checked twice: no import statement in framework/ names such a module, and importing every
+core module loads none of them."""
+
+from __future__ import annotations
+
+import ast
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import framework
+from tests.conftest import REPO
+
+CORE = Path(framework.__file__).parent
+#: Modules the core never imports: the plugin packages, and the libraries only a plugin needs.
+NOT_IN_THE_CORE = ("optuna", "hydra_plugins", "framework_plugins", "plugins")
+
+
+def imported(source: str) -> set[str]:
+    """The top-level names of every module an import statement of `source` names (nested ones too)."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_no_core_module_imports_a_plugin_or_a_plugins_library() -> None:
+    found = {
+        str(path.relative_to(CORE)): sorted(imported(path.read_text()) & set(NOT_IN_THE_CORE))
+        for path in sorted(CORE.rglob("*.py"))
+    }
+    assert {path: names for path, names in found.items() if names} == {}
+
+
+def test_the_check_sees_an_import_inside_a_function() -> None:
+    assert imported("def f():\n    from optuna import trial\n    import hydra_plugins.x\n") == {
+        "optuna",
+        "hydra_plugins",
+    }
+
+
+def test_importing_every_core_module_loads_no_plugin_and_no_plugins_library() -> None:
+    code = (
+        "import importlib, json, pkgutil, sys, framework\n"
+        "for m in pkgutil.walk_packages(framework.__path__, 'framework.'):\n"
+        "    if m.name != 'framework.__main__':\n"
+        "        importlib.import_module(m.name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert (
+        len([m for m in loaded if m.startswith("framework.")])
+        >= len(list(pkgutil.walk_packages(framework.__path__))) - 1
+    )
+    assert [m for m in loaded if m.split(".")[0] in NOT_IN_THE_CORE] == []

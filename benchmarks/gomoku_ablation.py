@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gomoku_learning import Training, finish_all, interval, match, progress_of, start
 
-from framework.matches import MatchResult
+from framework_plugins.alphazero.matches import MatchResult
 
 #: The search every variant starts from (AlphaZero's PUCT, 100 simulations: the 9x9 preset before the
 #: ablation), and the evaluations every run makes whatever its preset says (their cost counts in the

@@ -162,7 +162,7 @@ def main() -> None:
     except BrokenPipeError:  # `--help | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except Exception as e:
-        message = hydra_message(e)
+        message = hydra_message(e, registry.names("command"))
         if message is None:  # a resolver's refusal (run_dirs), which OmegaConf wraps twice
             inner: BaseException | None = e
             while inner is not None and not isinstance(inner, ConfigError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 class ConfigError(ValueError):
@@ -84,8 +84,9 @@ def not_an_integer(key: str, reason: str) -> str | None:
     return f"{key}={found['value']} must be an integer"
 
 
-def hydra_message(error: BaseException) -> str | None:
-    """What to print for Hydra's own refusals (composition, overrides); None for anything else."""
+def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | None:
+    """What to print for Hydra's own refusals (composition, overrides); None for anything else.
+    `commands`: the command line's sub-commands, offered where a word is neither one nor an override."""
     from hydra.errors import CompactHydraException, MissingConfigException, OverrideParseException
     from omegaconf import DictConfig
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
@@ -113,9 +114,6 @@ def hydra_message(error: BaseException) -> str | None:
             )
         return f"{_first_line(error)}: {reason}"
     if isinstance(error, OverrideParseException) and "=" not in error.override:
-        from framework import registry  # registry imports this module
-
-        commands = registry.names("command")
         hint = did_you_mean(error.override, commands, prefix="python -m framework ")
         return (
             f"{error.override!r} is neither a command nor an override (key=value, group=option).{hint} "

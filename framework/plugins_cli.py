@@ -6,11 +6,9 @@ read as YAML. `--config NAME` shows one plugin's keys, defaults and descriptions
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import importlib
 import importlib.util
-import inspect
 import re
 import shutil
 import textwrap
@@ -25,6 +23,7 @@ from framework import registry
 from framework.columns import refuse, width, wrap
 from framework.commands import Parser
 from framework.config import PLUGIN_SECTIONS, SCHEMAS
+from framework.values import field_docs
 
 #: `# requires: MODULE (how to install it)` in a config file: what it needs beyond the core's own.
 REQUIRES = re.compile(r"^#\s*requires:\s*(\S+)\s*(?:\((.*)\))?\s*$")
@@ -233,27 +232,6 @@ def schema_rows(schema: type, prefix: str) -> list[tuple[str, str, str]]:
         else:
             rows.append((f"{prefix}.{f.name}", _default(f), docs.get(f.name, "")))
     return rows
-
-
-def field_docs(schema: type) -> dict[str, str]:
-    """The first paragraph of the docstring under each field of a dataclass (and its bases), as a line."""
-    docs: dict[str, str] = {}
-    for klass in reversed(schema.__mro__[:-1]):
-        try:
-            tree = ast.parse(inspect.getsource(klass).lstrip() if klass.__module__ != "builtins" else "")
-        except (OSError, TypeError, SyntaxError):
-            continue
-        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-        for node, after in zip(body, [*body[1:], None], strict=True):
-            if (
-                isinstance(node, ast.AnnAssign)
-                and isinstance(node.target, ast.Name)
-                and isinstance(after, ast.Expr)
-            ):
-                value = after.value
-                if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                    docs[node.target.id] = " ".join(value.value.strip().split("\n\n")[0].split())
-    return docs
 
 
 def _default(f: dataclasses.Field[Any]) -> str:

@@ -16,31 +16,25 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from framework import __version__, config, endings, ray_runtime, run_dirs, run_names, sweep
+from framework import __version__, config, endings, ray_runtime, run_dirs, run_names, sweepers
 from framework.building import (
     build_plugin,
     null_tracker,
     run_threads,
-    search_plugin,
     setup_torch,
 )
-from framework.checkpoint import AGENT_DIR, Checkpointer, DiskError
+from framework.checkpoint import Checkpointer, DiskError
 from framework.context import RunContext
 from framework.contracts import (
     Agent,
-    Buffer,
-    CheckedAgent,
-    EnvPlugin,
     GameEnvPlugin,
     SearchAgent,
-    SearchPlugin,
     StopFlagEnvPlugin,
     Tracker,
 )
@@ -53,9 +47,10 @@ from framework.interrupts import (
     sigterm_as_interrupt,
     stop_on_sigint,
 )
+from framework.plan import Plan, built, check_plan
 from framework.progress import ProgressDisplay
 from framework.provenance import flatten, resume_tags, run_tags
-from framework.resume import ResumePoint, resume_point
+from framework.resume import resume_point
 from framework.run_dirs import RunDirLock
 from framework.searches import RunSearches
 from framework.summary import RunSummary, say
@@ -63,22 +58,6 @@ from framework.summary import RunSummary, say
 log = logging.getLogger("framework")
 
 STOPPING_NOTICE = "\nStopping after the current step (Ctrl-C again to abort now)..."
-
-
-@dataclass
-class Plan:
-    """A run that passed every check: its config and its constructed plugins."""
-
-    cfg: DictConfig
-    env_name: str
-    agent_name: str
-    env: EnvPlugin
-    agent: Agent
-    buffer: Buffer | None
-    search: SearchPlugin | None
-    plugins: dict[str, str]
-    device: str
-    resume: ResumePoint | None
 
 
 class RunKilled(SystemExit):
@@ -140,64 +119,9 @@ def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_di
         config.check_root(cfg)
         ray_runtime.configure(cfg.get("ray"))  # the run's own Ray settings, with this command's on top
     _seed_everything(int(cfg.seed))
-    plan = _built(cfg, lambda: setup_torch(str(cfg.device), int(cfg.threads), int(cfg.seed)), resume)
-    _check_plan(plan)
+    plan = built(cfg, lambda: setup_torch(str(cfg.device), int(cfg.threads), int(cfg.seed)), resume)
+    check_plan(plan)
     return plan
-
-
-def check_config(cfg: DictConfig) -> None:
-    """What a run's start refuses of its config, without a tracker, a device set up or a checkpoint
-    (a sweep's start checks every job's config so: `sweep_checks`). A resumed run's is its run's."""
-    if cfg.get("resume"):
-        return
-    config.check_root(cfg)
-    _check_plan(_built(cfg, lambda: str(cfg.device), None))
-
-
-def _built(cfg: DictConfig, device: Callable[[], str], resume: ResumePoint | None) -> Plan:
-    # Cheapest first, so that a mistake is refused before the agent's libraries are imported.
-    env = _required(cfg, "env")
-    env_plugin: EnvPlugin = build_plugin(env, "env")
-    buffer, search = config.plugin_section(cfg, "buffer"), config.plugin_section(cfg, "search")
-    built_buffer: Buffer | None = build_plugin(buffer, "buffer") if buffer else None
-    agent = _required(cfg, "agent")
-    built_agent: Agent = build_plugin(agent, "agent")
-    built_search = search_plugin(search, env, env_plugin, agent.name, built_agent) if search else None
-    plugins = {"env": env.name, "agent": agent.name}
-    plugins.update({s: v.name for s, v in (("buffer", buffer), ("search", search)) if v is not None})
-    return Plan(
-        cfg=cfg,
-        env_name=env.name,
-        agent_name=agent.name,
-        env=env_plugin,
-        buffer=built_buffer,
-        search=built_search,
-        agent=built_agent,
-        plugins=plugins,
-        device=device(),
-        resume=resume,
-    )
-
-
-def _check_plan(plan: Plan) -> None:
-    """The agent's own check of the run's other plugins, the objective against the metrics they
-    will log, and the checkpoint it resumes from."""
-    cfg, resume = plan.cfg, plan.resume
-    if isinstance(plan.agent, CheckedAgent):
-        try:
-            plan.agent.check_run(env=plan.env, buffer=plan.buffer, search=plan.search)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-    from framework.building import check_objective
-
-    check_objective(str(cfg.objective.metric), plan.env, plan.agent)
-    if resume is not None:
-        try:
-            plan.agent.load(resume.checkpoint / AGENT_DIR)
-        except (OSError, ValueError, KeyError, RuntimeError) as e:
-            raise ConfigError(
-                f"resume={cfg.resume!r}: the checkpoint {resume.checkpoint} cannot be loaded: {e}"
-            ) from None
 
 
 def _execute(
@@ -345,7 +269,7 @@ def _context(plan: Plan, tracker: Tracker, run_dir: Path, stop: threading.Event)
         searches=_searches(plan, stop),
         stop=stop,
         resume_from=resume.checkpoint if resume else None,
-        trial=sweep.trial_of_this_job(str(cfg.objective.metric)),
+        trial=sweepers.trial_of_this_job(str(cfg.objective.metric)),
     )
 
 
@@ -361,12 +285,6 @@ def _end_pruned(ctx: RunContext, agent: Agent, summary: RunSummary) -> dict[str,
     ctx.close()
     say(summary.text("PRUNED", step, ctx.last_eval, ctx.last_eval_step))
     return ctx.last_eval
-
-
-def _required(cfg: DictConfig, section: str) -> config.Section:
-    found = config.plugin_section(cfg, section)
-    assert found is not None  # check_root guarantees env and agent
-    return found
 
 
 def _searches(plan: Plan, stop: threading.Event) -> RunSearches | None:

@@ -28,13 +28,13 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from framework import config, ray_runtime, registry
+from framework import config, ray_runtime
 from framework.columns import refuse
 from framework.contracts import SweepSummarySpec, Tracker
-from framework.contracts.sweeper import SweeperPlugin, Trial, trial_spec
 from framework.errors import ConfigError
 from framework.provenance import flatten
 from framework.run_names import child_run_name, parent_run_name  # noqa: F401 (a job's name: app.task)
+from framework.sweepers import sweeper_plugin
 
 #: Environment variables that hand the sweep's parent run and swept keys to its jobs (in-process or spawned).
 PARENT_RUN_ENV = "FRAMEWORK_PARENT_RUN_ID"
@@ -80,27 +80,6 @@ def task_overrides(node: Any) -> list[str]:
     from omegaconf import OmegaConf
 
     return [str(item) for item in OmegaConf.to_container(node, resolve=False)]  # type: ignore[union-attr]
-
-
-def sweeper_plugin(config: DictConfig) -> SweeperPlugin | None:
-    """The sweeper plugin whose Hydra sweeper runs this sweep, built from its section (None:
-    Hydra's basic sweeper, or another that is no plugin of ours)."""
-    target = OmegaConf.select(config, "hydra.sweeper._target_")
-    for name in registry.names("sweeper"):
-        plugin = registry.load("sweeper", name)
-        if plugin.target == target:
-            built: SweeperPlugin = plugin(config.hydra.sweeper)
-            return built
-    return None
-
-
-def trial_of_this_job(metric: str) -> Trial | None:
-    """The trial this job is, judged by `metric`, when a sweeper plugin's sweep launched it."""
-    spec = trial_spec()
-    if spec is None:
-        return None
-    plugin = registry.load("sweeper", str(spec["sweeper"]))
-    return plugin(plugin.Config()).trial(spec, metric)
 
 
 class SweepParentRun(Callback):

@@ -2,7 +2,7 @@
 
 Hydra composes a job's config as the job starts, so a value refused in the sweep's fourth job was
 refused after three whole runs. The sweep's start composes each job's config the way the launcher
-will (`load_sweep_config`) and holds it to what the job's start would refuse (`run.check_config`:
+will (`load_sweep_config`) and holds it to what the job's start would refuse (`plan.check_config`:
 the root's values, each plugin's keys and values, its constructor's checks, the agent's check of
 the others, the objective), no plugin's libraries loaded twice. A resumed job's config is its
 run's, found as it starts.
@@ -46,7 +46,7 @@ def check_job(job_config: DictConfig) -> None:
     """What a job's start refuses of its config (less Hydra's own node, which a job never sees)."""
     from hydra.core.hydra_config import HydraConfig
 
-    from framework.run import check_config
+    from framework.plan import check_config
 
     cfg = OmegaConf.masked_copy(job_config, [str(k) for k in job_config if k != "hydra"])
     assert isinstance(cfg, DictConfig)

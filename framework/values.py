@@ -12,7 +12,9 @@ gets as far as a training loop. A list's range holds for each element, a schedul
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import inspect
 import ipaddress
 import math
 import re
@@ -154,7 +156,6 @@ def check_values(schema: type, values: Any, prefix: str = "") -> None:
 
 def _described(message: str, schema: type, name: str) -> str:
     """`message` and the first sentence of the key's description, which says what its values mean."""
-    from framework.plugins_cli import field_docs  # reads the schema's source: only for a refusal
 
     sentence = re.split(r"(?<=[.!?])\s+(?=[A-Z(])", field_docs(schema).get(name, ""), maxsplit=1)[0]
     return f"{message}: {sentence}" if sentence else message
@@ -252,3 +253,24 @@ def _dataclass_of(hint: Any) -> type | None:
 
 def _nullable(hint: Any) -> bool:
     return type(None) in typing.get_args(hint)
+
+
+def field_docs(schema: type) -> dict[str, str]:
+    """The first paragraph of the docstring under each field of a dataclass (and its bases), as a line."""
+    docs: dict[str, str] = {}
+    for klass in reversed(schema.__mro__[:-1]):
+        try:
+            tree = ast.parse(inspect.getsource(klass).lstrip() if klass.__module__ != "builtins" else "")
+        except (OSError, TypeError, SyntaxError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for node, after in zip(body, [*body[1:], None], strict=True):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+            ):
+                value = after.value
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    docs[node.target.id] = " ".join(value.value.strip().split("\n\n")[0].split())
+    return docs

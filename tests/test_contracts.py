@@ -12,7 +12,7 @@ import yaml
 
 from framework import config, contracts, registry
 from framework.app import compose
-from framework.plugins_cli import field_docs
+from framework.values import field_docs
 
 # A conf entry point is a package of config files and a command a function: neither has a Protocol.
 KINDS = [kind for kind in registry.GROUPS if kind in contracts.CONTRACTS]

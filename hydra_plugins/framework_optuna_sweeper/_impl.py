@@ -33,7 +33,6 @@ from framework.interrupts import EXIT_KILLED
 from framework.sweep import PARENT_RUN_ENV
 from hydra_plugins.framework_optuna_sweeper import _plots, _study
 from hydra_plugins.framework_optuna_sweeper._search_space import SearchSpace, search_space
-from hydra_plugins.framework_optuna_sweeper.optuna_sweeper import OptunaSweeperPlugin
 
 if TYPE_CHECKING:
     import optuna
@@ -57,6 +56,8 @@ class StudySweep:
     launcher: Launcher
     validate: Callable[[Sequence[Sequence[str]]], None]
     """Composes each batch here before launching it (a mistake shows before any job starts)."""
+    results_dir: str
+    """The sweep dir's folder of the study's results (the plugin's results_dir)."""
 
     def run(self, arguments: Sequence[str]) -> list[JobReturn]:
         _study.check(self.sweeper)
@@ -220,7 +221,7 @@ class StudySweep:
 
     def _write_results(self, study: optuna.Study) -> None:
         """The study's results in the sweep dir's results folder, for the parent run: study.json and plots."""
-        folder = Path(str(self.config.hydra.sweep.dir)) / OptunaSweeperPlugin.results_dir
+        folder = Path(str(self.config.hydra.sweep.dir)) / self.results_dir
         folder.mkdir(parents=True, exist_ok=True)
         write_results(study, folder, self._url, str(self.config.objective.metric))
 

@@ -75,9 +75,14 @@ class OptunaSweeper(Sweeper):
         from hydra_plugins.framework_optuna_sweeper._impl import StudySweep
 
         assert self.config is not None and self.launcher is not None
-        return StudySweep(self.settings, self.config, self.launcher, self.validate_batch_is_legal).run(
-            arguments
+        sweep = StudySweep(
+            self.settings,
+            self.config,
+            self.launcher,
+            self.validate_batch_is_legal,
+            OptunaSweeperPlugin.results_dir,
         )
+        return sweep.run(arguments)
 
 
 class OptunaSweeperPlugin:

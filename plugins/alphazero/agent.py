@@ -16,7 +16,6 @@ import torch
 from framework.context import RunContext
 from framework.contracts import Buffer, DistributedSearch, EnvPlugin, Evaluator, GameEnvPlugin, SearchPlugin
 from framework.errors import ConfigError, check_at_least, check_choice
-from framework.matches import MatchResult
 from framework.schedules import build_schedule
 from framework.searches import BEST
 
@@ -25,6 +24,7 @@ from .background import BackgroundLearning
 from .collector import SelfPlayCollector
 from .config import RUNNERS, VALUE_HEADS, AlphaZeroConfig
 from .learner import WEIGHTS_FILE, Learner
+from .matches import MatchResult
 from .network import NetworkEvaluator
 
 STATE_FILE = "alphazero.json"

@@ -1,4 +1,4 @@
-"""The player that plays by search in matches (`framework.matches`: gates and evaluations)."""
+"""The player that plays by search in matches (`matches`: gates and evaluations)."""
 
 from __future__ import annotations
 

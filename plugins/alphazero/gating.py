@@ -11,11 +11,11 @@ import numpy as np
 from framework.context import RunContext
 from framework.contracts import GameEnvPlugin
 from framework.evaluation import evaluation_seed
-from framework.matches import FixedPlayer, MatchResult, MatchStopped, play_match
 from framework.searches import BEST
 
 from .arena import SearchPlayer
 from .config import AlphaZeroConfig
+from .matches import FixedPlayer, MatchResult, MatchStopped, play_match
 
 #: The model a gate's trained network is published as.
 CANDIDATE = "candidate"

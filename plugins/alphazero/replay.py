@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numba as nb
 import numpy as np
-
-#: (index tables [8, A] of the board's symmetries): see framework_plugins.gomoku.symmetries.
-SymmetryTables = Callable[[int], tuple[np.ndarray, np.ndarray]]
 
 
 class PositionReplay:

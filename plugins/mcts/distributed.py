@@ -299,14 +299,6 @@ def _explained(error: Any) -> BaseException:
     return error
 
 
-def worker_nodes(placement: list[dict[str, Any]]) -> dict[str, int]:
-    """How many workers each node holds."""
-    counts: dict[str, int] = {}
-    for w in placement:
-        counts[w["node_id"]] = counts.get(w["node_id"], 0) + 1
-    return counts
-
-
 if TYPE_CHECKING:
     from framework.contracts import SelfPlaySource as _Source
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from framework.matches import FixedPlayer, MatchResult, MatchStopped, play_match
 from framework_plugins.alphazero.arena import SearchPlayer
 from framework_plugins.alphazero.config import AlphaZeroConfig
 from framework_plugins.alphazero.learner import Learner
+from framework_plugins.alphazero.matches import FixedPlayer, MatchResult, MatchStopped, play_match
 from framework_plugins.alphazero.network import NetworkEvaluator, PolicyValueNet
 from framework_plugins.alphazero.replay import PositionReplay
 from framework_plugins.alphazero.selfplay import (

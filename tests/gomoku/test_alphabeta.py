@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from framework.matches import FixedPlayer, play_match
+from framework_plugins.alphazero.matches import FixedPlayer, play_match
 from framework_plugins.gomoku.alphabeta import evaluate, move_delta, weights
 from framework_plugins.gomoku.opponents import make_opponent
 from framework_plugins.gomoku.rules import BLACK, WHITE, GameState, Gomoku

@@ -1,0 +1,94 @@
+"""A run's plan: its config checked and its plugins built, before anything is tracked or started.
+The run builds it (framework.run), and a sweep's start builds every job's to refuse a mistake
+before the first job (framework.sweep_checks)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from omegaconf import DictConfig
+
+from framework import config
+from framework.building import build_plugin, search_plugin
+from framework.checkpoint import AGENT_DIR
+from framework.contracts import Agent, Buffer, CheckedAgent, EnvPlugin, SearchPlugin
+from framework.errors import ConfigError
+from framework.resume import ResumePoint
+
+
+@dataclass
+class Plan:
+    """A run that passed every check: its config and its constructed plugins."""
+
+    cfg: DictConfig
+    env_name: str
+    agent_name: str
+    env: EnvPlugin
+    agent: Agent
+    buffer: Buffer | None
+    search: SearchPlugin | None
+    plugins: dict[str, str]
+    device: str
+    resume: ResumePoint | None
+
+
+def check_config(cfg: DictConfig) -> None:
+    """What a run's start refuses of its config, without a tracker, a device set up or a checkpoint
+    (a sweep's start checks every job's config so: `sweep_checks`). A resumed run's is its run's."""
+    if cfg.get("resume"):
+        return
+    config.check_root(cfg)
+    check_plan(built(cfg, lambda: str(cfg.device), None))
+
+
+def built(cfg: DictConfig, device: Callable[[], str], resume: ResumePoint | None) -> Plan:
+    # Cheapest first, so that a mistake is refused before the agent's libraries are imported.
+    env = _required(cfg, "env")
+    env_plugin: EnvPlugin = build_plugin(env, "env")
+    buffer, search = config.plugin_section(cfg, "buffer"), config.plugin_section(cfg, "search")
+    built_buffer: Buffer | None = build_plugin(buffer, "buffer") if buffer else None
+    agent = _required(cfg, "agent")
+    built_agent: Agent = build_plugin(agent, "agent")
+    built_search = search_plugin(search, env, env_plugin, agent.name, built_agent) if search else None
+    plugins = {"env": env.name, "agent": agent.name}
+    plugins.update({s: v.name for s, v in (("buffer", buffer), ("search", search)) if v is not None})
+    return Plan(
+        cfg=cfg,
+        env_name=env.name,
+        agent_name=agent.name,
+        env=env_plugin,
+        buffer=built_buffer,
+        search=built_search,
+        agent=built_agent,
+        plugins=plugins,
+        device=device(),
+        resume=resume,
+    )
+
+
+def check_plan(plan: Plan) -> None:
+    """The agent's own check of the run's other plugins, the objective against the metrics they
+    will log, and the checkpoint it resumes from."""
+    cfg, resume = plan.cfg, plan.resume
+    if isinstance(plan.agent, CheckedAgent):
+        try:
+            plan.agent.check_run(env=plan.env, buffer=plan.buffer, search=plan.search)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+    from framework.building import check_objective
+
+    check_objective(str(cfg.objective.metric), plan.env, plan.agent)
+    if resume is not None:
+        try:
+            plan.agent.load(resume.checkpoint / AGENT_DIR)
+        except (OSError, ValueError, KeyError, RuntimeError) as e:
+            raise ConfigError(
+                f"resume={cfg.resume!r}: the checkpoint {resume.checkpoint} cannot be loaded: {e}"
+            ) from None
+
+
+def _required(cfg: DictConfig, section: str) -> config.Section:
+    found = config.plugin_section(cfg, section)
+    assert found is not None  # check_root guarantees env and agent
+    return found

@@ -7,7 +7,8 @@ each plugin's in its `Config`. A conf package registers the schemas its YAML fil
 """
 
 # Optional[...] rather than `X | None`: OmegaConf 2.3 cannot read PEP 604 unions.
-from dataclasses import dataclass, field, fields, is_dataclass
+import functools
+from dataclasses import dataclass, field, fields, is_dataclass, make_dataclass
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -69,21 +70,9 @@ class ObjectiveConfig:
 
 
 @dataclass
-class RayConfig:
-    address: Optional[str] = None
-    """The Ray cluster a run that uses Ray joins (auto, host:6379, ray://host:10001); null: a local
-    Ray on 127.0.0.1, started when the run first needs it and stopped with the run."""
-    num_cpus: Optional[int] = field(default=None, metadata=bounds(ge=1))
-    """CPUs the local Ray offers its actors (null: this machine's count)."""
-    num_gpus: Optional[int] = field(default=None, metadata=bounds(ge=0))
-    """GPUs the local Ray offers (null: those it finds)."""
-    init_timeout_s: float = field(default=120.0, metadata=bounds(gt=0))
-    """How long starting or joining Ray may take before the run fails saying so."""
-
-
-@dataclass
 class FrameworkConfig:
-    """The root config; `env`, `agent`, ... are validated against their plugin's schema."""
+    """The root config; `env`, `agent`, ... are validated against their plugin's schema. Each
+    service plugin adds its section (`ray`: root_schema)."""
 
     env: Any = None
     agent: Any = None
@@ -109,7 +98,6 @@ class FrameworkConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
-    ray: RayConfig = field(default_factory=RayConfig)
 
 
 #: Every schema a conf package registered, by (section, plugin name).
@@ -135,9 +123,19 @@ class Section:
     cfg: Any
 
 
+@functools.cache
+def root_schema() -> type:
+    """FrameworkConfig with a section for each service plugin, by its name (`ray`: its Config)."""
+    sections = [(name, registry.load("service", name).Config) for name in registry.names("service")]
+    if not sections:
+        return FrameworkConfig
+    extra = [(name, schema, field(default_factory=schema)) for name, schema in sections]
+    return make_dataclass("FrameworkConfig", extra, bases=(FrameworkConfig,))
+
+
 def register_schema() -> None:
     """Put the root schema in Hydra's ConfigStore; config.yaml lists it first in its defaults."""
-    ConfigStore.instance().store(name="framework_schema", node=FrameworkConfig)
+    ConfigStore.instance().store(name="framework_schema", node=root_schema())
 
 
 def store_schema(section: str, name: str, schema: type) -> None:
@@ -168,7 +166,7 @@ def check_root(cfg: DictConfig) -> None:
     values = resolved(cfg)
     check_choice("progress", cfg.progress, PROGRESS_MODES)
     check_choice("objective.mode", cfg.objective.mode, OBJECTIVE_MODES)
-    check_values(FrameworkConfig, values)
+    check_values(root_schema(), values)
     if cfg.env is None or cfg.agent is None:
         raise ConfigError("Both env and agent must be chosen, e.g. env=cartpole agent=ppo")
 

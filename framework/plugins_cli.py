@@ -51,7 +51,12 @@ def main(argv: list[str]) -> int:
         prog="python -m framework plugins",
         description="List the installed framework plugins and the configs that select them.",
     )
-    parser.add_argument("--kind", choices=list(registry.GROUPS), help="only plugins of this kind")
+    parser.add_argument(
+        "--kind",
+        choices=list(registry.GROUPS),
+        metavar="KIND",
+        help=f"only plugins of this kind: {', '.join(registry.GROUPS)}",
+    )
     parser.add_argument(
         "--config", metavar="NAME", help="a plugin's (or a config's) keys, defaults and descriptions"
     )

@@ -20,6 +20,7 @@ GROUPS: dict[str, str] = {
     "search": "framework.search",
     "tracker": "framework.trackers",
     "sweeper": "framework.sweepers",
+    "service": "framework.services",
     "conf": "framework.conf",
     "command": "framework.commands",
     "trained": "framework.trained",

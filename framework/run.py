@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from framework import __version__, config, endings, ray_runtime, run_dirs, run_names, sweepers
+from framework import __version__, config, endings, run_dirs, run_names, services, sweepers
 from framework.building import (
     build_plugin,
     null_tracker,
@@ -82,7 +82,7 @@ def run(
     started_at = time.time() if started_at is None else started_at
     endings.log_file_errors_once()
     config.check_root(cfg)
-    ray_runtime.configure(cfg.get("ray"))
+    services.open_all(cfg)
     tracking = config.plugin_section(cfg, "tracking")
     # The tracker starts first: a tracker that works in the background gets going while the
     # plugins below are imported and checked; it writes nothing until start_run.
@@ -105,7 +105,7 @@ def run(
                     tracker.close()
             finally:
                 # A local Ray the run started (if it needed one) ends with it; at once when aborted.
-                ray_runtime.shutdown(at_once=aborted)
+                services.close_all(at_once=aborted)
 
 
 def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_dir: Path) -> Plan:
@@ -117,7 +117,7 @@ def _prepare(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_di
         resume = resume_point(cfg, tracker, overrides, run_dir)
         cfg = resume.config
         config.check_root(cfg)
-        ray_runtime.configure(cfg.get("ray"))  # the run's own Ray settings, with this command's on top
+        services.open_all(cfg)  # the run's own settings (its Ray's), with this command's on top
     _seed_everything(int(cfg.seed))
     plan = built(cfg, lambda: setup_torch(str(cfg.device), int(cfg.threads), int(cfg.seed)), resume)
     check_plan(plan)
@@ -139,7 +139,7 @@ def _execute(
     ctx = _context(plan, tracker, run_dir, stop)
     if isinstance(plan.env, StopFlagEnvPlugin):  # its envs say whether the run finished or was stopped
         plan.env.set_stop_flag(ctx.stop)
-    ray_runtime.set_stop_flag(ctx.stop)  # a wait on Ray gives up at the first Ctrl-C
+    services.set_stop_flag(ctx.stop)  # a wait on Ray gives up at the first Ctrl-C
     try:
         if resume is None:
             tags = run_tags(plan.plugins, run_dir, overrides)

@@ -28,6 +28,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from framework.columns import text_width
 from framework.provenance import flatten
 
 #: Root keys that say how a run is carried out, measured, tracked or shown, not what it trains:
@@ -76,38 +77,6 @@ READABLE = {
     "exploration_fraction": "explore",
     "max_grad_norm": "max_grad",
 }
-
-#: Advance widths of Arial (Liberation Sans, its metric twin), in thousandths of the font size.
-_WIDTHS = {
-    1000: "…",
-    191: "'",
-    222: "ijl",
-    260: "|",
-    278: " !,./:;I[\\]ft",
-    333: "()-`r",
-    334: "{}",
-    355: '"',
-    389: "*",
-    469: "^",
-    500: "Jckvxyzs",
-    556: "#$0123456789?L_abdeghnopqu",
-    584: "+<=>~",
-    611: "FTZ",
-    667: "&ABEKPSVXY",
-    722: "CDHNRUw",
-    778: "GOQ",
-    833: "Mm",
-    889: "%",
-    944: "W",
-    1015: "@",
-}
-_WIDTH = {char: width for width, chars in _WIDTHS.items() for char in chars}
-FONT_PX = 12
-
-
-def text_width(text: str) -> float:
-    """Pixels `text` takes in the runs table's font (12 px Arial metrics; other letters as `n`)."""
-    return sum(_WIDTH.get(char, 556) for char in text) * FONT_PX / 1000
 
 
 def agent_label(agent: Any) -> str:

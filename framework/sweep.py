@@ -28,7 +28,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from framework import config, ray_runtime
+from framework import config
 from framework.columns import refuse
 from framework.contracts import SweepSummarySpec, Tracker
 from framework.errors import ConfigError
@@ -44,8 +44,9 @@ SWEPT_KEYS_ENV = "FRAMEWORK_SWEPT_KEYS"
 SUMMARY_SPEC_TAG = "framework.summary_spec"
 #: The Hydra Ray launcher's class (hydra-ray-launcher), whose local Ray is kept on 127.0.0.1.
 RAY_LAUNCHER = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
-#: See framework.ray_runtime: "0" makes a Ray started here bind 127.0.0.1.
-RAY_LOOPBACK_ENV = ray_runtime.LOOPBACK_ENV
+#: Ray reads it when it is imported: "0" makes a Ray started here bind 127.0.0.1 (the Ray plugin's
+#: runtime.LOOPBACK_ENV).
+RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 #: What the Ray launcher's `ray.init` and `ray.remote` get unless the command line sets them. The plugin
 #: asks for a 75 MB object store, which ray.init refuses when it joins a running Ray (and which starves a
 #: job that uses Ray itself); Ray runs a task again when its process exits, which a failed job's

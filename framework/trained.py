@@ -26,7 +26,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from framework import config, ray_runtime, registry
+from framework import config, registry, services
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, find_latest, read_state
 from framework.contracts import GameEnvPlugin, SearchAgent, SearchEngine
 from framework.errors import ConfigError
@@ -71,7 +71,7 @@ class TrainedPlayer:
         `exiting`: the process exits next, and a local Ray is left to the reaper to end at once."""
         self.searches.close()
         # A local Ray the service started (search=ray_async) ends with the player.
-        ray_runtime.shutdown(at_once=exiting)
+        services.close_all(at_once=exiting)
         if self._temp is not None:
             shutil.rmtree(self._temp, ignore_errors=True)
             self._temp = None
@@ -197,7 +197,7 @@ def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, comma
     chosen = {key for key, _ in overrides}
     _as_player(cfg, chosen=chosen)
     config.check_root(cfg)
-    ray_runtime.configure(cfg.get("ray"))
+    services.open_all(cfg)
     env_section, agent_section = config.plugin_section(cfg, "env"), config.plugin_section(cfg, "agent")
     assert env_section is not None and agent_section is not None  # check_root
     env = build_plugin(env_section, "env")

@@ -147,6 +147,9 @@ def _health(uri: str) -> str:
 
 #: The widest line the CLI prints, a path or an address aside.
 COLUMNS = 100
+#: What a loaded 2-core machine may add to a time a test bounds (the other processes' turns at the
+#: CPU): a test's bound is the strict figure plus this; benchmarks/ measure the strict figures.
+LOADED_S = 2.0
 #: A word that is a path or an address (the tests' own reading, not the code's).
 ADDRESS = re.compile(r"://|(?:^|[=('\"`])(?:/|~/)")
 #: Where a message goes on after a break made to fit COLUMNS: a line two spaces in.
@@ -240,7 +243,8 @@ def ray_session() -> Iterator[RaySession]:
     Its 8 logical CPUs let a test place an inference actor and several self-play workers on this
     2-core machine; the engines under test join it (ray_runtime.ensure keeps a live connection).
     """
-    from framework import ray_reaper, ray_runtime
+    from framework_plugins.ray_runtime import reaper as ray_reaper
+    from framework_plugins.ray_runtime import runtime as ray_runtime
 
     ray_runtime.prefer_loopback()
     import ray

@@ -1,4 +1,4 @@
-"""The core (framework/) is a plugin framework's: it names no plugin and imports no sweeper's library.
+"""The core (framework/) is a plugin framework's: it names no plugin, and imports neither Ray nor Optuna.
 
 What one plugin needs lives in that plugin, found through its entry point; the core holds what every
 run needs. Checked twice: no import statement in framework/ names such a module, and importing every
@@ -18,7 +18,7 @@ from tests.conftest import REPO
 
 CORE = Path(framework.__file__).parent
 #: Modules the core never imports: the plugin packages, and the libraries only a plugin needs.
-NOT_IN_THE_CORE = ("optuna", "hydra_plugins", "framework_plugins", "plugins")
+NOT_IN_THE_CORE = ("ray", "optuna", "hydra_plugins", "framework_plugins", "plugins")
 
 
 def imported(source: str) -> set[str]:

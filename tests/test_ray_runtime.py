@@ -1,4 +1,4 @@
-"""The run's Ray (framework/ray_runtime.py): an address is checked to be Ray before the run starts,
+"""The run's Ray (plugins/ray_runtime/runtime.py): an address is checked to be Ray before the run starts,
 what the search asks for is held to what the Ray has, waits on Ray give up at a stop request, and a
 local Ray leaves no session directory behind."""
 
@@ -19,9 +19,11 @@ from typing import Any
 
 import pytest
 
-from framework import machine, ray_reaper, ray_runtime
+from framework import machine
 from framework.errors import ConfigError
-from tests.conftest import REPO
+from framework_plugins.ray_runtime import reaper as ray_reaper
+from framework_plugins.ray_runtime import runtime as ray_runtime
+from tests.conftest import LOADED_S, REPO
 
 
 @contextmanager
@@ -147,7 +149,8 @@ def test_the_actors_of_a_ray_the_run_starts_run_at_its_priority(ray_session: Any
 def test_a_local_ray_is_not_sized_past_the_machine_by_what_actors_reserve() -> None:
     # In a process of its own: this test session's Ray would otherwise be the one ensure() returns.
     code = (
-        "import time; from types import SimpleNamespace as N; from framework import ray_runtime as r\n"
+        "import time; from types import SimpleNamespace as N\n"
+        "from framework_plugins.ray_runtime import runtime as r\n"
         "r.configure(N())\n"
         f"try:\n    r.ensure(min_cpus={machine.cpus() + 0.5})\n"
         "except r.ConfigError as e:\n    print(e, r.owned(), r.sys.modules['ray'].is_initialized())\n"
@@ -178,7 +181,7 @@ def test_a_wait_on_ray_gives_up_within_a_second_of_the_stop_flag(ray_session: An
         ray_runtime.set_stop_flag(flag)  # the run's flag: the default of get()
         with pytest.raises(KeyboardInterrupt):
             ray_runtime.get(sleeper, timeout_s=None)
-        assert time.monotonic() - flagged < 1
+        assert time.monotonic() - flagged < 1 + LOADED_S  # not the 60 s the task sleeps
     finally:
         ray_runtime.set_stop_flag(None)
         ray.cancel(sleeper, force=True)
@@ -195,7 +198,7 @@ def test_wait_and_get_answer_as_ray_does_when_no_stop_is_asked(ray_session: Any)
         started = time.monotonic()
         with pytest.raises(ray.exceptions.GetTimeoutError):
             ray_runtime.get([quick, slow], timeout_s=0.6)
-        assert 0.6 <= time.monotonic() - started < 1.5
+        assert 0.6 <= time.monotonic() - started < 0.6 + LOADED_S
     finally:
         ray.cancel(slow, force=True)
 
@@ -218,7 +221,7 @@ def test_a_process_that_exits_at_once_has_its_ray_ended_by_the_reaper_without_th
     owner = textwrap.dedent(
         """
         import os, subprocess, sys
-        from framework import ray_reaper
+        from framework_plugins.ray_runtime import reaper as ray_reaper
         reaper = ray_reaper.watch()
         # A process named as Ray's workers are; its output not ours (run() would wait for its end).
         ray = subprocess.Popen(["bash", "-c", 'exec -a "ray::Worker" sleep 60'],

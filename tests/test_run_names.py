@@ -13,6 +13,7 @@ import pytest
 from omegaconf import DictConfig
 
 from framework.app import compose
+from framework.columns import text_width
 from framework.run_names import (
     CHILD_NAME_PX,
     CHILD_VALUES_PX,
@@ -26,7 +27,6 @@ from framework.run_names import (
     run_name,
     short_value,
     sweep_style,
-    text_width,
 )
 
 LR, EPOCHS = "agent.hyperparams.learning_rate", "agent.hyperparams.n_epochs"

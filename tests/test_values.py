@@ -110,7 +110,7 @@ def _nested(section: str, plugin: str, schema: type, nested: type, prefix: str) 
 
 SCHEMAS = sorted(config.SCHEMAS.items())
 ALL_KEYS = [
-    *numeric_keys("", "", config.FrameworkConfig),
+    *numeric_keys("", "", config.root_schema()),
     *(key for (section, name), schema in SCHEMAS for key in numeric_keys(section, name, schema)),
 ]
 RANGED = [k for k in ALL_KEYS if k.bounds is not None and not k.listed]

@@ -42,6 +42,7 @@ from framework.contracts.search import (
     SearchPlugin,
     SelfPlaySource,
 )
+from framework.contracts.service import RunService
 from framework.contracts.sweeper import SweeperPlugin, Trial
 from framework.contracts.tracker import SweepSummarySpec, Tracker
 
@@ -67,6 +68,7 @@ __all__ = [
     "Measured",
     "MetricNamingAgent",
     "PortableEvaluator",
+    "RunService",
     "SearchAgent",
     "SearchEngine",
     "SearchPlugin",

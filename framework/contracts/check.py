@@ -20,6 +20,7 @@ from framework.contracts.env import (
 )
 from framework.contracts.game import GameEnvPlugin
 from framework.contracts.search import DistributedSearch, SearchPlugin
+from framework.contracts.service import RunService
 from framework.contracts.sweeper import SweeperPlugin
 from framework.contracts.tracker import Tracker
 
@@ -31,6 +32,7 @@ CONTRACTS: dict[str, type] = {
     "search": SearchPlugin,
     "tracker": Tracker,
     "sweeper": SweeperPlugin,
+    "service": RunService,
 }
 CAPABILITIES: dict[str, tuple[type, ...]] = {
     "env": (

@@ -17,8 +17,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from framework import ray_runtime
 from framework.errors import ExplainedError
+from framework_plugins.ray_runtime import runtime as ray_runtime
 
 from .batching import InferenceStats, inference_metrics
 from .inference import actor_errors, settle

@@ -1,0 +1,47 @@
+"""The run's services (framework.contracts.service): one per service plugin, named by its root
+section, process-wide as what they hold is (a local Ray)."""
+
+from __future__ import annotations
+
+import threading
+
+from omegaconf import DictConfig, OmegaConf
+
+from framework import config, registry
+from framework.contracts.service import RunService
+
+_open: list[RunService] = []
+
+
+def open_all(cfg: DictConfig) -> None:
+    """Open each service plugin with its section of `cfg` (again: a resumed run's settings)."""
+    global _open
+    opened = []
+    for name in registry.names("service"):
+        plugin = registry.load("service", name)
+        node = cfg.get(name)
+        section = node if node is not None else OmegaConf.structured(plugin.Config)
+        service: RunService = plugin(config.typed(section, plugin.Config, name, name))
+        service.open()
+        opened.append(service)
+    _open = opened
+
+
+def set_stop_flag(flag: threading.Event | None) -> None:
+    """The run's stop flag, for every open service's waits to give up on."""
+    for service in _open:
+        service.set_stop_flag(flag)
+
+
+def close_all(*, at_once: bool = False) -> None:
+    """Close every open service (what it started for the run ends); each even where one fails."""
+    global _open
+    services, _open = _open, []
+    errors = []
+    for service in services:
+        try:
+            service.close(at_once=at_once)
+        except Exception as e:
+            errors.append(e)
+    if errors:
+        raise errors[0]

@@ -79,6 +79,8 @@ def main(argv: list[str]) -> int:
             selector = f"{section}={selected}" if selected else "-"
             if kind == "sweeper":  # a Hydra sweeper, chosen by Hydra's own group
                 selector = f"{SWEEPER_GROUP}={name}"
+            elif kind == "service":  # always there, set by its root section
+                selector = f"{name}.*"
             for p in entries:
                 rows.append((kind, name, selector, p.distribution, p.version, p.description()))
     for line in table(rows, shutil.get_terminal_size((100, 24)).columns):
@@ -162,8 +164,11 @@ def describe(name: str) -> int:
     matches = [f for f in files if f.name == name] or [f for f in files if f.plugin == name]
     if not matches and name in registry.names("sweeper"):
         return _describe_sweeper(name)
+    if not matches and name in registry.names("service"):
+        return _describe_service(name)
     if not matches:
-        known = sorted({f.name for f in files} | {f.plugin for f in files} | set(registry.names("sweeper")))
+        extra = {*registry.names("sweeper"), *registry.names("service")}
+        known = sorted({f.name for f in files} | {f.plugin for f in files} | extra)
         message = f"no plugin or config named {name!r}. Known: {', '.join(known)}"
         refuse(message)
         return 1
@@ -197,6 +202,14 @@ def _describe_sweeper(name: str) -> int:
     print(f"sweeper plugin {name!r}, selected by {SWEEPER_GROUP}={name} (with -m)")
     rows = schema_rows(registry.load("sweeper", name).Config, "hydra.sweeper")
     for line in key_lines([r for r in rows if not r[0].endswith("._target_")], width()):
+        print(line)
+    return 0
+
+
+def _describe_service(name: str) -> int:
+    """A service plugin's keys: its Config, the root section of its name."""
+    print(f"service plugin {name!r}: the {name} section of every run")
+    for line in key_lines(schema_rows(registry.load("service", name).Config, name), width()):
         print(line)
     return 0
 

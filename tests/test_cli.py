@@ -62,6 +62,8 @@ def test_plugins_lists_each_plugin_with_the_configs_that_select_it(cli) -> None:
     assert dqn.split()[2] == "agent=dqn"
     optuna = next(row for row in rows if row.split()[:2] == ["sweeper", "optuna"])
     assert optuna.split()[2] == "hydra/sweeper=optuna"
+    ray = next(row for row in rows if row.split()[:2] == ["service", "ray"])
+    assert ray.split()[2] == "ray.*"
 
 
 def test_plugins_fits_the_terminals_width_by_wrapping_selectors_and_descriptions(cli) -> None:
@@ -117,6 +119,9 @@ def test_plugins_config_shows_each_key_with_its_default_and_description(cli) -> 
     sweeper = cli("plugins", "--config", "optuna")  # a sweeper plugin: its keys under hydra.sweeper
     assert sweeper.stdout.startswith("sweeper plugin 'optuna', selected by hydra/sweeper=optuna")
     assert _row("hydra.sweeper.pruner", sweeper.stdout).split()[:2] == ["hydra.sweeper.pruner", "median"]
+    service = cli("plugins", "--config", "ray")  # a service plugin: its keys in the root section
+    assert service.stdout.startswith("service plugin 'ray'"), service.output
+    assert _row("ray.init_timeout_s", service.stdout).split()[:2] == ["ray.init_timeout_s", "120.0"]
 
 
 def _row(key: str, listing: str) -> str:

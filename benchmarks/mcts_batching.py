@@ -171,10 +171,10 @@ def main() -> None:
         vectorize_runner,
     )
     from framework_plugins.gomoku.rules import Gomoku
+    from framework_plugins.mcts import ray_runtime
     from framework_plugins.mcts.config import InferenceConfig, RayAsyncConfig, SequentialConfig
     from framework_plugins.mcts.engines import RayAsyncSearch, local_search
     from framework_plugins.mcts.service import BEST, RayInference
-    from framework_plugins.ray_runtime import runtime as ray_runtime
 
     torch.set_num_threads(1)
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")

@@ -37,10 +37,10 @@ def measure(nodes: int, args: argparse.Namespace, cores: list[int]) -> tuple[flo
     from framework_plugins.alphazero.network import PolicyValueNet, evaluator_for
     from framework_plugins.alphazero.selfplay import MoveChoice, vectorize_runner
     from framework_plugins.gomoku.rules import Gomoku
+    from framework_plugins.mcts import ray_runtime
     from framework_plugins.mcts.config import RayAsyncConfig
     from framework_plugins.mcts.engines import RayAsyncSearch
     from framework_plugins.mcts.service import RayInference
-    from framework_plugins.ray_runtime import runtime as ray_runtime
 
     everything = os.sched_getaffinity(0)
     cluster = None

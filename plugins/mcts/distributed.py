@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import ExplainedError
-from framework_plugins.ray_runtime import runtime as ray_runtime
 
+from . import ray_runtime
 from .batching import InferenceStats, inference_metrics
 from .inference import actor_errors, settle
 from .restarts import SLICE_S, Incarnations, incarnation_here

@@ -73,7 +73,7 @@ class RayAsyncSearch:
         threads: int = 1,
         should_stop: Callable[[], bool],
     ) -> RayInference:
-        from framework_plugins.ray_runtime import runtime as ray_runtime
+        from . import ray_runtime
 
         cfg = self.cfg
         ray_runtime.ensure(
@@ -108,7 +108,7 @@ WORKER_MEMORY, ACTOR_MEMORY = 450 << 20, 500 << 20
 
 def check_resources(cfg: RayAsyncConfig) -> None:
     """Refuse, before anything starts, workers and inference actors the run's Ray cannot hold."""
-    from framework_plugins.ray_runtime import runtime as ray_runtime
+    from . import ray_runtime
 
     gpus_each = cfg.inference_num_gpus or 0.0
     ray_runtime.check_capacity(

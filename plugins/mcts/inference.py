@@ -19,8 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from framework_plugins.ray_runtime import runtime as ray_runtime
-
+from . import ray_runtime
 from .keeper import start_keeper
 from .restarts import incarnation_here
 

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from framework_plugins.ray_runtime import reaper as ray_reaper
-from framework_plugins.ray_runtime import runtime as ray_runtime
+from framework_plugins.mcts import ray_reaper, ray_runtime
 from tests.alphazero.test_cli import SHORT
 from tests.conftest import CliResult, start_cli
 
@@ -219,8 +218,8 @@ def test_a_second_sigterm_aborts_at_once_and_leaves_no_ray_behind(
 def test_a_run_killed_outright_leaves_no_ray_process_or_session_directory_behind(
     tmp_path: Path, ray_tmp: Path
 ) -> None:
-    """SIGKILL: the run cannot stop its Ray; its reaper (plugins/ray_runtime/reaper.py) does."""
-    from framework_plugins.ray_runtime.reaper import ray_descendants
+    """SIGKILL: the run cannot stop its Ray; its reaper (plugins/mcts/ray_reaper.py) does."""
+    from framework_plugins.mcts.ray_reaper import ray_descendants
 
     p, _ = _start_until_self_play(tmp_path)
     ray_processes = set(ray_descendants(p.pid))

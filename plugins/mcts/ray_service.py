@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, ClassVar, Optional
 
 from framework.values import bounds
 
-from . import runtime
+from . import ray_runtime as runtime
 
 
 # Optional[...] in the schema: OmegaConf 2.3 cannot read PEP 604 unions.

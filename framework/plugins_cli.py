@@ -163,9 +163,11 @@ def describe(name: str) -> int:
     files = config_files()
     matches = [f for f in files if f.name == name] or [f for f in files if f.plugin == name]
     if not matches and name in registry.names("sweeper"):
-        return _describe_sweeper(name)
+        heading = f"sweeper plugin {name!r}, selected by {SWEEPER_GROUP}={name} (with -m)"
+        return _describe_section("sweeper", name, heading, "hydra.sweeper")
     if not matches and name in registry.names("service"):
-        return _describe_service(name)
+        heading = f"service plugin {name!r}: the {name} section of every run"
+        return _describe_section("service", name, heading, name)
     if not matches:
         extra = {*registry.names("sweeper"), *registry.names("service")}
         known = sorted({f.name for f in files} | {f.plugin for f in files} | extra)
@@ -197,19 +199,12 @@ def describe(name: str) -> int:
     return 0
 
 
-def _describe_sweeper(name: str) -> int:
-    """A sweeper plugin's keys: its Config, the `hydra.sweeper` section of its sweeps."""
-    print(f"sweeper plugin {name!r}, selected by {SWEEPER_GROUP}={name} (with -m)")
-    rows = schema_rows(registry.load("sweeper", name).Config, "hydra.sweeper")
+def _describe_section(kind: str, name: str, heading: str, section: str) -> int:
+    """A sweeper's or a service's keys: its Config, under the config section it sets (`hydra.sweeper`,
+    `ray`), less the `_target_` Hydra sets."""
+    print(heading)
+    rows = schema_rows(registry.load(kind, name).Config, section)
     for line in key_lines([r for r in rows if not r[0].endswith("._target_")], width()):
-        print(line)
-    return 0
-
-
-def _describe_service(name: str) -> int:
-    """A service plugin's keys: its Config, the root section of its name."""
-    print(f"service plugin {name!r}: the {name} section of every run")
-    for line in key_lines(schema_rows(registry.load("service", name).Config, name), width()):
         print(line)
     return 0
 

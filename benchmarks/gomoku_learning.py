@@ -200,9 +200,9 @@ def match(
     `opening_stones` stones, each opening played twice with colours swapped."""
     import numpy as np
 
-    from framework.trained import load_trained
     from framework_plugins.alphazero.arena import SearchPlayer
     from framework_plugins.alphazero.matches import FixedPlayer, play_match
+    from framework_plugins.gomoku.player import load_trained
 
     results: dict[str, Any] = {}
     overrides = [

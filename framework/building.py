@@ -2,7 +2,7 @@
 refuses said as a ConfigError; the objective checked against the metrics they will log; torch set
 up for the device the run asked for.
 
-Shared by a training run (`framework.run`) and a trained agent loaded to play (`framework.trained`).
+Shared by a training run (`framework.run`) and a trained agent loaded to play (gomoku's `play RUN`).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from framework.contracts.game import (
     GameEnvPlugin,
     GameOpponent,
     PortableEvaluator,
+    SolvingGame,
 )
 from framework.contracts.search import (
     DistributedSearch,
@@ -73,6 +74,7 @@ __all__ = [
     "SearchEngine",
     "SearchPlugin",
     "SelfPlaySource",
+    "SolvingGame",
     "SpacesEnvPlugin",
     "StopFlagEnvPlugin",
     "SweepSummarySpec",

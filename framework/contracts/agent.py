@@ -29,9 +29,11 @@ class Agent(Protocol):
 @runtime_checkable
 class SearchAgent(Agent, Protocol):
     """An agent that plays by tree search: its batched evaluator (on its current network) is what
-    the run's inference service serves, and the run's searches evaluate through that service."""
+    the run's inference service serves, and the run's searches evaluate through that service.
+    Loaded to play (`play RUN`, `gomocup RUN`), it moves its networks to the player's device."""
 
     def evaluator(self) -> Evaluator: ...
+    def to(self, device: str) -> None: ...
 
 
 @runtime_checkable

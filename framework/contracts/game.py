@@ -59,9 +59,7 @@ class BoardGame(Protocol):
     int8[n_actions], `params` int64[...], the planes float32[n_planes, H, W]):
     `apply_move(board, action, player, n_moves, params) -> 0 ongoing | 1 the mover won | 2 draw`,
     `winning_move(board, player, params) -> action or -1`, and
-    `encode(board, player, last_move, params, out) -> 0`. A game may also have
-    `forced_win(board, player, params) -> action or -1`, the first move of a win the opponent
-    cannot stop (a solver's: Gomoku's continuous fours), which `search.forced_wins` asks for.
+    `encode(board, player, last_move, params, out) -> 0`. A game may also be a `SolvingGame`.
     """
 
     @property
@@ -90,6 +88,16 @@ class BoardGame(Protocol):
     def state_from_planes(self, planes: np.ndarray) -> Any:
         """The position shown by input planes (what a gymnasium observation of the game holds)."""
         ...
+
+
+@runtime_checkable
+class SolvingGame(BoardGame, Protocol):
+    """A board game with a solver: `forced_win(board, player, params) -> action or -1`, the first
+    move of a win the opponent cannot stop (Gomoku's continuous fours), which `search.forced_wins`
+    asks for."""
+
+    @property
+    def forced_win(self) -> Any: ...
 
 
 class GameOpponent(Protocol):

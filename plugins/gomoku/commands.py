@@ -201,7 +201,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 def _load(run: str, overrides: list[str], command: str) -> Any:
     """The trained player, or None after saying why not (a mistake is one line, not a traceback)."""
-    from framework.trained import load_trained
+    from .player import load_trained
 
     try:
         return load_trained(run, overrides, command=command)

@@ -20,6 +20,8 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
+from framework.contracts import SolvingGame
+
 
 class GameKernels(NamedTuple):
     """Where a game's rules are: its C kernels' addresses and the numbers they read."""
@@ -39,12 +41,11 @@ class GameKernels(NamedTuple):
 
 def game_kernels(game: Any) -> GameKernels:
     """A game's kernels (numba cfuncs, or ctypes function pointers of the same signatures)."""
-    forced_win = getattr(game, "forced_win", None)
     return GameKernels(
         _address(game.apply_move),
         _address(game.winning_move),
         _address(game.encode),
-        _address(forced_win) if forced_win is not None else 0,
+        _address(game.forced_win) if isinstance(game, SolvingGame) else 0,
         game.params,
     )
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from framework import registry
-from framework.trained import PLAY_SIMULATIONS, load_trained, shipped_checkpoint
+from framework_plugins.gomoku.player import PLAY_SIMULATIONS, load_trained, shipped_checkpoint
 from tests.alphazero.test_play_cli import MOVE, Brain
 
 SHIPPED = registry.names("trained")
@@ -89,7 +89,7 @@ def test_a_trained_agent_plays_with_the_games_solver_unless_told() -> None:
 def test_a_scheduled_simulation_count_plays_at_its_last_value_or_more() -> None:
     from omegaconf import OmegaConf
 
-    from framework.trained import _play_simulations
+    from framework_plugins.gomoku.player import _play_simulations
 
     ramp = {"kind": "linear", "start": 50, "end": 800, "fraction": 0.5}
     for spec, expected in ((ramp, 800), ({**ramp, "end": 200}, PLAY_SIMULATIONS), (16, PLAY_SIMULATIONS)):

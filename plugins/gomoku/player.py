@@ -1,5 +1,5 @@
 """A trained run, loaded to play: its saved config and last checkpoint rebuilt into the env's game,
-the agent and search engines, outside a training run (for plugins' sub-commands: gomoku's `play RUN`).
+the agent and search engines, outside a training run (the `play RUN` and `gomocup RUN` commands).
 
 RUN is a run directory (or one of its checkpoints), a tracked run id, as for `resume=`, or the name
 of a trained agent a plugin ships (entry-point group `framework.trained`: the name, and the package
@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from framework import config, registry, services
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, find_latest, read_state
-from framework.contracts import GameEnvPlugin, SearchAgent, SearchEngine
+from framework.contracts import GameEnvPlugin, SearchAgent, SearchEngine, SolvingGame
 from framework.errors import ConfigError
 from framework.searches import RunSearches
 
@@ -202,22 +202,20 @@ def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, comma
     assert env_section is not None and agent_section is not None  # check_root
     env = build_plugin(env_section, "env")
     search_section = config.plugin_section(cfg, "search")
-    if search_section is not None and "search.forced_wins" not in chosen:
-        _with_solver(cfg, search_section, getattr(env, "game", None))
     agent = build_plugin(agent_section, "agent")
     if not isinstance(env, GameEnvPlugin) or not isinstance(agent, SearchAgent) or search_section is None:
         raise ConfigError(
             f"{command} {label}: that run trained agent={agent_section.name} on env={env_section.name}; "
             f"{command} plays a board-game agent that searches (e.g. experiment=gomoku_9x9)"
         )
+    if "search.forced_wins" not in chosen:
+        _with_solver(cfg, search_section, env.game)
     device = setup_torch(str(cfg.device), int(cfg.threads), int(cfg.seed))
     try:
         agent.load(checkpoint / AGENT_DIR)
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         raise ConfigError(f"{command} {label}: the checkpoint {checkpoint} cannot be loaded: {e}") from None
-    move_to = getattr(agent, "to", None)
-    if callable(move_to):  # an agent that can move its networks plays on the run's device
-        move_to(device)
+    agent.to(device)
     player = TrainedPlayer(
         cfg=cfg,
         checkpoint=checkpoint,
@@ -252,8 +250,8 @@ def _with_solver(cfg: DictConfig, search: config.Section, game: Any) -> None:
     """A player searches with the game's solver where the game has one and the search takes it
     (`search.forced_wins`: Gomoku's continuous fours), whatever the run self-played with: the
     solver only adds what the rules prove, and a run older than the option has it off."""
-    if hasattr(search.cfg, "forced_wins"):
-        search.cfg.forced_wins = cfg.search.forced_wins = getattr(game, "forced_win", None) is not None
+    if "forced_wins" in {f.name for f in fields(search.cfg)}:
+        search.cfg.forced_wins = cfg.search.forced_wins = isinstance(game, SolvingGame)
 
 
 def _play_simulations(cfg: DictConfig, *, chosen: bool) -> None:

@@ -26,7 +26,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .rules import P_N_IN_ROW, P_SIZE, GameState, Gomoku, wins
+from .kernels import P_N_IN_ROW, P_SIZE, wins
+from .rules import GameState, Gomoku
 
 #: A won position's value; a win found `ply` moves ahead is worth WIN - ply (sooner is better).
 WIN = 1.0e9

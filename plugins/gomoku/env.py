@@ -12,8 +12,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from .kernels import BLACK, DRAW, N_PLANES, WIN
 from .opponents import Opponent, make_opponent
-from .rules import BLACK, DRAW, N_PLANES, WIN, GameState, Gomoku
+from .rules import GameState, Gomoku
 
 CELL_PX = 24
 

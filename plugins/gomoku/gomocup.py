@@ -40,7 +40,8 @@ from typing import Any, TextIO
 import numpy as np
 
 from .gomocup_values import INFO_RANGES, TIME_KEYS, ProtocolError, number_pair, quoted, whole_number
-from .rules import WIN, GameState, Gomoku
+from .kernels import WIN
+from .rules import GameState, Gomoku
 
 #: The part of a move's time allowance kept back for the answer to reach the manager: a fraction,
 #: and up to SAFETY_MS more (a tenth of the allowance at most, so that short limits are used too).

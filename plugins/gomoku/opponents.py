@@ -15,7 +15,8 @@ from typing import Protocol
 import numba as nb
 import numpy as np
 
-from .rules import DRAW, ONGOING, WIN, GameState, Gomoku, apply_move, line_lengths, wins
+from .kernels import DRAW, ONGOING, WIN, apply_move, line_lengths, wins
+from .rules import GameState, Gomoku
 
 OPPONENT_KINDS = ("random", "heuristic", "mcts", "alphabeta")
 #: `mcts` plays with this many rollouts per move unless the name says: mcts1000, mcts5000.

@@ -11,8 +11,9 @@ from framework.errors import ConfigError, check_choice
 
 from .config import COLOURS, GomokuConfig
 from .env import EPISODE_STATS, GomokuEnv
+from .kernels import RULES
 from .opponents import Opponent, make_opponent
-from .rules import RULES, Gomoku
+from .rules import Gomoku
 
 
 class GomokuEnvPlugin:

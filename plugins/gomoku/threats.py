@@ -19,7 +19,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .rules import BOARD_PTR, P_N_IN_ROW, P_SIZE, PARAMS_PTR, winning_move, wins
+from .kernels import BOARD_PTR, P_N_IN_ROW, P_SIZE, PARAMS_PTR, winning_move, wins
 
 #: The most fours one sequence may play (a longer one is not looked for).
 MAX_FOURS = 12

@@ -13,7 +13,8 @@ import numba as nb
 import numpy as np
 
 from .game_calls import GameKernels, call_encode
-from .tree import UNEXPANDED, SearchParams, Tree, backup, draw_value, expand, select_leaf
+from .steps import backup, expand, select_leaf
+from .tree import UNEXPANDED, SearchParams, Tree, draw_value
 
 
 class Leaves(NamedTuple):

@@ -29,6 +29,7 @@ from framework.schedules import final_value
 
 from . import leaves as leaf_kernels
 from . import roots as root_kernels
+from . import steps
 from . import tree as kernels
 from .batching import Evaluated, inference_metrics
 from .evaluation import InProcess
@@ -332,7 +333,7 @@ class PuctSearch:
                 continue
             n_legal = int(np.count_nonzero(tree.root_board[b] == 0))
             noise = self.rng.dirichlet(np.full(n_legal, self.cfg.dirichlet_alpha))
-            kernels.add_noise(tree, b, noise, self.dirichlet_epsilon)
+            steps.add_noise(tree, b, noise, self.dirichlet_epsilon)
             tree.noised[b] = True
 
     def _simulate(self, tree: Tree, active: np.ndarray) -> None:

@@ -13,8 +13,9 @@ import numpy as np
 
 from . import gumbel
 from .game_calls import GameKernels, call_encode
+from .steps import expand_root, mark_forced_root
 from .threads import Twins
-from .tree import SearchParams, Tree, expand_root, mark_forced_root, reset_tree
+from .tree import SearchParams, Tree, reset_tree
 
 
 @nb.njit(cache=True, nogil=True)

@@ -20,8 +20,9 @@ import numpy as np
 
 from .game_calls import GameKernels, call_encode
 from .leaves import Leaves
+from .steps import backup, expand, select_leaf
 from .threads import Twins
-from .tree import UNEXPANDED, SearchParams, Tree, backup, draw_value, expand, select_leaf
+from .tree import UNEXPANDED, SearchParams, Tree, draw_value
 
 
 @nb.njit(cache=True, nogil=True)

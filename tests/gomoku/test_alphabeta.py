@@ -11,8 +11,9 @@ import pytest
 
 from framework_plugins.alphazero.matches import FixedPlayer, play_match
 from framework_plugins.gomoku.alphabeta import evaluate, move_delta, weights
+from framework_plugins.gomoku.kernels import BLACK, WHITE
 from framework_plugins.gomoku.opponents import make_opponent
-from framework_plugins.gomoku.rules import BLACK, WHITE, GameState, Gomoku
+from framework_plugins.gomoku.rules import GameState, Gomoku
 from tests.gomoku.test_opponents import play_game, position
 
 NINE = Gomoku(9, 5)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from framework_plugins.gomoku.kernels import BLACK, WHITE
 from framework_plugins.gomoku.opponents import Opponent, make_opponent
-from framework_plugins.gomoku.rules import BLACK, WHITE, GameState, Gomoku
+from framework_plugins.gomoku.rules import GameState, Gomoku
 
 SMALL = Gomoku(6, 4)
 

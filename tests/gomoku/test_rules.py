@@ -5,17 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework_plugins.gomoku.rules import (
-    BLACK,
-    DRAW,
-    ONGOING,
-    WHITE,
-    WIN,
-    GameState,
-    Gomoku,
-    winning_move,
-    wins,
-)
+from framework_plugins.gomoku.kernels import BLACK, DRAW, ONGOING, WHITE, WIN, winning_move, wins
+from framework_plugins.gomoku.rules import GameState, Gomoku
 
 DIRECTIONS = {"horizontal": (1, 0), "vertical": (0, 1), "diagonal": (1, 1), "anti-diagonal": (1, -1)}
 

@@ -7,7 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from framework_plugins.gomoku.rules import BLACK, WHITE, GameState, Gomoku, wins
+from framework_plugins.gomoku.kernels import BLACK, WHITE, wins
+from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.gomoku.symmetries import (
     N_SYMMETRIES,
     tables,

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from framework_plugins.gomoku.alphabeta import engine_positions
-from framework_plugins.gomoku.rules import BLACK, WHITE, Gomoku, wins
+from framework_plugins.gomoku.kernels import BLACK, WHITE, wins
+from framework_plugins.gomoku.rules import Gomoku
 from framework_plugins.gomoku.threats import MAX_FOURS, forced_win
 
 

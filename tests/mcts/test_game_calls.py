@@ -11,7 +11,7 @@ from tests.mcts.test_sequential import GAME, make_engine
 
 
 def test_the_games_kernels_are_called_by_address_and_anything_else_is_refused() -> None:
-    from framework_plugins.gomoku.rules import apply_move_c, encode_c, winning_move_c
+    from framework_plugins.gomoku.kernels import apply_move_c, encode_c, winning_move_c
     from framework_plugins.gomoku.threats import forced_win_c
     from framework_plugins.mcts.game_calls import game_kernels
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework_plugins.gomoku.rules import BLACK, WHITE, GameState, Gomoku, winning_move, wins
+from framework_plugins.gomoku.kernels import BLACK, WHITE, winning_move, wins
+from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.gomoku.threats import forced_win
 from tests.mcts.test_sequential import FORCED, GAME, Recorder, has_line, make_engine, position
 

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from framework import seeds
 from framework.errors import ConfigError
-from plugins.trackers import compare, ui
+from plugins.trackers import local_views, ui
 from tests.conftest import FAST
 
 OBJECTIVE = "eval/return_mean"
@@ -111,7 +111,7 @@ def test_compare_folds_the_seeds_of_two_sweeps_and_a_single_run(tmp_path: Path, 
         "seeds_profile.png",
         "seeds_improvement.png",
     }
-    assert compare.latest_page(uri, "framework") == (out / "compare.html").resolve()
+    assert local_views.latest_page(uri, "framework") == (out / "compare.html").resolve()
     assert ui._compared(uri, "framework") == (out / "compare.html").resolve().as_uri()  # what `ui` names
 
 

@@ -240,13 +240,13 @@ class AlphaZeroAgent:
         self.learner.setup(game, ctx.device)
 
     def _train(self, ctx: RunContext, step: int) -> None:
-        self.learner.train_phase(self.rng, self._learning_rate(ctx, step))
+        self.learner.train_phase(self.rng, self.learning_rate(ctx, step))
         self.counters["phases"] += 1
         self.counters["updates"] += self.cfg.updates_per_phase
         if not self.cfg.gating:  # self-play uses the trained network itself
             ctx.inference.publish(BEST, self.learner.weights("best"))
 
-    def _learning_rate(self, ctx: RunContext, step: int) -> float:
+    def learning_rate(self, ctx: RunContext, step: int) -> float:
         """agent.learning_rate at `step` (a schedule's fraction is of the run's total_steps)."""
         spec, total = self.cfg.learning_rate, ctx.total_steps
         return float(build_schedule(spec, name="agent.learning_rate", total_steps=total)(step))
@@ -291,7 +291,7 @@ class AlphaZeroAgent:
         metrics["selfplay/games"] = float(self.counters["games"])
         metrics["selfplay/weights_version"] = float(ctx.inference.version(BEST))
         metrics["train/updates"] = float(self.counters["updates"])
-        metrics["train/learning_rate"] = self._learning_rate(ctx, step)
+        metrics["train/learning_rate"] = self.learning_rate(ctx, step)
         metrics["train/replay_positions"] = float(len(self.learner.replay or ()))
         metrics.update({f"train/{key}": value for key, value in collector.settings(step).items()})
         if now > clock[0] and sims > 0:

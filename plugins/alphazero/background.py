@@ -22,7 +22,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -33,7 +33,8 @@ from framework.searches import BEST
 from . import gating
 
 if TYPE_CHECKING:
-    from .agent import AlphaZeroAgent
+    from .config import AlphaZeroConfig
+    from .learner import Learner
 
 log = logging.getLogger("framework")
 
@@ -45,10 +46,22 @@ MOST_DUE = 2
 JOIN_S = 120.0
 
 
+class Learning(Protocol):
+    """What the threads work on: the agent's settings, learner and counts (the AlphaZero agent)."""
+
+    cfg: AlphaZeroConfig
+    learner: Learner
+    counters: dict[str, int]
+    elo: float
+
+    def learning_rate(self, ctx: RunContext, step: int) -> float: ...
+    def gate_metrics(self, score: float, accepted: bool) -> dict[str, float]: ...
+
+
 class BackgroundLearning:
     """The trainer and gate threads of one `learn()`; the main thread drives them."""
 
-    def __init__(self, agent: AlphaZeroAgent, ctx: RunContext, game: Any, rng: np.random.Generator) -> None:
+    def __init__(self, agent: Learning, ctx: RunContext, game: Any, rng: np.random.Generator) -> None:
         self.agent, self.ctx, self.game = agent, ctx, game
         self.rng = rng
         self._cond = threading.Condition()
@@ -210,7 +223,7 @@ class BackgroundLearning:
             began = time.perf_counter()
             try:
                 with learner.lock:
-                    learner.train_phase(self.rng, agent._learning_rate(self.ctx, step))
+                    learner.train_phase(self.rng, agent.learning_rate(self.ctx, step))
                     agent.counters["phases"] += 1
                     agent.counters["updates"] += cfg.updates_per_phase
                     phases = agent.counters["phases"]

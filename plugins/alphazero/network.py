@@ -8,6 +8,7 @@ draw probability a search can weigh apart (`search.draw_contempt`).
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -109,28 +110,17 @@ class NetworkEvaluator:
             return tuple(out.float().cpu().numpy() for out in self.net(x))
 
 
-def torch_evaluator(net: PolicyValueNet, device: str) -> NetworkEvaluator:
-    return NetworkEvaluator(net, device)
-
-
-def onnxruntime_evaluator(net: PolicyValueNet, device: str) -> NetworkEvaluator:
-    # Imported here: onnxruntime stays out of the import of every plugin.
-    from .onnx_evaluator import OnnxEvaluator
-
-    return OnnxEvaluator(net, device)
-
-
-def half_evaluator(net: PolicyValueNet, device: str) -> NetworkEvaluator:
-    from .half_evaluator import HalfEvaluator
-
-    return HalfEvaluator(net, device)
-
-
-def gpu_evaluator(net: PolicyValueNet, device: str) -> NetworkEvaluator:
-    """`auto` on a GPU: the faster of torch_half and eager torch, measured as it is built."""
-    from .half_evaluator import fastest_on_gpu
-
-    return fastest_on_gpu(net, device)
+BACKENDS: dict[str, str] = {
+    "torch": "network:NetworkEvaluator",
+    "onnxruntime": "onnx_evaluator:OnnxEvaluator",
+    "torch_half": "half_evaluator:HalfEvaluator",
+}
+"""What evaluates a network, by name: eager torch, ONNX Runtime (a faster CPU forward at small
+batches), or torch in half precision (fp16 and CUDA graphs on a GPU, bf16 on a CPU). Each is
+`module:builder` in this package, `builder(net, device) -> NetworkEvaluator`, imported when one is
+built: onnxruntime and the half-precision code stay out of the import of every plugin."""
+#: `auto` on a GPU: the faster of torch_half and eager torch, measured as it is built.
+GPU_AUTO = "half_evaluator:fastest_on_gpu"
 
 
 def resolved(backend: str, device: str) -> str:
@@ -142,22 +132,17 @@ def resolved(backend: str, device: str) -> str:
     return backend
 
 
-BACKENDS: dict[str, Callable[[PolicyValueNet, str], NetworkEvaluator]] = {
-    "torch": torch_evaluator,
-    "onnxruntime": onnxruntime_evaluator,
-    "torch_half": half_evaluator,
-}
-"""What evaluates a network, by name: eager torch, ONNX Runtime (a faster CPU forward at small
-batches), or torch in half precision (fp16 and CUDA graphs on a GPU, bf16 on a CPU)."""
-
-
 def backend_named(backend: str) -> Callable[[PolicyValueNet, str], NetworkEvaluator]:
     """The evaluator builder of `backend`, one of BACKENDS (or `gpu_auto`, what auto is on a GPU)."""
-    if backend == "gpu_auto":
-        return gpu_evaluator
-    if backend not in BACKENDS and backend != "auto":
+    if backend not in BACKENDS and backend not in ("auto", "gpu_auto"):
         raise ValueError(f"unknown inference backend {backend!r}: choose one of auto, {', '.join(BACKENDS)}")
-    return BACKENDS.get(backend, torch_evaluator)
+    module, name = (GPU_AUTO if backend == "gpu_auto" else BACKENDS.get(backend, BACKENDS["torch"])).split(
+        ":"
+    )
+    builder: Callable[[PolicyValueNet, str], NetworkEvaluator] = getattr(
+        importlib.import_module(f"{__package__}.{module}"), name
+    )
+    return builder
 
 
 def evaluator_for(net: PolicyValueNet, device: str, backend: str = "torch") -> NetworkEvaluator:

@@ -17,7 +17,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .inference import RayInferenceClient, actor_errors, settle
+from .inference import RayInferenceClient, actor_errors
+from .restarts import settle
 
 log = logging.getLogger("framework")
 

@@ -21,8 +21,8 @@ from framework.errors import ExplainedError
 
 from . import ray_runtime
 from .batching import InferenceStats, inference_metrics
-from .inference import actor_errors, settle
-from .restarts import SLICE_S, Incarnations, incarnation_here
+from .inference import actor_errors
+from .restarts import SLICE_S, Incarnations, incarnation_here, settle
 from .service import BEST, RayInference, RayServiceAddress
 
 if TYPE_CHECKING:

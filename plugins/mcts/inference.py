@@ -198,25 +198,6 @@ def actor_errors() -> tuple[type[BaseException], ...]:
     return (exceptions.RayActorError, exceptions.ActorUnavailableError)
 
 
-def settle(refs: list[Any], *, timeout_s: float) -> list[Any]:
-    """Wait at most `timeout_s` for calls that are given up (cancelled, or of an actor that died) and
-    retrieve each that ended, its error included; the ones still running.
-
-    Ray reports a call's error that nobody retrieved as an "Unhandled error", with the remote
-    traceback, when its ObjectRef goes: a run that stops must leave no such call behind."""
-    import ray
-
-    if not refs:
-        return []
-    ready, rest = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
-    for ref in ready:
-        try:
-            ray.get(ref, timeout=0)
-        except Exception as e:  # given up already: only retrieved
-            log.debug("settled: %s", type(e).__name__)
-    return rest
-
-
 def compact(planes: np.ndarray) -> np.ndarray:
     """The planes as uint8 when that loses nothing (a board game's planes are 0s and 1s), else as
     they are: a quarter of the bytes keeps a batch of 128 9x9 positions under Ray's 100 KB limit

@@ -20,7 +20,7 @@ from typing import Any
 
 from framework.errors import ExplainedError
 
-from .restarts import SLICE_S, Incarnations, incarnation_here, said
+from .restarts import SLICE_S, Incarnations, incarnation_here, said, settle
 
 log = logging.getLogger("framework")
 
@@ -148,7 +148,6 @@ class KeeperGuard:
     def settle(self) -> None:
         """Retrieve the `where` call still in flight (once the keeper is stopped), so that Ray has
         no unretrieved result of ours to report."""
-        from .inference import settle
 
         asked, self._asked = self._asked, None
         if asked is not None:

@@ -6,7 +6,7 @@ as it starts, how many times Ray has restarted it (`incarnation_here`) and says 
 every `where`. The count is Ray's own, kept by its control store (GCS), not by any actor of ours:
 it holds whichever actors die and in whatever order, the weights keeper included. Calls are sent
 again only once the actor answers; when Ray gives up on it (its restarts spent) the run ends in
-one line naming the actor.
+one line naming the actor. `settle` retrieves the calls given up on, so that none is left unread.
 """
 
 from __future__ import annotations
@@ -134,3 +134,22 @@ class Incarnations:
 def said(error: BaseException) -> str:
     """An error in one short line: its type and the first line of its message."""
     return f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+
+
+def settle(refs: list[Any], *, timeout_s: float) -> list[Any]:
+    """Wait at most `timeout_s` for calls that are given up (cancelled, or of an actor that died) and
+    retrieve each that ended, its error included; the ones still running.
+
+    Ray reports a call's error that nobody retrieved as an "Unhandled error", with the remote
+    traceback, when its ObjectRef goes: a run that stops must leave no such call behind."""
+    import ray
+
+    if not refs:
+        return []
+    ready, rest = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    for ref in ready:
+        try:
+            ray.get(ref, timeout=0)
+        except Exception as e:  # given up already: only retrieved
+            log.debug("settled: %s", type(e).__name__)
+    return rest

@@ -24,9 +24,9 @@ from framework.errors import ExplainedError
 
 from .batching import BatchInferenceManager
 from .evaluation import InProcess, Pipelined
-from .inference import RayInferenceClient, settle, start_inference_actors
+from .inference import RayInferenceClient, start_inference_actors
 from .keeper import Entry, KeeperGuard
-from .restarts import Incarnations, said
+from .restarts import Incarnations, said, settle
 
 if TYPE_CHECKING:
     from framework.contracts import Evaluator

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import hashlib
-import json
 import re
 import time
 from collections.abc import Sequence
@@ -18,9 +16,8 @@ from typing import Any
 from framework.columns import WIDTH, refuse, wrap
 from framework.commands import Parser
 
-from . import report, seed_summary, summary_page
+from . import local_views, report, seed_summary, summary_page
 from .seed_summary import SEED
-from .store_template import cache_dir
 from .sweep_parents import history, run_fragment
 from .sweep_summary import TABLE_CSV, TABLE_HTML, child_from_run
 
@@ -56,22 +53,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, help="the folder written (default: outputs/compare/TIME)")
     args = parser.parse_args([a for a in argv if not a.lstrip("+").startswith("tracking.")])
     try:
-        uri, experiment = _tracking([a for a in argv if a.lstrip("+").startswith("tracking.")])
+        uri, experiment = _store([a for a in argv if a.lstrip("+").startswith("tracking.")])
         return _compare(uri, experiment, args)
     except (LookupError, ValueError) as e:
         refuse(str(e))
         return 1
-
-
-def _tracking(overrides: list[str]) -> tuple[str, str]:
-    """The store and experiment as `ui` names them (a SQLite store by its resolved path)."""
-    from .ui import SQLITE
-    from .ui import _tracking as tracking_of
-
-    uri, experiment = tracking_of(overrides)
-    if uri.startswith(SQLITE):
-        uri = f"{SQLITE}{Path(uri[len(SQLITE) :]).resolve()}"
-    return uri, experiment
 
 
 def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
@@ -118,7 +104,7 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     page, table = folder / PAGE, folder / TABLE
     (folder / TABLE_HTML).replace(page)
     (folder / TABLE_CSV).replace(table)
-    _remember(uri, experiment, page)
+    local_views.remember_page(uri, experiment, page)
     configs = found.configs or seed_summary.configurations(
         children, keys, mode, labels=labels, most_settings=LABEL_SETTINGS, leading=FIRST
     )
@@ -227,25 +213,13 @@ def short_labels(keys: Sequence[str]) -> dict[str, str]:
 
 def _address(uri: str) -> str:
     """Where the page opens runs: the tracking server, the `ui` serving this store, or ui's default."""
-    from .ui import _running
-
-    running = _running(uri) if uri.startswith("sqlite:///") else None
+    running = local_views.running(uri) if uri.startswith("sqlite:///") else None
     return str(running["address"]) if running else summary_page.address_of(uri)
 
 
-def _remember(uri: str, experiment: str, page: Path) -> None:
-    """The latest page for this store and experiment, which `ui` names."""
-    with_key = hashlib.sha1(f"{uri}\n{experiment}".encode()).hexdigest()[:12]
-    record = cache_dir() / f"compare-{with_key}.json"
-    record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps({"page": str(page.resolve()), "uri": uri, "experiment": experiment}))
-
-
-def latest_page(uri: str, experiment: str) -> Path | None:
-    """The page `compare` last wrote for this store and experiment, if it is still there."""
-    with_key = hashlib.sha1(f"{uri}\n{experiment}".encode()).hexdigest()[:12]
-    try:
-        page = Path(json.loads((cache_dir() / f"compare-{with_key}.json").read_text())["page"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return page if page.is_file() else None
+def _store(overrides: list[str]) -> tuple[str, str]:
+    """The store and experiment as `ui` names them (a SQLite store by its resolved path)."""
+    uri, experiment = local_views.tracking(overrides)
+    if uri.startswith(local_views.SQLITE):
+        uri = f"{local_views.SQLITE}{Path(uri[len(local_views.SQLITE) :]).resolve()}"
+    return uri, experiment

@@ -32,9 +32,9 @@ from typing import Any
 from framework.columns import refuse
 from framework.commands import Parser
 
+from . import local_views
 from .store_template import cache_dir
 
-SQLITE = "sqlite:///"
 #: The query that opens an MLflow UI page in its model-training view.
 MLFLOW_VIEW = "?workflowType=machine_learning"
 #: The experiment tag of a shared view of its runs page, less the view's key (MLflow 3.17's UI).
@@ -75,26 +75,26 @@ def main(argv: list[str]) -> int:
     args, extra = parser.parse_known_args(argv)
     overrides = [*args.overrides, *extra]
     try:
-        uri, experiment = _tracking(overrides)
+        uri, experiment = local_views.tracking(overrides)
     except ValueError as e:
         refuse(str(e))
         return 1
-    if not uri.startswith(SQLITE):
+    if not uri.startswith(local_views.SQLITE):
         if not uri.startswith(("http://", "https://")):
             refuse(f"tracking.uri={uri}: `ui` opens a SQLite store or a tracking server")
             return 1
         return _show(
             uri.rstrip("/"), _page(uri, experiment, args.run), args.no_browser, _compared(uri, experiment)
         )
-    store = Path(uri[len(SQLITE) :]).resolve()
+    store = Path(uri[len(local_views.SQLITE) :]).resolve()
     if not store.is_file():
         refuse(
             f"no runs at {store} yet (the store is created by the first tracked run: python -m "
             "framework); or give the store: tracking.uri=sqlite:///PATH"
         )
         return 1
-    uri = f"{SQLITE}{store}"
-    running = _running(uri)
+    uri = f"{local_views.SQLITE}{store}"
+    running = local_views.running(uri)
     if running is not None:
         print(f"The MLflow UI on {store} is running already (process {running['pid']}).")
         return _show(
@@ -106,34 +106,10 @@ def main(argv: list[str]) -> int:
     return _serve(uri, experiment, args.run, args.port, args.no_browser)
 
 
-def _tracking(overrides: list[str]) -> tuple[str, str]:
-    """The tracking URI and experiment of the config these overrides compose (the run's defaults)."""
-    from omegaconf import OmegaConf
-
-    from framework.app import compose
-    from framework.errors import ConfigError
-
-    wrong = [o for o in overrides if not o.lstrip("+").startswith(("tracking.", "tracking="))]
-    if wrong:
-        raise ValueError(f"{' '.join(wrong)}: `ui` takes tracking.uri=... and tracking.experiment=... only")
-    try:
-        cfg = compose(overrides)
-    except ConfigError as e:
-        raise ValueError(str(e)) from None
-    except Exception as e:  # Hydra's refusal of an override: one line
-        raise ValueError(str(e).splitlines()[0]) from None
-    uri = OmegaConf.select(cfg, "tracking.uri", default=None)
-    if uri is None:
-        raise ValueError("tracking is off in this config (tracking=none): give tracking=mlflow")
-    from .mlflow_tracker import absolute_uri
-
-    return absolute_uri(str(uri)), str(OmegaConf.select(cfg, "tracking.experiment", default="framework"))
-
-
 def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_browser: bool) -> int:
     port = port or (DEFAULT_PORT if _free(DEFAULT_PORT) else _free_port())
     address = f"http://127.0.0.1:{port}"
-    log_path = cache_dir() / f"ui-{_key(uri)}.log"
+    log_path = cache_dir() / f"ui-{local_views.key(uri)}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = [
         sys.executable,
@@ -151,7 +127,7 @@ def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_brow
         server = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
         )
-    record = _record_path(uri)
+    record = local_views.record_path(uri)
     # Ctrl-C or SIGTERM stops the server too (SIGINT handled here even where it came in ignored,
     # as in a background job).
     signal.signal(signal.SIGTERM, _interrupt)
@@ -163,7 +139,7 @@ def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_brow
             refuse(f"`mlflow ui` did not start on {address}:\n  " + "\n  ".join(tail))
             return 1
         record.write_text(json.dumps({"pid": server.pid, "address": address, "uri": uri}))
-        print(f"MLflow UI on {Path(uri[len(SQLITE) :])} (Ctrl-C stops it).")
+        print(f"MLflow UI on {Path(uri[len(local_views.SQLITE) :])} (Ctrl-C stops it).")
         _show(address, page, no_browser, _compared(uri, experiment))
         server.wait()
         return 0
@@ -192,9 +168,7 @@ def _show(address: str, page: str, no_browser: bool, compared: str = "") -> int:
 
 def _compared(uri: str, experiment: str) -> str:
     """The page `compare` last wrote for this experiment, else the command that writes one."""
-    from .compare import latest_page
-
-    page = latest_page(uri, experiment)
+    page = local_views.latest_page(uri, experiment)
     return page.as_uri() if page is not None else f"python -m framework compare {shlex.quote(experiment)}"
 
 
@@ -320,33 +294,15 @@ def _clamp(value: float, low: float, high: float) -> float:
     return max(low, min(high, value))
 
 
-def _running(uri: str) -> dict[str, Any] | None:
-    """The server a `ui` call started on this store, if it still runs and answers."""
-    try:
-        found = json.loads(_record_path(uri).read_text())
-        os.kill(int(found["pid"]), 0)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return found if found.get("uri") == uri and _answers(str(found["address"])) else None
-
-
 def _wait_until_it_answers(address: str, server: subprocess.Popen[bytes]) -> bool:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if server.poll() is not None:
             return False
-        if _answers(address):
+        if local_views.answers(address):
             return True
         time.sleep(0.25)
     return False
-
-
-def _answers(address: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{address}/health", timeout=2) as r:
-            return bool(r.status == 200)
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
 
 
 def _stop(server: subprocess.Popen[bytes]) -> None:
@@ -361,14 +317,6 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(server.pid, signal.SIGKILL)
         server.wait(timeout=10)
-
-
-def _record_path(uri: str) -> Path:
-    return cache_dir() / f"ui-{_key(uri)}.json"
-
-
-def _key(uri: str) -> str:
-    return hashlib.sha1(uri.encode()).hexdigest()[:12]
 
 
 def _free(port: int) -> bool:

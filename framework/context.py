@@ -21,6 +21,7 @@ from framework.contracts import (
     EvaluatingAgent,
     InferenceService,
     SearchEngine,
+    SearchPlugin,
     Tracker,
     VariantEnvPlugin,
 )
@@ -99,6 +100,11 @@ class RunContext:
         evaluation one with the run's evaluation seed, apart from every training seed (`evaluation_seed`)."""
         seed = evaluation_seed(self.seed) if evaluation else self.seed + index
         return self.env_plugin.make(seed=seed, index=index, evaluation=evaluation, render_mode=render_mode)
+
+    @property
+    def search_plugin(self) -> SearchPlugin | None:
+        """The run's search plugin (a config with search=...), else None."""
+        return None if self.searches is None else self.searches.plugin
 
     @property
     def search(self) -> SearchEngine | None:

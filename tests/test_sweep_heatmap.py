@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from framework.contracts import SweepSummarySpec
 from plugins.trackers import sweep_summary
 from plugins.trackers.mlflow_session import MlflowSession
-from plugins.trackers.sweep_summary import Child
+from plugins.trackers.sweep_child import Child
 
 BATCH, WAIT = "search.batch_size", "search.max_wait_ms"
 OBJECTIVE, SIMS = "eval/return_mean", "perf/sims_per_s"

@@ -6,7 +6,14 @@ is declared and typed, never guessed. `check` holds a loaded plugin to its kind'
 One module per kind; every public name is re-exported here (`from framework.contracts import Agent`).
 """
 
-from framework.contracts.agent import Agent, CheckedAgent, EvaluatingAgent, MetricNamingAgent, SearchAgent
+from framework.contracts.agent import (
+    Agent,
+    CheckedAgent,
+    EvaluatingAgent,
+    MetricNamingAgent,
+    RunContext,
+    SearchAgent,
+)
 from framework.contracts.buffer import Buffer, FrameBuffer
 from framework.contracts.check import (
     CAPABILITIES,
@@ -69,6 +76,7 @@ __all__ = [
     "Measured",
     "MetricNamingAgent",
     "PortableEvaluator",
+    "RunContext",
     "RunService",
     "SearchAgent",
     "SearchEngine",

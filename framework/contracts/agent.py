@@ -1,4 +1,5 @@
-"""Agents: each owns its training loop, and the optional capabilities an agent may declare."""
+"""Agents: each owns its training loop, and the optional capabilities an agent may declare; the
+RunContext its `learn` is handed (`framework.context.RunContext` is the core's)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from framework.context import RunContext
+    import threading
+
+    import gymnasium as gym
+    import numpy as np
+    from omegaconf import DictConfig
+
     from framework.contracts.buffer import Buffer
     from framework.contracts.env import EnvPlugin
     from framework.contracts.game import Evaluator
-    from framework.contracts.search import SearchPlugin
+    from framework.contracts.search import InferenceService, SearchEngine, SearchPlugin
+    from framework.contracts.tracker import Tracker
 
 
 @runtime_checkable
@@ -59,3 +66,72 @@ class CheckedAgent(Agent, Protocol):
     plugins (a buffer it cannot fill, say): `check_run` raises ConfigError naming what to change."""
 
     def check_run(self, *, env: EnvPlugin, buffer: Buffer | None, search: SearchPlugin | None) -> None: ...
+
+
+class RunContext(Protocol):
+    """The run as an agent sees it."""
+
+    @property
+    def cfg(self) -> DictConfig:
+        """The run's resolved config."""
+        ...
+
+    @property
+    def env_plugin(self) -> EnvPlugin: ...
+    @property
+    def n_envs(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def rng(self) -> np.random.Generator: ...
+    @property
+    def device(self) -> str:
+        """The torch device the run was given (`auto` resolved)."""
+        ...
+
+    @property
+    def total_steps(self) -> int: ...
+    @property
+    def start_step(self) -> int:
+        """The step the run starts from: 0, or a resumed run's checkpoint."""
+        ...
+
+    @property
+    def stop(self) -> threading.Event:
+        """Set when the run is asked to stop (Ctrl-C, SIGTERM): the agent ends its loop soon."""
+        ...
+
+    @property
+    def tracker(self) -> Tracker: ...
+    @property
+    def buffer(self) -> Buffer | None:
+        """The run's buffer (a config with buffer=...), else None."""
+        ...
+
+    @property
+    def search_plugin(self) -> SearchPlugin | None:
+        """The run's search plugin (a config with search=...), else None."""
+        ...
+
+    @property
+    def search(self) -> SearchEngine | None:
+        """The run's own search (the best model, the run's seed), made on first use."""
+        ...
+
+    @property
+    def inference(self) -> InferenceService:
+        """The run's inference service, started on first use by the search plugin."""
+        ...
+
+    def make_env(
+        self, index: int = 0, *, evaluation: bool = False, render_mode: str | None = None
+    ) -> gym.Env: ...
+    def make_search(self, model: str = ..., *, seed: int) -> SearchEngine:
+        """Another search over the run's inference service with `model`'s weights; closed with the run."""
+        ...
+
+    def close_search(self, search: SearchEngine) -> None: ...
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
+    def after_step(self, step: int, agent: Agent) -> bool:
+        """Steps advanced to `step` in all: progress, evaluation, checkpoints. False: stop."""
+        ...

@@ -13,8 +13,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 import numpy as np
 import torch
 
-from framework.context import RunContext
-from framework.contracts import Buffer, DistributedSearch, EnvPlugin, Evaluator, GameEnvPlugin, SearchPlugin
+from framework.contracts import (
+    Buffer,
+    DistributedSearch,
+    EnvPlugin,
+    Evaluator,
+    GameEnvPlugin,
+    RunContext,
+    SearchPlugin,
+)
 from framework.errors import ConfigError, check_at_least, check_choice
 from framework.schedules import build_schedule
 from framework.searches import BEST

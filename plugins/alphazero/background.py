@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import torch
 
-from framework.context import RunContext
+from framework.contracts import RunContext
 from framework.searches import BEST
 
 from . import gating

@@ -8,8 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from framework.context import RunContext
-from framework.contracts import DistributedSearch, Measured, SelfPlaySource
+from framework.contracts import DistributedSearch, Measured, RunContext, SelfPlaySource
 from framework.errors import ConfigError
 from framework.schedules import Schedule, build_schedule
 
@@ -69,7 +68,7 @@ class SelfPlayCollector:
     """Where the run's self-play games come from, and the settings they are played with."""
 
     def __init__(self, cfg: AlphaZeroConfig, ctx: RunContext, game: Any, rng: np.random.Generator) -> None:
-        assert ctx.searches is not None and ctx.search is not None
+        assert ctx.search_plugin is not None and ctx.search is not None
         self.schedules = schedules(cfg, ctx.cfg.search, ctx.total_steps)
         choice = MoveChoice(1.0, cfg.temperature_moves)
         cap = PlayoutCap(cfg.full_search_fraction, cfg.fast_simulations)
@@ -82,7 +81,7 @@ class SelfPlayCollector:
                 game, ctx.search, choice, rng, noise=cfg.noise, cap=cap, openings=starts
             )
             return
-        plugin = ctx.searches.plugin
+        plugin = ctx.search_plugin
         if isinstance(plugin, DistributedSearch):
             make = functools.partial(
                 vectorize_runner,

@@ -8,8 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from framework.context import RunContext
-from framework.contracts import GameEnvPlugin
+from framework.contracts import GameEnvPlugin, RunContext
 from framework.evaluation import evaluation_seed
 from framework.searches import BEST
 

@@ -9,8 +9,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from framework.context import RunContext
-from framework.contracts import Buffer, CheckedAgent, EnvPlugin, SearchPlugin, SpacesEnvPlugin
+from framework.contracts import Buffer, CheckedAgent, EnvPlugin, RunContext, SearchPlugin, SpacesEnvPlugin
 from framework.errors import ConfigError, check_at_least, check_choice
 from framework.schedules import Schedule, build_schedule
 

@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 
-from framework.context import RunContext
-from framework.contracts import Buffer, EnvPlugin, SearchPlugin
+from framework.contracts import Buffer, EnvPlugin, RunContext, SearchPlugin
 from framework.errors import ConfigError, check_choice
 
 from .algorithms import algorithm_class, build_kwargs, check_hyperparams, default_policy, space_mismatch

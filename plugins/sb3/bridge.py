@@ -8,7 +8,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import KVWriter, Logger
 
-from framework.context import RunContext
+from framework.contracts import RunContext
 
 
 class FrameworkCallback(BaseCallback):

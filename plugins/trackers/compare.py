@@ -18,8 +18,9 @@ from framework.commands import Parser
 
 from . import local_views, report, seed_summary, summary_page
 from .seed_summary import SEED
+from .sweep_child import child_from_run
 from .sweep_parents import history, run_fragment
-from .sweep_summary import TABLE_CSV, TABLE_HTML, child_from_run
+from .sweep_summary import TABLE_CSV, TABLE_HTML
 
 PAGE, TABLE = "compare.html", "compare.csv"
 #: Runs of an experiment `compare` reads.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import seed_summary, sweep_summary
 from .seed_summary import Configuration, History
-from .sweep_summary import Child
+from .sweep_child import Child
 
 
 @dataclass(frozen=True)

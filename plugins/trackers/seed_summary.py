@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from . import seed_stats as ss
 
 if TYPE_CHECKING:
-    from .sweep_summary import Child
+    from .sweep_child import Child
 
 SEED = "seed"
 CURVES_PNG = "seeds_curves.png"

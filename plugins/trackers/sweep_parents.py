@@ -14,7 +14,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from . import report, seed_summary, sweep_summary
+from . import report, seed_summary, sweep_child, sweep_summary
 from .journal_sender import MAX_PARAM_VALUE, MAX_PARAMS_PER_BATCH
 
 #: Children of one sweep read back for its summary.
@@ -159,7 +159,7 @@ class SweepParents:
         study_dir: str | None = None,
     ) -> dict[str, Any]:
         runs = self._children(parent_id)
-        children = [sweep_summary.child_from_run(r, swept_keys, objective, also) for r in runs]
+        children = [sweep_child.child_from_run(r, swept_keys, objective, also) for r in runs]
         if not children:
             return {"runs": 0}
         study = self._log_study(parent_id, Path(study_dir)) if study_dir else None

@@ -5,63 +5,19 @@ from __future__ import annotations
 
 import csv
 import html
-import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import seed_summary, summary_page
+from .sweep_child import Child
 
 TABLE_CSV = "sweep_summary.csv"
 TABLE_HTML = "sweep_summary.html"
 PLOT_PNG = "objective.png"
 HEATMAP_PNG = "heatmap_{}.png"
 SEED = "seed"
-#: A child's Optuna trial state (hydra_plugins.framework_optuna_sweeper._trial.STATE_TAG).
-TRIAL_STATE_TAG = "framework.trial_state"
-
-
-@dataclass(frozen=True)
-class Child:
-    """One job of the sweep, as its run records it."""
-
-    run_id: str
-    name: str
-    status: str
-    duration_s: float | None
-    params: dict[str, str]
-    objective: float | None
-    also: dict[str, float | None] = field(default_factory=dict)
-    """Its last value of each metric of `objective.also` (None: never logged)."""
-    trial_state: str = ""
-    """Its Optuna trial's state (COMPLETE, PRUNED, FAIL) in a hydra/sweeper=optuna sweep; else ''."""
-
-    @property
-    def outcome(self) -> str:
-        """Its status, PRUNED for a trial its pruner stopped (a KILLED run)."""
-        return "PRUNED" if self.trial_state == "PRUNED" else self.status
-
-    @property
-    def finished(self) -> bool:
-        """Whether it ran its whole budget: only these are plotted and compared."""
-        return self.status == "FINISHED"
-
-
-def child_from_run(run: Any, swept_keys: Sequence[str], objective: str, also: Sequence[str] = ()) -> Child:
-    info, data = run.info, run.data
-    duration = (info.end_time - info.start_time) / 1000 if info.end_time and info.start_time else None
-    return Child(
-        run_id=str(info.run_id),
-        name=str(info.run_name),
-        status=str(info.status),
-        duration_s=duration,
-        params={key: str(data.params.get(key, "")) for key in swept_keys},
-        objective=_number(data.metrics.get(objective)),
-        also={metric: _number(data.metrics.get(metric)) for metric in also},
-        trial_state=str(data.tags.get(TRIAL_STATE_TAG, "")),
-    )
 
 
 def also_metrics(also: Sequence[str], objective: str) -> list[str]:
@@ -370,10 +326,6 @@ def note(
     if configs:
         lines.append(seed_summary.markdown(configs, objective, links))
     return "\n\n".join(lines)
-
-
-def _number(v: float | None) -> float | None:
-    return None if v is None or math.isnan(v) else float(v)
 
 
 def _cell(v: float | None) -> str:

@@ -70,6 +70,11 @@ class SearchEngine(Protocol):
         a later call is not affected."""
         ...
 
+    def warm_up(self, root: BoardState) -> None:
+        """A search of a few simulations from `root`, so that the first real search does not wait
+        for compiled kernels and the network's first call (a fresh install compiles for seconds)."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -70,10 +70,11 @@ def gomocup(argv: list[str]) -> int:
     if player is None:
         return 1
     try:
-        from framework_plugins.gomoku.gomocup import GomocupBrain
+        from .gomocup import GomocupBrain
+        from .rules import Gomoku
 
         game = player.game
-        if not hasattr(game, "board_size") or not hasattr(game, "rule"):
+        if not isinstance(game, Gomoku):
             refuse(f"gomocup plays Gomoku; {player.label} played {game.name}")
             return 1
         brain = GomocupBrain(
@@ -83,9 +84,7 @@ def gomocup(argv: list[str]) -> int:
             about=_about(player),
             out=protocol,
         )
-        from framework_plugins.mcts.engines import warm_up
-
-        warm_up(brain.engine, brain.game.new_state())  # the first move is not the one that compiles
+        brain.engine.warm_up(brain.game.new_state())  # the first move is not the one that compiles
         brain.serve(_lines(sys.stdin.buffer))
         return 0
     except KeyboardInterrupt:

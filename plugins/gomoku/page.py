@@ -110,9 +110,7 @@ class PlayServer:
         self._engine = self.player.engine()
         self.simulations = int(self._engine.num_simulations)
         if self.warm_up:
-            from framework_plugins.mcts.engines import warm_up
-
-            self._search_thread.submit(warm_up, self._engine, self.game.new_state())
+            self._search_thread.submit(self._engine.warm_up, self.game.new_state())
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="play-page")
         self._thread.start()
         try:
@@ -127,7 +125,7 @@ class PlayServer:
         is closed."""
         self.closing = True
         engine = self._engine
-        if engine is not None and hasattr(engine, "interrupt"):
+        if engine is not None:
             engine.interrupt()
         if self._loop.is_running():
             with contextlib.suppress(Exception):

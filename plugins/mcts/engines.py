@@ -207,14 +207,3 @@ def uniform_evaluator(game: BoardGame) -> Callable[[], Evaluator]:
         return evaluate
 
     return make
-
-
-def warm_up(engine: Any, root: Any) -> None:
-    """One search of two simulations from `root`, so that the first real search does not wait for
-    compiled kernels and the network's first call (a fresh install compiles for tens of seconds)."""
-    keep = engine.num_simulations
-    engine.num_simulations = 2
-    try:
-        engine.search([root], add_noise=False)
-    finally:
-        engine.num_simulations = keep

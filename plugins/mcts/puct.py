@@ -165,6 +165,9 @@ class PuctSearch:
             self._deadline = None
             self.search_seconds += time.perf_counter() - started
 
+    def warm_up(self, root: BoardState) -> None:
+        self.search([root], add_noise=False, simulations=[2])
+
     def interrupt(self) -> None:
         """End the search under way (from another thread) as its deadline would: at once, once every
         root has a visited move. A search that starts later is not affected."""

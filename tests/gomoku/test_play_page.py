@@ -71,6 +71,12 @@ class GatedEngine:
     def chosen_moves(self) -> Any:
         return self.engine.chosen_moves
 
+    def warm_up(self, root: Any) -> None:
+        self.engine.warm_up(root)
+
+    def interrupt(self) -> None:
+        self.engine.interrupt()
+
     def search(self, roots: Any, *, add_noise: bool = False) -> Any:
         self.searching.set()
         assert self.go.wait(30), "the test never let the search go"

@@ -29,7 +29,7 @@ import aiohttp
 from .arenas import Arenas
 from .peerjs import PeerJSError, PeerJSServer, PeerJSSocket, new_peer_id, offer
 from .protocol import ProtocolError, decode, encode
-from .webrtc import restrict_ice_to_loopback
+from .signaling import restrict_ice_to_loopback
 
 SIGNALING_TIMEOUT_S = 15.0
 Frame = dict[str, Any] | str | bytes

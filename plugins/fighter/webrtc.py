@@ -1,9 +1,7 @@
 """WebRTCClient: the trainer's side of the game connection, an asyncio loop in its own thread.
 
-The thread runs an aiohttp server on 127.0.0.1 (the game page, its static files and the
-offer/answer signaling endpoint, all behind a per-run token) and the aiortc peer connection.
-With a PeerJS server (`peerjs=`), offers arrive through it instead (see peerjs.py); the page
-and the data channel are the same.
+The thread runs the page server (signaling.py: the game page, its static files and the offers of
+game clients, all behind a per-run token) and the aiortc peer connection of this session.
 The synchronous env never touches the loop except through `call_soon_threadsafe` (to send)
 and a thread-safe queue (to receive): a `channel.send()` from the training thread would
 silently never be delivered. An application-level heartbeat notices a dead or frozen game
@@ -21,34 +19,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import queue
-import secrets
 import threading
 import time
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
-
-from aiohttp import web
 
 from framework.errors import ExplainedError
-from framework_plugins.web.token_logs import guard_token, release_token
 
-from .peerjs import PeerJSError, PeerJSServer, PeerJSSocket, answer_offers, new_peer_id
-from .protocol import MAX_MESSAGE_BYTES, ProtocolError, decode, encode, token_matches
+from .peerjs import PeerJSServer
+from .protocol import ProtocolError, decode, encode
+from .signaling import Signaling, check_offer_sdp
 
 log = logging.getLogger(__name__)
-#: Where aiohttp logs the page server's requests that fail (token_logs.py: never what a client sent).
-request_log = logging.getLogger(f"{__name__}.requests")
-STATIC = Path(__file__).parent / "static"
-#: The page's files, served by name (nothing else under static/ is reachable).
-PAGE_FILES = frozenset(
-    p.name for p in STATIC.iterdir() if p.suffix in {".js", ".json", ".html", ".css", ".svg"}
-)
-#: Longest SDP offer accepted (a browser's data-channel offer takes about 1 KB).
-MAX_SDP_BYTES = 16 * 1024
 #: Unsolicited messages (answers to nothing asked) a client may send within a second before it
 #: is dropped for flooding: a late reply or two is normal, hundreds a second are not.
 FLOOD_LIMIT = 50
@@ -56,64 +39,11 @@ FLOOD_LIMIT = 50
 IDLE_S = 0.5
 #: Longest wait for a client told the run has ended to close its side (it then has the message).
 ENDED_WAIT_S = 2.0
-#: Libraries whose INFO lines (every ICE check, every request) would drown the run's own output.
-CHATTY_LOGGERS = ("aioice", "aiortc", "aiohttp.access")
 
 
 class PeerGone(ExplainedError):
     """The game client disconnected, stopped answering, closed its data channel or was dropped
     (its message says which; a run that cannot go on without it stops with that message)."""
-
-
-def restrict_ice_to_loopback() -> None:
-    """Gather only 127.0.0.1 candidates, so WebRTC traffic never leaves this machine's loopback.
-
-    aioice offers every interface address but loopback; both peers of a local game run here.
-    """
-    import aioice.ice
-
-    aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: ["127.0.0.1"]
-
-
-def quiet_libraries() -> None:
-    """Only warnings from aioice and aiortc; no line from the page server's request log for a page
-    that went away mid-request (a fast reload), while any other error in a handler is still logged."""
-    for name in CHATTY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
-    if not any(isinstance(f, _PageWentAway) for f in request_log.filters):
-        request_log.addFilter(_PageWentAway())  # before the token's redaction, which drops tracebacks
-
-
-class _PageWentAway(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        return not isinstance(error, ConnectionError | asyncio.CancelledError)
-
-
-def check_offer_sdp(sdp: object) -> str:
-    """The offer's SDP if it can be answered (a data channel, ICE credentials, a DTLS
-    fingerprint), else a ProtocolError saying what is wrong; nothing is touched before this."""
-    from aiortc.sdp import SessionDescription
-
-    if not isinstance(sdp, str) or not sdp.strip():
-        raise ProtocolError("the offer has no SDP text")
-    if len(sdp.encode()) > MAX_SDP_BYTES:
-        raise ProtocolError(f"the offer's SDP of {len(sdp.encode())} bytes exceeds {MAX_SDP_BYTES}")
-    try:
-        parsed = SessionDescription.parse(sdp)
-    except Exception as e:  # aiortc's parser raises whatever the malformed line provokes
-        raise ProtocolError(f"the offer's SDP does not parse: {type(e).__name__}: {str(e)[:120]}") from None
-    media = [m for m in parsed.media if m.kind == "application"]
-    if not media:
-        raise ProtocolError("the offer's SDP has no data channel (m=application)")
-    m = media[0]
-    if m.ice is None or not m.ice.usernameFragment or not m.ice.password:
-        raise ProtocolError("the offer's SDP has no ICE credentials (a=ice-ufrag, a=ice-pwd)")
-    if m.dtls is None or not m.dtls.fingerprints:
-        raise ProtocolError("the offer's SDP has no DTLS fingerprint (a=fingerprint)")
-    if m.sctpCapabilities is None and m.sctp_port is None:
-        raise ProtocolError("the offer's SDP has no SCTP association (a=sctp-port)")
-    return sdp
 
 
 class WebRTCClient:
@@ -129,17 +59,13 @@ class WebRTCClient:
         peerjs: PeerJSServer | None = None,
         signaling_timeout_s: float = 15.0,
     ) -> None:
-        self.host = host
-        self.peerjs = peerjs
-        self.peer_id = new_peer_id("trainer") if peerjs is not None else ""
-        self.token = secrets.token_urlsafe(16)
         self.heartbeat_interval_s = heartbeat_interval_s
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.signaling_timeout_s = signaling_timeout_s
-        if ipaddress.ip_address(host).is_loopback and (peerjs is None or peerjs.is_loopback):
-            restrict_ice_to_loopback()
-        quiet_libraries()
-        guard_token(self.token, log, request_log)
+        self.signaling = Signaling(
+            self._accept, host=host, peerjs=peerjs, timeout_s=signaling_timeout_s, loggers=[log]
+        )
+        self._loop = self.signaling.server.loop
         self.inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.connected = threading.Event()
         self.client_kind = ""
@@ -147,8 +73,6 @@ class WebRTCClient:
         """Why the last client went (empty while none has)."""
         self.takeovers = 0
         """Clients that took the connection over from a live one."""
-        self.signaling_problem = ""
-        """Why no new client can reach this trainer now (the PeerJS server is gone); empty when one can."""
         self.generation = 0
         """Counts the clients that connected: a transport that sees it change knows its client did."""
         self.status: dict[str, Any] = {"phase": "starting", "steps": 0, "rounds": [0, 0, 0]}
@@ -165,46 +89,49 @@ class WebRTCClient:
         self._steps_per_s = 0.0
         self._sent_status: tuple[Any, ...] = ()
         self._status_at = 0.0
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="webrtc")
-        self._thread.start()
-        self._runner: web.AppRunner | None = None
-        self._signaling: asyncio.Task[None] | None = None
+        self._heartbeat_task: asyncio.Task[None] | None = None
         try:
-            self.port = self._call(self._serve(port), timeout=15)
+            self.signaling.start(port)
             self._heartbeat_task = self._call(self._start_heartbeat(), timeout=5)
-            if peerjs is not None:
-                self._signaling = self._call(self._register(peerjs, signaling_timeout_s), timeout=30)
         except BaseException:
             self.close()
             raise
 
     @property
     def url(self) -> str:
-        """The game page, token included (what a user opens to watch, or a browser is pointed at).
-
-        Shown to the user once, never logged: messages name `public_url`."""
-        page = f"http://{self.host}:{self.port}/?token={self.token}"
-        if self.peerjs is None:
-            return page
-        query = urlencode({"peerjs": self.peerjs.url, "key": self.peerjs.key, "peer": self.peer_id})
-        return f"{page}&{query}"
+        """The game page, token included: shown to its user once, never logged."""
+        return self.signaling.url
 
     @property
     def public_url(self) -> str:
         """The game page's address without its token, for messages and logs."""
-        return f"http://{self.host}:{self.port}/"
+        return self.signaling.public_url
 
     @property
     def client_args(self) -> list[str]:
-        """How the Python game peer reaches this trainer (its command-line arguments)."""
-        if self.peerjs is None:
-            return [self.offer_url]
-        return ["--peerjs", self.peerjs.url, "--key", self.peerjs.key, "--peer", self.peer_id]
+        return self.signaling.client_args
 
     @property
     def offer_url(self) -> str:
-        return f"http://{self.host}:{self.port}/offer"
+        return self.signaling.offer_url
+
+    @property
+    def token(self) -> str:
+        return self.signaling.server.token
+
+    @property
+    def port(self) -> int:
+        return self.signaling.server.port
+
+    @property
+    def peer_id(self) -> str:
+        """This trainer's id at the PeerJS server ('' without one)."""
+        return self.signaling.peer_id
+
+    @property
+    def signaling_problem(self) -> str:
+        """Why no new client can reach this trainer now (the PeerJS server is gone); empty when one can."""
+        return self.signaling.problem
 
     # --- the synchronous side -------------------------------------------------------------
 
@@ -246,64 +173,17 @@ class WebRTCClient:
 
     def stop_watching(self) -> None:
         """Stop the heartbeat: the client is being ended on purpose, and its silence is no news."""
-        task = getattr(self, "_heartbeat_task", None)
+        task = self._heartbeat_task
         if task is not None and self._loop.is_running():
             self._loop.call_soon_threadsafe(task.cancel)
 
     def close(self) -> None:
-        if not self._loop.is_running():
-            return
-        with contextlib.suppress(Exception):
-            self._call(self._shutdown(), timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        if not self._thread.is_alive():
-            self._loop.close()
-            release_token(self.token)  # nothing logs this server's requests any more
+        self.signaling.server.close(self._shutdown)
 
     def _call(self, coro: Any, *, timeout: float) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
-    # --- the asyncio side: the page and signaling -------------------------------------------
-
-    async def _serve(self, port: int) -> int:
-        app = web.Application(client_max_size=MAX_MESSAGE_BYTES)
-        app.router.add_get("/", self._page)
-        app.router.add_get("/static/{name}", self._static)
-        app.router.add_post("/offer", self._offer)
-        self._runner = web.AppRunner(app, access_log=None, logger=request_log, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, port)
-        await site.start()
-        server = site._server
-        assert server is not None
-        return int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
-
-    async def _page(self, request: web.Request) -> web.StreamResponse:
-        if not token_matches(request.query.get("token", ""), self.token):
-            raise web.HTTPForbidden(text="wrong or missing token")
-        return web.FileResponse(STATIC / "index.html")
-
-    async def _static(self, request: web.Request) -> web.StreamResponse:
-        name = request.match_info["name"]
-        if name not in PAGE_FILES:
-            raise web.HTTPNotFound()
-        return web.FileResponse(STATIC / name)
-
-    async def _offer(self, request: web.Request) -> web.Response:
-        try:
-            body = await request.json()
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            raise web.HTTPBadRequest(text="the offer must be JSON {sdp, type, token}") from None
-        if not isinstance(body, dict) or not token_matches(body.get("token", ""), self.token):
-            raise web.HTTPForbidden(text="wrong or missing token")
-        if body.get("type") != "offer":
-            raise web.HTTPBadRequest(text="the offer must be JSON {sdp, type: 'offer', token}")
-        try:
-            pc = await self._accept(body.get("sdp"))
-        except ProtocolError as e:
-            raise web.HTTPBadRequest(text=f"refused: {e}") from None
-        return web.json_response({"sdp": pc.localDescription.sdp, "type": pc.localDescription.type})
+    # --- the asyncio side: answering an offer -------------------------------------------------
 
     async def _accept(self, offer_sdp: object) -> Any:
         """Answer a checked offer with a new peer connection, a candidate: the live client keeps
@@ -339,43 +219,6 @@ class WebRTCClient:
             self._candidates.discard(pc)
             log.warning("a game client's offer was answered but it never said hello; closed it")
             self._loop.create_task(pc.close())
-
-    async def _register(self, server: PeerJSServer, timeout: float) -> asyncio.Task[None]:
-        socket = PeerJSSocket(server, self.peer_id)
-        await socket.open(timeout)
-        return asyncio.get_running_loop().create_task(self._answer_through(socket, timeout))
-
-    async def _answer_through(self, socket: PeerJSSocket, timeout: float) -> None:
-        """Answer offers relayed by the PeerJS server; re-register if the server connection drops."""
-        while True:
-            try:
-                await answer_offers(socket, self.token, self._accept, on_error=self._signaling_error)
-            finally:
-                await socket.close()
-            self.signaling_problem = f"lost the PeerJS server {socket.server.url}"
-            log.warning("%s; registering again every second", self.signaling_problem)
-            socket = await self._register_again(socket.server, timeout)
-
-    async def _register_again(self, server: PeerJSServer, timeout: float) -> PeerJSSocket:
-        """Register at `server` once a second until it takes us, saying each new reason once."""
-        said = ""
-        while True:
-            await asyncio.sleep(1.0)
-            socket = PeerJSSocket(server, self.peer_id)
-            try:
-                await socket.open(timeout)
-            except PeerJSError as e:
-                self.signaling_problem = str(e)
-                if self.signaling_problem != said:
-                    said = self.signaling_problem
-                    log.warning("%s; trying again every second", said)
-                continue
-            self.signaling_problem = ""
-            log.warning("registered at the PeerJS server %s again", server.url)
-            return socket
-
-    def _signaling_error(self, reason: str) -> None:
-        log.warning("ignored a signaling message: %s", reason)
 
     # --- the asyncio side: the data channel -----------------------------------------------------
 
@@ -534,11 +377,8 @@ class WebRTCClient:
         return gone.is_set()
 
     async def _shutdown(self) -> None:
-        if self._signaling is not None:
-            self._signaling.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._signaling
-        if hasattr(self, "_heartbeat_task"):
+        await self.signaling.stop_relay()
+        if self._heartbeat_task is not None:
             self._heartbeat_task.cancel()
         self.connected.clear()
         for pc in [self._pc, *self._candidates]:
@@ -546,5 +386,3 @@ class WebRTCClient:
                 await pc.close()
         self._pc = None
         self._candidates.clear()
-        if self._runner is not None:
-            await self._runner.cleanup()

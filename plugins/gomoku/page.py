@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import secrets
 import threading
 import time
 import webbrowser
@@ -39,7 +38,7 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from framework_plugins.web.token_logs import guard_token, release_token
+from framework_plugins.web.page_server import NO_TOKEN, PageServer
 
 from .http_guard import MAX_BODY_BYTES, add_security_headers, api_error, read_body
 
@@ -47,7 +46,6 @@ log = logging.getLogger(__name__)
 #: Where aiohttp logs this server's requests that fail (token_logs.py: never what the client sent).
 request_log = logging.getLogger(f"{__name__}.requests")
 STATIC = Path(__file__).parent / "static"
-PAGE_FILES = {"play.html", "play.js", "play.css"}
 #: The most simulations a page may ask per move: an array tree's memory grows with them
 #: (about 8 bytes per board cell per simulation: 15x15 at 20,000 is ~36 MB).
 MAX_SIMULATIONS = 20_000
@@ -80,9 +78,10 @@ class PlayServer:
         """Search once in the worker thread as the server starts, so that the person's first move is
         not the one that waits for compiled kernels (a move sent before then waits for it)."""
         self.game = player.game
-        self.host = host
-        self.port = port
-        self.token = secrets.token_urlsafe(16)
+        self.server = PageServer(
+            STATIC, "play.html", host=host, name="play-page", loggers=[log], request_log=request_log
+        )
+        self._port = port
         self.state = self.game.new_state()
         self.human = COLOURS["black"]
         self.analyses: list[Analysis] = []
@@ -93,28 +92,35 @@ class PlayServer:
         self._engine: Any = None
         self.simulations = 0
         self._search_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="play-search")
-        self._loop = asyncio.new_event_loop()
-        self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
         self._busy: asyncio.Lock | None = None
+
+    @property
+    def token(self) -> str:
+        return self.server.token
+
+    @property
+    def port(self) -> int:
+        return self.server.port
 
     @property
     def url(self) -> str:
         """The page's address, token included."""
-        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address
-        return f"http://{host}:{self.port}/?token={self.token}"
+        return self.server.url
 
     def start(self) -> str:
         """Listen in a background thread; returns `url`."""
-        guard_token(self.token, log, request_log)
         self._engine = self.player.engine()
         self.simulations = int(self._engine.num_simulations)
         if self.warm_up:
             self._search_thread.submit(self._engine.warm_up, self.game.new_state())
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="play-page")
-        self._thread.start()
         try:
-            self.port = asyncio.run_coroutine_threadsafe(self._listen(), self._loop).result(30)
+            self.server.start(
+                self._routes,
+                self._port,
+                client_max_size=MAX_BODY_BYTES,
+                middlewares=[self._require_token],
+                on_response_prepare=[add_security_headers],
+            )
         except BaseException:
             self.close()
             raise
@@ -127,16 +133,7 @@ class PlayServer:
         engine = self._engine
         if engine is not None:
             engine.interrupt()
-        if self._loop.is_running():
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            if self._thread is not None:
-                self._thread.join(timeout=10)
-        if not self._loop.is_running() and not self._loop.is_closed():
-            self._loop.close()
-        if self._loop.is_closed():  # nothing logs this server's requests any more
-            release_token(self.token)
+        self.server.close()
         if self._engine is not None:
             self._search_thread.submit(self._engine.close)
             self._engine = None
@@ -144,31 +141,13 @@ class PlayServer:
 
     # --- serving --------------------------------------------------------------------------
 
-    async def _listen(self) -> int:
+    def _routes(self, app: web.Application) -> None:
         self._busy = asyncio.Lock()
-        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._require_token])
-        app.on_response_prepare.append(add_security_headers)
-        app.router.add_get("/", self._page)
-        app.router.add_get("/static/{name}", self._static)
         app.router.add_get("/api/state", self._get_state)
         app.router.add_get("/api/events", self._events)
         app.router.add_post("/api/new", self._new)
         app.router.add_post("/api/move", self._move)
         app.router.add_post("/api/undo", self._undo)
-        # No access log (it would hold the token); the request log to our own logger, which never
-        # writes what a client sent; a request still answering when the server stops gets half a
-        # second (its search was interrupted).
-        self._runner = web.AppRunner(app, access_log=None, logger=request_log, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        server = site._server
-        assert server is not None
-        return int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
-
-    async def _shutdown(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
 
     @web.middleware
     async def _require_token(
@@ -176,23 +155,11 @@ class PlayServer:
     ) -> web.StreamResponse:
         if request.path.startswith("/static/"):
             return await handler(request)  # the page's script and style: no state, nothing secret
-        given = request.query.get("token", "").encode("utf-8", "replace")
-        if not secrets.compare_digest(given, self.token.encode()):
+        if not self.server.token_matches(request.query.get("token", "")):
             if request.path.startswith("/api/"):
-                raise api_error(
-                    web.HTTPForbidden, "wrong or missing token: open the address the server printed"
-                )
-            raise web.HTTPForbidden(text="wrong or missing token: open the address the server printed")
+                raise api_error(web.HTTPForbidden, NO_TOKEN)
+            raise web.HTTPForbidden(text=NO_TOKEN)
         return await handler(request)
-
-    async def _page(self, request: web.Request) -> web.StreamResponse:
-        return web.FileResponse(STATIC / "play.html")
-
-    async def _static(self, request: web.Request) -> web.StreamResponse:
-        name = request.match_info["name"]
-        if name not in PAGE_FILES:
-            raise web.HTTPNotFound()
-        return web.FileResponse(STATIC / name)
 
     # --- the API --------------------------------------------------------------------------
 

@@ -9,10 +9,11 @@ leaves per tree waiting at once under virtual loss. Both answer with the weights
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from .answers import checked
 from .batching import BatchInferenceManager, Evaluated, InferenceStats
 from .inference import evaluated
 
@@ -143,7 +144,8 @@ class Pipelined:
         values = np.empty(n, dtype=np.float32)
         draws = None if got[0].draws is None else np.zeros(n, dtype=np.float32)
         for e in got:
-            logits[e.mapping], values[e.mapping] = _checked(e.logits, e.values, len(e.mapping))
+            e = checked(e, None)
+            logits[e.mapping], values[e.mapping] = e.logits, e.values
             if draws is not None and e.draws is not None:
                 draws[e.mapping] = e.draws
         assert len(order) == n
@@ -165,11 +167,3 @@ class Pipelined:
 
     def take_stats(self) -> InferenceStats | None:
         return self.manager.take_stats()
-
-
-def _checked(logits: Any, values: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
-    if len(logits) != n or len(values) != n:
-        raise RuntimeError(
-            f"the evaluator returned {len(logits)} policies and {len(values)} values for {n} positions"
-        )
-    return np.asarray(logits, dtype=np.float32), np.asarray(values, dtype=np.float32)

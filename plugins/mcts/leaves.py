@@ -7,7 +7,7 @@ one pending (virtual) visit per node until its evaluation comes back or is given
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numba as nb
 import numpy as np
@@ -15,6 +15,9 @@ import numpy as np
 from .game_calls import GameKernels, call_encode
 from .steps import backup, expand, select_leaf
 from .tree import UNEXPANDED, SearchParams, Tree, draw_value
+
+if TYPE_CHECKING:
+    from framework.contracts import BoardGame
 
 
 class Leaves(NamedTuple):
@@ -43,6 +46,14 @@ class Leaves(NamedTuple):
     @property
     def capacity(self) -> int:
         return int(self.tree_index.shape[0])
+
+
+def at_least(leaves: Leaves | None, n: int, n_trees: int, game: BoardGame) -> Leaves:
+    """`leaves` if they hold `n` leaves of `n_trees` trees, else new ones that do."""
+    if leaves is None or leaves.capacity < n or leaves.blocked.size < n_trees:
+        shape = (game.n_planes, *game.board_shape)
+        leaves = new_leaves(max(n, 1), max(n_trees, 1), game.n_actions, shape)
+    return leaves
 
 
 def new_leaves(capacity: int, n_trees: int, n_actions: int, plane_shape: tuple[int, ...]) -> Leaves:

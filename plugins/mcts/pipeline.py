@@ -148,6 +148,17 @@ class GroupedWalk:
         self.network_seconds = self.walk_seconds = 0.0
         return busy, wall
 
+    def take_metrics(self, *, on_gpu: bool) -> dict[str, float]:
+        """perf/pipeline_groups and the share of the walk the network was busy (perf/network_busy,
+        and perf/gpu_busy with the network on a GPU) since the last call."""
+        metrics = {"perf/pipeline_groups": float(self.groups)}
+        busy, wall = self.take_busy()
+        if wall > 0:
+            metrics["perf/network_busy"] = busy / wall
+            if on_gpu:
+                metrics["perf/gpu_busy"] = busy / wall
+        return metrics
+
     def close(self) -> None:
         if self._network is not None:
             self._network.shutdown(wait=False)

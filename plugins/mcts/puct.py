@@ -1,9 +1,8 @@
 """One PUCT search over array trees, for a batch of roots; how leaves get evaluated is a part it is given.
 
-Each call searches a batch of roots (one per game). Each root is searched in a tree slot: the slot
-whose last root it follows from by the moves played since (up to MAX_MOVES_SINCE), whose subtree
-under those moves is kept (`reuse_tree`), else a free slot. The caller need not keep games in
-order: a match passes whichever games are its player's turn.
+Each call searches a batch of roots (one per game), each in a tree slot: the one whose last root
+it follows from, its subtree under the moves since kept (`reuse_tree`, see reuse.py), else a free
+one. The caller need not keep games in order: a match passes whichever games are its player's turn.
 
 The loop: select leaves (`tree.select_leaves`: PUCT, pending visits under virtual loss where the
 evaluation lets leaves of one tree wait together) → hand them to the evaluation part → expand and
@@ -31,12 +30,13 @@ from . import leaves as leaf_kernels
 from . import roots as root_kernels
 from . import steps
 from . import tree as kernels
+from .answers import Gathered, checked
 from .batching import Evaluated, inference_metrics
 from .evaluation import InProcess
 from .game_calls import entry_point, game_kernels
 from .leaves import Leaves
 from .pipeline import GroupedWalk
-from .reuse import descend, reroot
+from .reuse import assign_slots, keep_subtrees
 from .tree import EXPANDED, SearchParams, Tree
 
 if TYPE_CHECKING:
@@ -45,8 +45,6 @@ if TYPE_CHECKING:
     from .config import SequentialConfig
     from .evaluation import LeafEvaluation
 
-#: How many moves a root may be past its slot's last root for the slot's subtree to be found.
-MAX_MOVES_SINCE = 8
 #: How long a search waits for an answer when it can select nothing more (it wakes at the first).
 IDLE_WAIT_S = 0.05
 
@@ -91,14 +89,9 @@ class PuctSearch:
         self._leaves: Leaves | None = None
         self._compiled: dict[str, Callable[..., Any]] = {}
         self._gumbel = root_kernels.GumbelSchedules(int(cfg.gumbel_considered))
-        self._none = (
-            np.zeros(0, dtype=np.int64),
-            np.zeros((0, game.n_actions), dtype=np.float32),
-            np.zeros(0, dtype=np.float32),
-            np.zeros(0, dtype=np.float32),
-        )
+        self._gathered = Gathered(game.n_actions)
+        self._none = self._gathered.none
         """No answer: what the first turn of a search finishes."""
-        self._zeros = np.zeros(0, dtype=np.float32)
         self._last_values = np.zeros(0, dtype=np.float32)
         self._last_policies = np.zeros((0, game.n_actions), dtype=np.float32)
         self._last_chosen = np.zeros(0, dtype=np.int64)
@@ -183,12 +176,9 @@ class PuctSearch:
             return metrics
         metrics["perf/tree_threads"] = float(self.tree_threads)
         if walk is not None:
-            metrics["perf/pipeline_groups"] = float(walk.groups)
-            busy, wall = walk.take_busy()
-            if wall > 0:
-                metrics["perf/network_busy"] = busy / wall
-                if isinstance(self.evaluation, InProcess) and self.evaluation.device.startswith("cuda"):
-                    metrics["perf/gpu_busy"] = busy / wall
+            evaluation = self.evaluation
+            on_gpu = isinstance(evaluation, InProcess) and evaluation.device.startswith("cuda")
+            metrics.update(walk.take_metrics(on_gpu=on_gpu))
         return metrics
 
     def close(self) -> None:
@@ -213,7 +203,7 @@ class PuctSearch:
                 raise ValueError(f"search: root {i} is a finished game ({len(moves)} moves)")
         self.version = self.evaluation.begin()
         tree = self._tree_for(len(roots), int(targets.max()))
-        slots = self._assign_slots(histories)
+        slots = assign_slots(self._slots, histories, reuse_tree=self.cfg.reuse_tree)
         self._place_roots(tree, slots, roots, histories)
         active = np.zeros(tree.n_trees, dtype=np.bool_)
         active[slots] = True
@@ -252,30 +242,6 @@ class PuctSearch:
         self.tree = tree
         return tree
 
-    def _assign_slots(self, histories: list[tuple[int, ...]]) -> np.ndarray:
-        """A distinct tree slot per root: the one its moves follow from, else a free or stale one."""
-        slots = np.full(len(histories), -1, dtype=np.int64)
-        taken = np.zeros(len(self._slots), dtype=bool)
-        if self.cfg.reuse_tree:
-            # Games with the same history (the empty board, a shared opening) each keep their own tree.
-            by_history: dict[tuple[int, ...], list[int]] = {}
-            for s, h in enumerate(self._slots):
-                if h is not None:
-                    by_history.setdefault(h, []).append(s)
-            for i, moves in enumerate(histories):
-                for since in range(min(len(moves), MAX_MOVES_SINCE) + 1):
-                    mine = [s for s in by_history.get(moves[: len(moves) - since], ()) if not taken[s]]
-                    if mine:
-                        slots[i], taken[mine[0]] = mine[0], True
-                        break
-        # Free slots first, then those this call did not match (their games may have ended).
-        spare = sorted(np.flatnonzero(~taken), key=lambda s: self._slots[s] is not None)
-        for j in np.flatnonzero(slots < 0):
-            free = int(spare.pop(0))
-            slots[j] = free
-            self._slots[free] = None
-        return slots
-
     def _place_roots(
         self, tree: Tree, slots: np.ndarray, searched: Sequence[BoardState], histories: list[tuple[int, ...]]
     ) -> None:
@@ -283,24 +249,10 @@ class PuctSearch:
         from the tree's last one (`search.reuse_tree`), else a new tree."""
         # A Gumbel root's schedule counts its moves' visits from 0: its searches start afresh.
         reuse = self.cfg.reuse_tree and not self.params.gumbel
-        fresh = np.ones(len(slots), dtype=np.bool_)
-        placed = np.ones(len(slots), dtype=np.bool_)
-        for j, (b, moves) in enumerate(zip(slots.tolist(), histories, strict=True)):
-            last = self._slots[b]
-            self._slots[b] = moves
-            if (
-                reuse
-                and last is not None
-                and moves[: len(last)] == last
-                # Values under contempt are the last root's player's: kept where the player is the same.
-                and (not self.params.draw_contempt or (len(moves) - len(last)) % 2 == 0)
-            ):
-                node = descend(tree, b, np.array(moves[len(last) :], dtype=np.int64))
-                if node == 0:  # the same root: nothing changes
-                    placed[j] = fresh[j] = False
-                elif node > 0:
-                    reroot(tree, b, node)
-                    fresh[j] = False
+        # Values under contempt are the last root's player's: kept where the player is the same.
+        fresh, placed = keep_subtrees(
+            tree, slots, self._slots, histories, reuse=reuse, same_player=bool(self.params.draw_contempt)
+        )
         if not placed.any():
             return
         which = np.flatnonzero(placed).tolist()
@@ -322,8 +274,8 @@ class PuctSearch:
         game = self.game
         planes = np.empty((len(todo), game.n_planes, *game.board_shape), dtype=np.float32)
         root_kernels.encode_roots(tree, self.kernels, todo, planes)
-        answer = self._checked(self.evaluation.evaluate(planes))
-        assert answer.draws is not None  # _checked: zeros from a network without draws
+        answer = checked(self.evaluation.evaluate(planes), self.game.n_actions)
+        assert answer.draws is not None  # checked: zeros from a network without draws
         logits, values, draws = answer.logits, answer.values, answer.draws
         root_kernels.expand_roots(
             len(todo), self.tree_threads, tree, self.params, self.kernels, todo, logits, values, draws
@@ -419,73 +371,16 @@ class PuctSearch:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The answers as one (slots, logits, values, draws), checked; a bad one fails the search, its
         leaves and the others' given up. Draws are zeros from a network without them."""
-        if not answers:
-            return self._none
-        if len(answers) == 1:  # the common case, kept short: a search calls it once per turn
-            only = answers[0]
-            n, logits, values, draws = len(only.mapping), only.logits, only.values, only.draws
-            if (
-                logits.shape == (n, self.game.n_actions)
-                and values.shape == (n,)
-                and logits.dtype == values.dtype == np.float32
-                and logits.flags.c_contiguous
-                and values.flags.c_contiguous
-                and only.mapping.dtype == np.int64
-                and (draws is None or (draws.shape == (n,) and draws.dtype == np.float32))
-            ):
-                return only.mapping, logits, values, self._no_draws(n) if draws is None else draws
         try:
-            checked = [self._checked(answer) for answer in answers]
+            return self._gathered(answers)
         except RuntimeError:
             given_up = np.concatenate([a.mapping for a in answers]).astype(np.int64)
             self.clamped += leaf_kernels.release_leaves(tree, leaves, given_up)
             raise
-        return (  # _checked gave each answer its draws (zeros from a network without them)
-            np.concatenate([a.mapping for a in checked]),
-            np.concatenate([a.logits for a in checked]),
-            np.concatenate([a.values for a in checked]),
-            np.concatenate([a.draws for a in checked]),
-        )
-
-    def _no_draws(self, n: int) -> np.ndarray:
-        """Zeros [n]: the draw probabilities of a network without them (kept, not made each turn)."""
-        if self._zeros.size < n:
-            self._zeros = np.zeros(max(n, 2 * self._zeros.size), dtype=np.float32)
-        return self._zeros[:n]
-
-    def _checked(self, answer: Evaluated) -> Evaluated:
-        """The answer with int64 slots and float32 arrays, draws included (zeros where the network
-        has none); one of another size or shape is an error."""
-        n, logits, values = len(answer.mapping), answer.logits, answer.values
-        if answer.draws is not None and np.shape(answer.draws) != (n,):
-            said = f"{len(answer.draws)} draw probabilities for {n} positions"
-            raise RuntimeError(f"the evaluator returned {said}")
-        if logits.shape != (n, self.game.n_actions) or values.shape != (n,):
-            if len(logits) != n or len(values) != n:
-                said = f"{len(logits)} policies and {len(values)} values for {n} positions"
-                raise RuntimeError(f"the evaluator returned {said}")
-            raise RuntimeError(
-                f"the evaluator returned policies of shape {tuple(logits.shape)}; this game's are "
-                f"[batch, {self.game.n_actions}] (flat action indices)"
-            )
-        return answer._replace(
-            mapping=answer.mapping.astype(np.int64, copy=False),
-            logits=np.ascontiguousarray(logits, dtype=np.float32),
-            values=np.ascontiguousarray(values, dtype=np.float32),
-            draws=np.zeros(n, dtype=np.float32)
-            if answer.draws is None
-            else np.ascontiguousarray(answer.draws, dtype=np.float32),
-        )
 
     def _leaves_for(self, n: int, n_trees: int) -> Leaves:
-        leaves = self._leaves
-        if leaves is None or leaves.capacity < n or leaves.blocked.size < n_trees:
-            game = self.game
-            leaves = leaf_kernels.new_leaves(
-                max(n, 1), max(n_trees, 1), game.n_actions, (game.n_planes, *game.board_shape)
-            )
-            self._leaves = leaves
-        return leaves
+        self._leaves = leaf_kernels.at_least(self._leaves, n, n_trees, self.game)
+        return self._leaves
 
     def _compile(self, name: str, dispatcher: Any, *args: Any) -> Callable[..., Any]:
         compiled = self._compiled.get(name)

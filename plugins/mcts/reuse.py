@@ -1,5 +1,6 @@
-"""A tree kept from one move to the next (`search.reuse_tree`): the node the moves played since lead
-to, and the subtree under it made the new tree, renumbered in place."""
+"""A tree kept from one move to the next (`search.reuse_tree`): the slot whose last root a new root
+follows from, the node the moves played since lead to, and the subtree under it made the new tree,
+renumbered in place."""
 
 from __future__ import annotations
 
@@ -7,6 +8,69 @@ import numba as nb
 import numpy as np
 
 from .tree import EXPANDED, Tree
+
+#: How many moves a root may be past its slot's last root for the slot's subtree to be found.
+MAX_MOVES_SINCE = 8
+
+
+def assign_slots(
+    kept: list[tuple[int, ...] | None], histories: list[tuple[int, ...]], *, reuse_tree: bool
+) -> np.ndarray:
+    """A distinct tree slot per root (`histories`: each root's moves): the one whose last root
+    (`kept[slot]`, None: free) its moves follow from, else a free or stale one (cleared in `kept`)."""
+    slots = np.full(len(histories), -1, dtype=np.int64)
+    taken = np.zeros(len(kept), dtype=bool)
+    if reuse_tree:
+        # Games with the same history (the empty board, a shared opening) each keep their own tree.
+        by_history: dict[tuple[int, ...], list[int]] = {}
+        for s, h in enumerate(kept):
+            if h is not None:
+                by_history.setdefault(h, []).append(s)
+        for i, moves in enumerate(histories):
+            for since in range(min(len(moves), MAX_MOVES_SINCE) + 1):
+                mine = [s for s in by_history.get(moves[: len(moves) - since], ()) if not taken[s]]
+                if mine:
+                    slots[i], taken[mine[0]] = mine[0], True
+                    break
+    # Free slots first, then those this call did not match (their games may have ended).
+    spare = sorted(np.flatnonzero(~taken), key=lambda s: kept[s] is not None)
+    for j in np.flatnonzero(slots < 0):
+        free = int(spare.pop(0))
+        slots[j] = free
+        kept[free] = None
+    return slots
+
+
+def keep_subtrees(
+    tree: Tree,
+    slots: np.ndarray,
+    kept: list[tuple[int, ...] | None],
+    histories: list[tuple[int, ...]],
+    *,
+    reuse: bool,
+    same_player: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each slot's tree rerooted at its new root where that follows from its last (`reuse`; with
+    `same_player`, only where the same player is to move), `kept` updated to the new roots.
+    Returns (fresh: a new tree is needed, placed: the root changed), per root."""
+    fresh = np.ones(len(slots), dtype=np.bool_)
+    placed = np.ones(len(slots), dtype=np.bool_)
+    for j, (b, moves) in enumerate(zip(slots.tolist(), histories, strict=True)):
+        last = kept[b]
+        kept[b] = moves
+        if (
+            reuse
+            and last is not None
+            and moves[: len(last)] == last
+            and (not same_player or (len(moves) - len(last)) % 2 == 0)
+        ):
+            node = descend(tree, b, np.array(moves[len(last) :], dtype=np.int64))
+            if node == 0:  # the same root: nothing changes
+                placed[j] = fresh[j] = False
+            elif node > 0:
+                reroot(tree, b, node)
+                fresh[j] = False
+    return fresh, placed
 
 
 @nb.njit(cache=True)

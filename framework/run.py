@@ -139,7 +139,6 @@ def _execute(
     ctx = _context(plan, tracker, run_dir, stop)
     if isinstance(plan.env, StopFlagEnvPlugin):  # its envs say whether the run finished or was stopped
         plan.env.set_stop_flag(ctx.stop)
-    services.set_stop_flag(ctx.stop)  # a wait on Ray gives up at the first Ctrl-C
     try:
         if resume is None:
             tags = run_tags(plan.plugins, run_dir, overrides)

@@ -3,8 +3,6 @@ section, process-wide as what they hold is (a local Ray)."""
 
 from __future__ import annotations
 
-import threading
-
 from omegaconf import DictConfig, OmegaConf
 
 from framework import config, registry
@@ -25,12 +23,6 @@ def open_all(cfg: DictConfig) -> None:
         service.open()
         opened.append(service)
     _open = opened
-
-
-def set_stop_flag(flag: threading.Event | None) -> None:
-    """The run's stop flag, for every open service's waits to give up on."""
-    for service in _open:
-        service.set_stop_flag(flag)
 
 
 def close_all(*, at_once: bool = False) -> None:

@@ -22,7 +22,7 @@ import pytest
 from framework import machine
 from framework.errors import ConfigError
 from framework_plugins.mcts import ray_reaper, ray_runtime
-from tests.conftest import LOADED_S, REPO
+from tests.conftest import REPO
 
 
 @contextmanager
@@ -160,46 +160,6 @@ def test_a_local_ray_is_not_sized_past_the_machine_by_what_actors_reserve() -> N
         f"Ray has {machine.cpus()} (this machine's CPUs); ask for fewer, or let it share its CPUs between "
         f"them: ray.num_cpus={machine.cpus() + 1} False False"
     ), done.stderr[-3000:]
-
-
-def _sleep(seconds: float) -> float:
-    time.sleep(seconds)
-    return seconds
-
-
-def test_a_wait_on_ray_gives_up_within_a_second_of_the_stop_flag(ray_session: Any) -> None:
-    import ray
-
-    sleeper = ray.remote(_sleep).remote(60)
-    flag = threading.Event()
-    threading.Timer(0.5, flag.set).start()
-    try:
-        with pytest.raises(ray_runtime.StopRequested):
-            ray_runtime.wait([sleeper], timeout_s=60, should_stop=flag.is_set)
-        flagged = time.monotonic()
-        ray_runtime.set_stop_flag(flag)  # the run's flag: the default of get()
-        with pytest.raises(KeyboardInterrupt):
-            ray_runtime.get(sleeper, timeout_s=None)
-        assert time.monotonic() - flagged < 1 + LOADED_S  # not the 60 s the task sleeps
-    finally:
-        ray_runtime.set_stop_flag(None)
-        ray.cancel(sleeper, force=True)
-
-
-def test_wait_and_get_answer_as_ray_does_when_no_stop_is_asked(ray_session: Any) -> None:
-    import ray
-
-    quick, slow = ray.remote(_sleep).remote(0), ray.remote(_sleep).remote(60)
-    try:
-        ready, rest = ray_runtime.wait([slow, quick], timeout_s=30)
-        assert ready == [quick] and rest == [slow]
-        assert ray_runtime.get([quick], timeout_s=30) == [0]
-        started = time.monotonic()
-        with pytest.raises(ray.exceptions.GetTimeoutError):
-            ray_runtime.get([quick, slow], timeout_s=0.6)
-        assert 0.6 <= time.monotonic() - started < 0.6 + LOADED_S
-    finally:
-        ray.cancel(slow, force=True)
 
 
 def test_removing_a_session_directory_leaves_other_sessions_and_their_latest_link(tmp_path: Path) -> None:

@@ -2,13 +2,12 @@
 
 A service plugin (entry point group framework.services) is named by its root section (`ray:`):
 the root schema holds its Config there. A run opens every service before it builds its plugins
-(where a value or an address is refused before anything starts), tells it the run's stop flag,
-and closes it when the run ends; whatever the service started on a plugin's first use ends then.
+(where a value or an address is refused before anything starts) and closes it when the run
+ends; whatever the service started on a plugin's first use ends then.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 
@@ -22,10 +21,6 @@ class RunService(Protocol):
     def open(self) -> None:
         """Take this run's settings (checked now: a ConfigError before the run starts); start
         nothing until a plugin asks for it."""
-        ...
-
-    def set_stop_flag(self, flag: threading.Event | None) -> None:
-        """The run's stop flag (set by Ctrl-C or SIGTERM), on which the service's waits give up."""
         ...
 
     def close(self, *, at_once: bool = False) -> None:

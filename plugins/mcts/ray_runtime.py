@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,7 +45,6 @@ _reaper: Any = None
 """The watcher that stops the local Ray's processes if this process dies without stopping them."""
 _session_dir: str | None = None
 """The session directory of the local Ray this process started (its logs, sockets, spilled objects)."""
-_stop_flag: threading.Event | None = None
 """The run's stop flag (set by the first Ctrl-C), which `wait` and `get` give up on by default."""
 
 
@@ -338,69 +337,6 @@ def check_fits(what: str, num_cpus: float, num_gpus: float, keys: str) -> None:
     )
 
 
-class StopRequested(KeyboardInterrupt):
-    """A wait on Ray given up because the run was asked to stop (Ctrl-C, SIGTERM): the run ends
-    KILLED, as after a second Ctrl-C."""
-
-
-#: The longest a wait blocks in Ray before it looks at the stop flag again.
-WAIT_SLICE_S = 0.25
-
-
-def set_stop_flag(flag: threading.Event | None) -> None:
-    """The run's stop flag, which `wait` and `get` give up on unless told otherwise (run() sets it)."""
-    global _stop_flag
-    _stop_flag = flag
-
-
-def wait(
-    refs: Sequence[Any],
-    *,
-    timeout_s: float | None,
-    num_returns: int = 1,
-    should_stop: Callable[[], bool] | None = None,
-) -> tuple[list[Any], list[Any]]:
-    """ray.wait that a stop request interrupts: (ready, not ready) as ray.wait returns them, after
-    `num_returns` are ready or `timeout_s` (None: no limit) has passed; StopRequested within
-    WAIT_SLICE_S of `should_stop()` turning true (default: the run's stop flag, the first Ctrl-C).
-
-    Ray blocks in C++, where Python's signal handlers cannot run; waiting in slices lets the
-    second Ctrl-C (a KeyboardInterrupt from the run's handler) through as soon, too."""
-    import ray
-
-    stop = should_stop or _stop_requested
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    pending = list(refs)
-    while True:
-        if stop():
-            raise StopRequested
-        left = WAIT_SLICE_S if deadline is None else min(WAIT_SLICE_S, deadline - time.monotonic())
-        ready, rest = ray.wait(pending, num_returns=num_returns, timeout=max(0.0, left))
-        if len(ready) >= num_returns or (deadline is not None and time.monotonic() >= deadline):
-            return ready, rest
-
-
-def get(refs: Any, *, timeout_s: float | None, should_stop: Callable[[], bool] | None = None) -> Any:
-    """ray.get (of one ref or a list) that a stop request interrupts as `wait` does; GetTimeoutError
-    after `timeout_s`, as ray.get raises it."""
-    import ray
-
-    many = isinstance(refs, list | tuple)
-    pending = list(refs) if many else [refs]
-    if not pending:
-        return []
-    _, rest = wait(pending, timeout_s=timeout_s, num_returns=len(pending), should_stop=should_stop)
-    if rest:
-        raise ray.exceptions.GetTimeoutError(
-            f"{len(rest)} of {len(pending)} object(s) not ready after {timeout_s:g} s"
-        )
-    return ray.get(list(refs) if many else refs)
-
-
-def _stop_requested() -> bool:
-    return _stop_flag is not None and _stop_flag.is_set()
-
-
 def owned() -> bool:
     """Whether this process started the Ray it is connected to."""
     return _owned
@@ -411,7 +347,7 @@ def shutdown(*, at_once: bool = False) -> None:
     directory; leave a joined cluster. `at_once`, for a process about to exit: no graceful
     ray.shutdown() (a second or more); the reaper ends the local Ray's processes and removes its
     session directory as soon as this process is gone."""
-    global _owned, _joined, _reaper, _session_dir, _stop_flag
+    global _owned, _joined, _reaper, _session_dir
     ray = sys.modules.get("ray")
     if at_once and _owned and _reaper is not None:
         from . import ray_reaper
@@ -424,7 +360,6 @@ def shutdown(*, at_once: bool = False) -> None:
             with _own_sigterm():  # a second SIGTERM meanwhile is the run's to handle, not Ray's
                 ray.shutdown()
         _owned = _joined = False
-        _stop_flag = None
         if _reaper is not None:
             from . import ray_reaper
 

@@ -1,6 +1,5 @@
 """The `ray` section of a run: the Ray its plugins share (runtime), as a service of the run."""
 
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Optional
 
@@ -33,9 +32,6 @@ class RayService:
 
     def open(self) -> None:
         runtime.configure(self.cfg)
-
-    def set_stop_flag(self, flag: Optional[threading.Event]) -> None:
-        runtime.set_stop_flag(flag)
 
     def close(self, *, at_once: bool = False) -> None:
         runtime.shutdown(at_once=at_once)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import seed_summary, sweep_summary
+from . import seed_plots, seed_summary, sweep_summary
 from .seed_summary import Configuration, History
 from .sweep_child import Child
 
@@ -54,7 +54,7 @@ def write(
     images: list[Path] = []
     if configs:
         histories = {r.run_id: history(r.run_id) for c in configs for r in c.runs}
-        images += seed_summary.plot(configs, histories, objective, mode, folder)
+        images += seed_plots.plot(configs, histories, objective, mode, folder)
     plot = sweep_summary.plot_objective(children, swept_keys, objective, folder) if grid_plots else None
     heatmaps = (
         sweep_summary.plot_heatmaps(children, swept_keys, objective, folder, also) if grid_plots else []

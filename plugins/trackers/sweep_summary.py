@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import seed_summary, summary_page
+from . import seed_plots, seed_summary, summary_page
 from .sweep_child import Child
 
 TABLE_CSV = "sweep_summary.csv"
@@ -205,7 +205,7 @@ def plot_objective(
     ax.grid(alpha=0.3)
     if group_keys:
         ax.legend(fontsize=8)
-    return seed_summary.save(fig, folder / PLOT_PNG)
+    return seed_plots.save(fig, folder / PLOT_PNG)
 
 
 def heatmap_axes(swept_keys: Sequence[str]) -> tuple[str, str] | None:
@@ -289,7 +289,7 @@ def _heatmap(
     ax.set_xlabel(x_key)
     ax.set_ylabel(y_key)
     ax.set_title(title)
-    return seed_summary.save(fig, folder / heatmap_name(metric))
+    return seed_plots.save(fig, folder / heatmap_name(metric))
 
 
 def note(

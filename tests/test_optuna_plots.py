@@ -17,11 +17,10 @@ from matplotlib.text import Text
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from hydra_plugins.framework_optuna_sweeper._axes import axis_labels, log_ticks
 from hydra_plugins.framework_optuna_sweeper._plots import (
     PLOTS_HTML,
-    axis_labels,
     interactive_figures,
-    log_ticks,
     relabelled,
     static_figures,
     write,

@@ -13,7 +13,7 @@ import html
 import logging
 import math
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
     from plotly.graph_objects import Figure as PlotlyFigure
+
+from ._axes import axis_labels, plain_log_ticks, plain_plotly_log_ticks, whole
 
 log = logging.getLogger("framework")
 
@@ -119,27 +121,6 @@ def relabelled(study: optuna.Study) -> optuna.Study:
     return copy
 
 
-def axis_labels(keys: Sequence[str]) -> dict[str, str]:
-    """Each key by its last part (`learning_rate`), or by as many last parts as tell it from the
-    other keys (`hyperparams.gamma` beside `env.gamma`). Run names abbreviate further (`lr`); a
-    plot has the room to spell the name out, but not the whole key: Optuna's parallel coordinates
-    cut a name of 20 characters to 17 and `...`, `agent.hyperparams...` on every axis."""
-
-    def tail(key: str, parts: int) -> str:
-        return ".".join(key.split(".")[-parts:])
-
-    def ambiguous(key: str, label: str) -> bool:
-        return any(other != key and (other == label or other.endswith(f".{label}")) for other in keys)
-
-    chosen = {}
-    for key in keys:
-        parts = 1
-        while parts <= key.count(".") and ambiguous(key, tail(key, parts)):
-            parts += 1
-        chosen[key] = tail(key, parts)
-    return chosen
-
-
 def static_figures(study: optuna.Study, objective: str) -> Iterator[tuple[str, Figure]]:
     """Each plot as a matplotlib figure, laid out and labelled, not yet saved (the caller closes it)."""
     import matplotlib
@@ -187,10 +168,10 @@ def interactive_figures(study: optuna.Study, objective: str) -> Iterator[tuple[s
             figure.update_yaxes(title_text="")
         elif stem == "parallel_coordinate":
             names = _param_names(study)
-            figure.update_xaxes(ticktext=[_whole(t, names) for t in figure.layout.xaxis.ticktext or ()])
+            figure.update_xaxes(ticktext=[whole(t, names) for t in figure.layout.xaxis.ticktext or ()])
         elif stem == "slice":
             _plotly_slice_rows(figure, objective)
-            _plain_plotly_log_ticks(figure)
+            plain_plotly_log_ticks(figure)
         yield stem, figure
 
 
@@ -213,19 +194,6 @@ def _plotly_slice_rows(figure: PlotlyFigure, objective: str) -> None:
     if count > 1:
         figure.layout.width = None
         figure.layout.height = 450 + 380 * (rows - 1)
-
-
-def _plain_plotly_log_ticks(figure: PlotlyFigure) -> None:
-    """The slices' log axes with the PNG's ticks: plotly labels a short span 2, 5, 0.001, 2, 5."""
-    spans: dict[str, list[float]] = {}
-    for trace in figure.data:
-        name = "xaxis" + str(trace.xaxis or "x")[1:]
-        if figure.layout[name].type == "log":
-            spans.setdefault(name, []).extend(x for x in trace.x or () if isinstance(x, int | float))
-    for name, values in spans.items():
-        if values:
-            ticks = log_ticks(min(values), max(values))
-            figure.layout[name].update(tickvals=ticks, ticktext=[_number(t) for t in ticks])
 
 
 def _title(stem: str, objective: str, study: optuna.Study) -> str:
@@ -264,13 +232,13 @@ def _parallel(axes: Axes, objective: str, study: optuna.Study) -> Figure:
     figure.set_size_inches(max(6.4, COLUMN_WIDTH_IN * columns + 1.5), HEIGHT_IN)
     axes.set_title(_title("parallel_coordinate", objective, study), y=1.03)
     names = _param_names(study)
-    ticks = [_whole(label.get_text(), names) for label in axes.get_xticklabels()]
+    ticks = [whole(label.get_text(), names) for label in axes.get_xticklabels()]
     axes.set_xticks(axes.get_xticks(), ticks, rotation=0, horizontalalignment="center")
     for twin in figure.axes:
         if twin is axes or twin in _colorbar_axes(figure):
             continue
         if twin.get_yscale() == "log":
-            _plain_log_ticks(twin.yaxis)
+            plain_log_ticks(twin.yaxis)
         # A column's tick labels lie on the lines that cross it: on a light ground, they stay legible.
         for label in twin.get_yticklabels():
             label.set_bbox({"facecolor": "white", "alpha": 0.75, "edgecolor": "none", "pad": 1})
@@ -296,7 +264,7 @@ def _slice(axes: Axes | Any, objective: str, study: optuna.Study) -> Figure:
         ax.tick_params(axis="y", labelleft=first)
         ax.set_ylabel(objective if first else "")
         if ax.get_xscale() == "log":
-            _plain_log_ticks(ax.xaxis)
+            plain_log_ticks(ax.xaxis)
         elif isinstance(ax.xaxis.get_units(), UnitData):  # categories: Optuna writes each as repr()
             ax.set_xticks(ax.get_xticks(), [t.get_text().strip("'") for t in ax.get_xticklabels()])
         for collection in ax.collections:
@@ -320,59 +288,8 @@ _FIXES: dict[str, Callable[[Any, str, optuna.Study], Figure]] = {
 }
 
 
-def _whole(label: str, names: list[str]) -> str:
-    """A parameter's name where Optuna cut it to 17 characters and `...` (names of 20 or more)."""
-    if not label.endswith("..."):
-        return label
-    matches = [name for name in names if name.startswith(label[:-3])]
-    return matches[0] if len(matches) == 1 else label
-
-
 def _param_names(study: optuna.Study) -> list[str]:
     return sorted({name for t in study.get_trials(deepcopy=False) for name in t.params})
-
-
-def _plain_log_ticks(axis: Any) -> None:
-    """A log axis labelled 0.0001, 0.0003, 0.001: matplotlib labels a span under a decade with
-    every minor tick, each as 10 to a power, and they run into each other."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
-
-    axis.set_major_locator(FixedLocator(log_ticks(*axis.get_view_interval())))
-    axis.set_major_formatter(FuncFormatter(lambda value, _: _number(value)))
-    axis.set_minor_formatter(NullFormatter())
-
-
-def log_ticks(low: float, high: float) -> list[float]:
-    """Ticks of a log axis from `low` to `high`: 1, 2, 5 of each decade over a decade or so, 1 and 3
-    over three, powers of ten beyond (one in two, one in three, ... past eight decades); a short
-    span, its ends."""
-    low, high = sorted((low, high))
-    if low <= 0 or not math.isfinite(high):
-        return []
-    decades = math.log10(high / low)
-    subs = (1.0, 2.0, 5.0) if decades <= 1.5 else (1.0, 3.0) if decades <= 3 else (1.0,)
-    stride = max(1, math.ceil(decades / 8))
-    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
-    ticks = (
-        float(f"{sub * 10.0**power:.1g}")
-        for power in range(first - first % stride, last + 1, stride)
-        for sub in subs
-    )
-    inside = [tick for tick in ticks if low <= tick <= high]
-    if len(inside) >= 2:
-        return inside
-    # A span too short for a round number: its ends, to two digits, rounded inwards.
-    digits = 10.0 ** (math.floor(math.log10(low)) - 1)
-    ends = (math.ceil(low / digits - 1e-9) * digits, math.floor(high / digits + 1e-9) * digits)
-    return sorted({*inside, *(float(f"{end:.2g}") for end in ends)})
-
-
-def _number(value: float) -> str:
-    """0.002, 0.0005, 5e-5, 3e5: at most 6 characters, so that neighbours do not touch."""
-    if value == 0 or 1e-4 <= abs(value) < 1e5:
-        return f"{value:g}"
-    mantissa, exponent = f"{value:.0e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
 
 
 def _figure(axes: Axes) -> Figure:

@@ -358,26 +358,8 @@ class PlayServer:
         if not state.done:
             return None
         winner = {0: "draw", self.human: "human", -self.human: "agent"}[int(state.winner)]
-        line = winning_line(state) if winner != "draw" else []
+        line = state.winning_line() if winner != "draw" else []
         return {"winner": winner, "line": [list(self.game.to_xy(a)) for a in line]}
-
-
-def winning_line(state: Any) -> list[int]:
-    """The cells of the winning row through the last move (the longest, if more than one)."""
-    game, board, last = state.game, state.board, state.last_move
-    size, player = game.board_size, int(board[last])
-    x0, y0 = game.to_xy(last)
-    best: list[int] = []
-    for dx, dy in ((1, 0), (0, 1), (1, 1), (1, -1)):
-        cells = [last]
-        for sign in (1, -1):
-            x, y = x0 + sign * dx, y0 + sign * dy
-            while 0 <= x < size and 0 <= y < size and board[y * size + x] == player:
-                cells.append(y * size + x)
-                x, y = x + sign * dx, y + sign * dy
-        if len(cells) >= game.n_in_row and len(cells) > len(best):
-            best = sorted(cells)
-    return best
 
 
 def cell_name(x: int, y: int, size: int) -> str:

@@ -206,6 +206,26 @@ class GameState:
         encode(self.board, self.to_play, self.last_move, self.game.params, out)
         return out
 
+    def winning_line(self) -> list[int]:
+        """The cells of the winning row through the last move (the longest, if more than one); []
+        where the last move won nothing."""
+        game, board, last = self.game, self.board, self.last_move
+        if last < 0:
+            return []
+        size, player = game.board_size, int(board[last])
+        x0, y0 = game.to_xy(last)
+        best: list[int] = []
+        for dx, dy in ((1, 0), (0, 1), (1, 1), (1, -1)):
+            cells = [last]
+            for sign in (1, -1):
+                x, y = x0 + sign * dx, y0 + sign * dy
+                while 0 <= x < size and 0 <= y < size and board[y * size + x] == player:
+                    cells.append(y * size + x)
+                    x, y = x + sign * dx, y + sign * dy
+            if len(cells) >= game.n_in_row and len(cells) > len(best):
+                best = sorted(cells)
+        return best
+
     @classmethod
     def from_moves(cls, game: Gomoku, moves: list[int]) -> GameState:
         state = cls(game)

@@ -162,3 +162,8 @@ class DistributedSearch(Protocol):
         inference service; None when the config plays in this process. `make_runner` must be
         picklable (a module-level function or a partial of one)."""
         ...
+
+    def join(self, address: Any, *, game: BoardGame, model: str, seed: int) -> SearchEngine:
+        """In another process (a worker): a search of `game` over the run's inference service at
+        `address` (the service's own `address`, picklable), evaluating with `model`."""
+        ...

@@ -22,11 +22,12 @@ from framework.errors import ExplainedError
 from . import ray_runtime
 from .batching import InferenceStats, inference_metrics
 from .inference import actor_errors
+from .puct import PuctSearch
 from .restarts import SLICE_S, Incarnations, incarnation_here, settle
 from .service import BEST, RayInference, RayServiceAddress
 
 if TYPE_CHECKING:
-    from framework.contracts import BoardGame, SelfPlaySource
+    from framework.contracts import BoardGame, DistributedSearch, SelfPlaySource
 
     from .config import RayAsyncConfig
 
@@ -57,7 +58,7 @@ class RaySelfPlayWorker:
 
     def __init__(
         self,
-        cfg: RayAsyncConfig,
+        plugin: DistributedSearch,
         game: BoardGame,
         service: RayServiceAddress,
         make_runner: Callable[[Any, int], SelfPlaySource],
@@ -65,14 +66,13 @@ class RaySelfPlayWorker:
     ) -> None:
         import torch
 
-        from .engines import RayAsyncSearch
-
         torch.set_num_threads(1)
         self.incarnation = incarnation_here()
         if self.incarnation > 1:
             seed += 1_000_003 * self.incarnation  # a restarted worker plays new games
-        self.inference = RayInference.join(cfg, service)
-        self.engine = RayAsyncSearch(cfg).make(game=game, inference=self.inference, model=BEST, seed=seed)
+        engine = plugin.join(service, game=game, model=BEST, seed=seed)
+        assert isinstance(engine, PuctSearch)  # its figures (inference stats, clamped visits) are read
+        self.engine = engine
         self.runner = make_runner(self.engine, seed)
 
     def play(self, steps: int, settings: Mapping[str, float]) -> PlayResult:
@@ -115,17 +115,19 @@ class RayAsyncRunner:
         inference: RayInference,
         make_runner: Callable[[Any, int], SelfPlaySource],
         *,
+        plugin: DistributedSearch,
         game: BoardGame,
         seed: int,
         should_stop: Callable[[], bool],
     ) -> None:
+        """`plugin` is what each worker makes its search with (`plugin.join`): the search plugin,
+        less its workers."""
         ray = ray_runtime.ensure()
         self.cfg, self.inference, self.should_stop = cfg, inference, should_stop
         self.timeout_s = 5 * cfg.inference_timeout_s
         ray_runtime.check_fits(
             "a self-play worker", cfg.worker_num_cpus, 0, f"search.worker_num_cpus={cfg.worker_num_cpus:g}"
         )
-        worker_cfg = dataclasses.replace(cfg, workers=0)
         prefix = f"framework-selfplay-{uuid.uuid4().hex[:12]}"
         names = [f"{prefix}-{i}" for i in range(cfg.workers)]
         remote = ray.remote(RaySelfPlayWorker)
@@ -136,7 +138,7 @@ class RayAsyncRunner:
                 max_restarts=cfg.max_restarts,
                 max_task_retries=0,
                 scheduling_strategy="SPREAD",
-            ).remote(worker_cfg, game, inference.address, make_runner, seed + 10_007 * (i + 1))
+            ).remote(plugin, game, inference.address, make_runner, seed + 10_007 * (i + 1))
             for i, name in enumerate(names)
         ]
         self.incarnations = Incarnations(

@@ -7,6 +7,8 @@ derives from the other.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -17,7 +19,7 @@ from framework.schedules import build_schedule
 
 from .config import BACKENDS, ROOTS, RayAsyncConfig, SequentialConfig
 from .puct import PuctSearch
-from .service import BEST, LocalInference, RayInference
+from .service import BEST, LocalInference, RayInference, RayServiceAddress
 
 if TYPE_CHECKING:
     from framework.contracts import (
@@ -99,7 +101,18 @@ class RayAsyncSearch:
             return None
         from .distributed import RayAsyncRunner
 
-        return RayAsyncRunner(self.cfg, inference, make_runner, game=game, seed=seed, should_stop=should_stop)
+        worker = copy.copy(self)  # what a worker makes its search with: this plugin, less its workers
+        worker.cfg = dataclasses.replace(self.cfg, workers=0)
+        return RayAsyncRunner(
+            self.cfg, inference, make_runner, plugin=worker, game=game, seed=seed, should_stop=should_stop
+        )
+
+    def join(
+        self, address: RayServiceAddress, *, game: BoardGame, model: str = BEST, seed: int
+    ) -> PuctSearch:
+        """In another process (a self-play worker): a search over the run's inference service at
+        `address` (its `address`), with `model`'s weights."""
+        return self.make(game=game, inference=RayInference.join(self.cfg, address), model=model, seed=seed)
 
 
 #: What a self-play worker and an inference actor hold in memory, about (torch, numba, the trees).

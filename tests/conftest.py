@@ -255,9 +255,18 @@ def ray_session() -> Iterator[RaySession]:
     ray_reaper.remove_session(session)  # its logs and sockets in /tmp/ray, as a run's own Ray does
 
 
-#: Session fixtures that start a server: their tests run in one pytest-xdist process (one group each),
-#: so that the suite starts each server once, not once per process.
-SHARED_SERVERS = {"ray_session": "ray", "mlflow_server": "mlflow-server"}
+def pytest_configure(config: pytest.Config) -> None:
+    """One torch thread in each test process, as in each worker of a run: pytest-xdist runs a
+    process per core, and torch's own threads beside them would spin against each other."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+#: Fixtures that start a server or take a minute to make (a regular install of the package): their
+#: tests run in one pytest-xdist process (one group each), so that the suite makes each once, not
+#: once per process.
+SHARED_SERVERS = {"ray_session": "ray", "mlflow_server": "mlflow-server", "wheel_install": "wheel-install"}
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -21,10 +21,16 @@ class SearchEngine(Protocol):
     last by the moves since.
     """
 
-    num_simulations: int
-    """Simulations per root and call; a runner may change it between calls (a schedule)."""
-    dirichlet_epsilon: float
-    """Weight of the start node's Dirichlet noise; a runner may change it between calls."""
+    @property
+    def num_simulations(self) -> int:
+        """Simulations per root of a call that gives none (`search.num_simulations`)."""
+        ...
+
+    @property
+    def dirichlet_epsilon(self) -> float:
+        """Weight of the start node's Dirichlet noise in a call that gives none."""
+        ...
+
     version: int
     """The weights' version the last call began with: every evaluation it used was of it or newer."""
     simulations: int
@@ -37,12 +43,14 @@ class SearchEngine(Protocol):
         add_noise: bool | Sequence[bool] = False,
         deadline: float | None = None,
         simulations: Sequence[int] | None = None,
+        dirichlet_epsilon: float | None = None,
     ) -> np.ndarray:
         """Visit counts [len(roots), n_actions]; `add_noise` (for all roots, or per root) adds the
-        search's exploration noise at each start node (the root, or a kept root) and nowhere deeper.
-        `simulations` gives each root its own number (default: `num_simulations`). With a
-        `deadline` (a `time.perf_counter()` value) the search stops there, short of its simulations
-        if it must, once every root has a visited move."""
+        search's exploration noise at each start node (the root, or a kept root) and nowhere deeper,
+        weighing `dirichlet_epsilon` (default: the search's own). `simulations` gives each root its
+        own number (default: `num_simulations`): a call says what it searches, no caller sets the
+        search's attributes. With a `deadline` (a `time.perf_counter()` value) the search stops
+        there, short of its simulations if it must, once every root has a visited move."""
         ...
 
     @property

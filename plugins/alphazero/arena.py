@@ -15,13 +15,21 @@ class SearchPlayer:
     """Plays by search (no noise): visit counts drawn from for the first moves, then greedy."""
 
     def __init__(
-        self, name: str, engine: SearchEngine, rng: np.random.Generator, *, temperature_moves: int
+        self,
+        name: str,
+        engine: SearchEngine,
+        rng: np.random.Generator,
+        *,
+        temperature_moves: int,
+        simulations: int | None = None,
     ) -> None:
         self.name, self.engine, self.rng = name, engine, rng
         self.choice = MoveChoice(1.0, temperature_moves)
+        self.simulations = engine.num_simulations if simulations is None else simulations
+        """Simulations a move (the search's own unless given)."""
 
     def moves(self, states: list[Any]) -> list[int]:
-        counts = self.engine.search(states, add_noise=False)
+        counts = self.engine.search(states, add_noise=False, simulations=[self.simulations] * len(states))
         chosen = self.engine.chosen_moves
         return [
             self.choice.pick(c, len(s.moves), self.rng, int(chosen[i]))

@@ -65,14 +65,15 @@ def evaluate(cfg: AlphaZeroConfig, ctx: RunContext, *, episodes: int) -> dict[st
     assert isinstance(env, GameEnvPlugin)
     seed = evaluation_seed(ctx.seed)
     search = ctx.make_search(BEST, seed=seed)
-    if cfg.eval_simulations is not None:
-        search.num_simulations = cfg.eval_simulations
+    simulations = search.num_simulations if cfg.eval_simulations is None else cfg.eval_simulations
     rng = np.random.default_rng(seed)
     _, temperature_moves = _openings(ctx, cfg)
     metrics: dict[str, float] = {}
     try:
         for name in env.eval_variants:
-            me = SearchPlayer("alphazero", search, rng, temperature_moves=temperature_moves)
+            me = SearchPlayer(
+                "alphazero", search, rng, temperature_moves=temperature_moves, simulations=simulations
+            )
             them = FixedPlayer(env.opponent(name, seed=seed))
             result = play_match(
                 env.game,
@@ -84,7 +85,7 @@ def evaluate(cfg: AlphaZeroConfig, ctx: RunContext, *, episodes: int) -> dict[st
                 should_stop=ctx.stop.is_set,
             )
             metrics.update(result.metrics(f"eval/{name}"))
-        metrics["eval/simulations"] = float(search.num_simulations)
+        metrics["eval/simulations"] = float(simulations)
     except MatchStopped:
         return {}
     finally:

@@ -115,6 +115,10 @@ class _Runner:
         self.game, self.engine, self.choice, self.rng, self.noise = game, engine, choice, rng, noise
         self.cap = cap or PlayoutCap()
         self.openings = openings or Openings()
+        self.simulations = engine.num_simulations
+        """Simulations of a full search (the schedule's of the moment; the search's own until told)."""
+        self.epsilon: float | None = None
+        """The noise's weight (the schedule's of the moment; None: the search's own)."""
 
     def new_state(self) -> Any:
         """The start of a new game: the game's start, or one of the openings."""
@@ -125,9 +129,9 @@ class _Runner:
         if "temperature" in settings:
             self.choice.temperature = float(settings["temperature"])
         if "dirichlet_epsilon" in settings:
-            self.engine.dirichlet_epsilon = float(settings["dirichlet_epsilon"])
+            self.epsilon = float(settings["dirichlet_epsilon"])
         if "num_simulations" in settings:
-            self.engine.num_simulations = max(1, round(settings["num_simulations"]))
+            self.simulations = max(1, round(settings["num_simulations"]))
 
     def close(self) -> None:
         """Nothing to release: the search belongs to the run."""
@@ -137,10 +141,13 @@ class _Runner:
         indices of the games that ended (their records' winners set)."""
         engine = self.engine
         full = self.cap.draw(len(states), self.rng)
-        simulations = None
-        if not full.all():
-            simulations = np.where(full, engine.num_simulations, self.cap.fast_simulations).tolist()
-        counts = engine.search(states, add_noise=(full & self.noise).tolist(), simulations=simulations)
+        simulations = np.where(full, self.simulations, self.cap.fast_simulations).tolist()
+        counts = engine.search(
+            states,
+            add_noise=(full & self.noise).tolist(),
+            simulations=simulations,
+            dirichlet_epsilon=self.epsilon,
+        )
         policies, chosen = engine.policy_targets, engine.chosen_moves
         ended = []
         for i, (state, record) in enumerate(zip(states, records, strict=True)):

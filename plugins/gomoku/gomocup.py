@@ -320,16 +320,15 @@ class GomocupBrain:
         engine = self.engine
         started = time.perf_counter()
         budget = self._budget_s()
-        before = int(getattr(engine, "simulations", 0))
+        before = engine.simulations
         deadline = None if budget is None else started + budget
         target = self.num_simulations
         if budget is not None:  # a tree as large as the time allows, not as num_simulations asks
             expected = FIRST_TIMED if self._rate is None else int(4 * self._rate * budget) + FIRST_TIMED
             target = max(1, min(target, expected))
-        engine.num_simulations = target
-        counts = engine.search([state], add_noise=False, deadline=deadline)[0]
+        counts = engine.search([state], add_noise=False, deadline=deadline, simulations=[target])[0]
         seconds = time.perf_counter() - started
-        simulations = int(getattr(engine, "simulations", 0)) - before
+        simulations = engine.simulations - before
         decided = len(engine.root_values) and abs(float(engine.root_values[0])) > 0.99
         if seconds > 0.01 and simulations > 0 and not decided:  # a won position's search runs fast
             # The fastest rate seen (each new one at most 4x the last): a search slowed by a busy

@@ -318,9 +318,8 @@ class PlayServer:
         engine = self._engine
         if self.closing:
             raise RuntimeError("the server is stopping")
-        engine.num_simulations = self.simulations
         began = time.perf_counter()
-        visits = np.asarray(engine.search([root], add_noise=False))[0]
+        visits = np.asarray(engine.search([root], add_noise=False, simulations=[self.simulations]))[0]
         value = float(engine.root_values[0])
         if not np.isfinite(value):  # JSON has no NaN; the page would fail to read the whole state
             log.warning("the search's root value is %s; the page shows 0", value)

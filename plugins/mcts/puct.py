@@ -140,11 +140,13 @@ class PuctSearch:
         add_noise: bool | Sequence[bool] = False,
         deadline: float | None = None,
         simulations: Sequence[int] | None = None,
+        dirichlet_epsilon: float | None = None,
     ) -> np.ndarray:
         """Visit counts [len(roots), n_actions] of each root's moves after the search; with a
         `deadline` (time.perf_counter()), no leaf is selected after it once every root has a visited
         move, and the search ends as the leaves in flight are answered. `add_noise` and
-        `simulations` may be given per root (default: num_simulations each)."""
+        `simulations` may be given per root (default: num_simulations each); the noise's weight is
+        `dirichlet_epsilon` (default: the search's own)."""
         started = time.perf_counter()
         self._deadline = deadline
         n = len(roots)
@@ -152,8 +154,9 @@ class PuctSearch:
         targets = np.full(n, self.num_simulations, dtype=np.int64)
         if simulations is not None:
             targets[:] = np.maximum(np.asarray(simulations, dtype=np.int64), 1)
+        epsilon = self.dirichlet_epsilon if dirichlet_epsilon is None else float(dirichlet_epsilon)
         try:
-            return self._search(roots, noise, targets)
+            return self._search(roots, noise, targets, epsilon)
         finally:
             self._deadline = None
             self.search_seconds += time.perf_counter() - started
@@ -191,7 +194,9 @@ class PuctSearch:
 
     # -- the steps of a search ---------------------------------------------------------------------
 
-    def _search(self, roots: Sequence[BoardState], noise: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    def _search(
+        self, roots: Sequence[BoardState], noise: np.ndarray, targets: np.ndarray, epsilon: float
+    ) -> np.ndarray:
         if not roots:
             self._last_values = np.zeros(0, dtype=np.float32)
             self._last_policies = np.zeros((0, self.game.n_actions), dtype=np.float32)
@@ -212,7 +217,7 @@ class PuctSearch:
         if self.params.gumbel:
             self._gumbel.draw(tree, slots, noise, self.rng)
         elif noise.any():
-            self._add_noise(tree, slots[noise])
+            self._add_noise(tree, slots[noise], epsilon)
         self._simulate(tree, active)
         self._last_values = (-tree.value_sum[:, 0] / np.maximum(tree.visits[:, 0], 1))[slots].astype(
             np.float32
@@ -281,14 +286,14 @@ class PuctSearch:
             len(todo), self.tree_threads, tree, self.params, self.kernels, todo, logits, values, draws
         )
 
-    def _add_noise(self, tree: Tree, slots: np.ndarray) -> None:
+    def _add_noise(self, tree: Tree, slots: np.ndarray, epsilon: float) -> None:
         """Dirichlet noise into each start node's priors, once per start node."""
         for b in map(int, slots):
             if tree.noised[b]:
                 continue
             n_legal = int(np.count_nonzero(tree.root_board[b] == 0))
             noise = self.rng.dirichlet(np.full(n_legal, self.cfg.dirichlet_alpha))
-            steps.add_noise(tree, b, noise, self.dirichlet_epsilon)
+            steps.add_noise(tree, b, noise, epsilon)
             tree.noised[b] = True
 
     def _simulate(self, tree: Tree, active: np.ndarray) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -109,9 +111,15 @@ def test_playout_cap_randomisation_records_only_the_full_searches_made_with_nois
     calls: list[tuple[list[int], list[bool]]] = []
     search = search_engine.search
 
-    def spy(roots, *, add_noise=False, deadline=None, simulations=None):  # type: ignore[no-untyped-def]
+    def spy(roots, *, add_noise=False, deadline=None, simulations=None, dirichlet_epsilon=None):  # type: ignore[no-untyped-def]
         calls.append((list(simulations), list(add_noise)))
-        return search(roots, add_noise=add_noise, deadline=deadline, simulations=simulations)
+        return search(
+            roots,
+            add_noise=add_noise,
+            deadline=deadline,
+            simulations=simulations,
+            dirichlet_epsilon=dirichlet_epsilon,
+        )
 
     search_engine.search = spy  # type: ignore[method-assign]
     cap = PlayoutCap(full_fraction=0.25, fast_simulations=4)
@@ -229,13 +237,21 @@ def test_the_runner_plays_with_the_schedules_values_of_each_step() -> None:
         GAME, search_engine, MoveChoice(1.0, 4), np.random.default_rng(0), n_games=2, noise=True
     )
     runner.configure(at[500])
-    assert (runner.choice.temperature, search_engine.dirichlet_epsilon, search_engine.num_simulations) == (
-        0.625,
-        0.0,
-        20,
-    )
-    counts = search_engine.search([GAME.new_state()], add_noise=True)
-    assert counts.sum() == 20  # the search runs the scheduled simulations
+    assert (runner.choice.temperature, runner.epsilon, runner.simulations) == (0.625, 0.0, 20)
+    own = (search_engine.dirichlet_epsilon, search_engine.num_simulations)
+    calls: list[dict[str, Any]] = []
+    searched = search_engine.search
+
+    def spy(roots: Any, **given: Any) -> Any:
+        calls.append(given)
+        return searched(roots, **given)
+
+    search_engine.search = spy  # type: ignore[method-assign]
+    runner.step()
+    assert calls[0]["simulations"] == [20, 20] and calls[0]["dirichlet_epsilon"] == 0.0  # the call says it
+    assert (search_engine.dirichlet_epsilon, search_engine.num_simulations) == own  # the search unchanged
+    counts = searched([GAME.new_state()], add_noise=True, simulations=[20], dirichlet_epsilon=0.0)
+    assert counts.sum() == 20  # the search runs the simulations it is asked
     # A trained agent plays with a schedule's last value.
     assert (
         local_search(search, game=GAME, evaluator_factory=uniform_evaluator(GAME), seed=0).num_simulations

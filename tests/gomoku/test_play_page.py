@@ -59,10 +59,6 @@ class GatedEngine:
     def num_simulations(self) -> int:
         return self.engine.num_simulations
 
-    @num_simulations.setter
-    def num_simulations(self, value: int) -> None:
-        self.engine.num_simulations = value
-
     @property
     def root_values(self) -> Any:
         return self.engine.root_values
@@ -77,10 +73,10 @@ class GatedEngine:
     def interrupt(self) -> None:
         self.engine.interrupt()
 
-    def search(self, roots: Any, *, add_noise: bool = False) -> Any:
+    def search(self, roots: Any, *, add_noise: bool = False, simulations: Any = None) -> Any:
         self.searching.set()
         assert self.go.wait(30), "the test never let the search go"
-        return self.engine.search(roots, add_noise=add_noise)
+        return self.engine.search(roots, add_noise=add_noise, simulations=simulations)
 
     def close(self) -> None:
         self.engine.close()

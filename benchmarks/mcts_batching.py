@@ -163,6 +163,7 @@ def main() -> None:
     import ray
     import torch
 
+    from framework.contracts import BEST
     from framework_plugins.alphazero.network import PolicyValueNet, evaluator_for
     from framework_plugins.alphazero.selfplay import (
         MoveChoice,
@@ -174,7 +175,7 @@ def main() -> None:
     from framework_plugins.mcts import ray_runtime
     from framework_plugins.mcts.config import InferenceConfig, RayAsyncConfig, SequentialConfig
     from framework_plugins.mcts.engines import RayAsyncSearch, local_search
-    from framework_plugins.mcts.service import BEST, RayInference
+    from framework_plugins.mcts.service import RayInference
 
     torch.set_num_threads(1)
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")

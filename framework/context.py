@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 
 from framework.checkpoint import Checkpointer
 from framework.contracts import (
+    BEST,
     Agent,
     BestEpisodeReplay,
     Buffer,
@@ -34,7 +35,7 @@ from framework.evaluation import (
     untrained_metrics,
 )
 from framework.progress import ProgressDisplay
-from framework.searches import BEST, RunSearches
+from framework.searches import RunSearches
 
 if TYPE_CHECKING:
     import gymnasium as gym

@@ -7,12 +7,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from framework.contracts import Evaluator, InferenceService, SearchEngine, SearchPlugin
+from framework.contracts import BEST, Evaluator, InferenceService, SearchEngine, SearchPlugin
 
 log = logging.getLogger("framework")
-
-#: The model every search of a run evaluates with unless told another (a candidate under gating).
-BEST = "best"
 
 
 class RunSearches:

@@ -31,6 +31,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from framework import config
 from framework.columns import refuse
 from framework.contracts import SweepSummarySpec, Tracker
+from framework.contracts.tracker import SUMMARY_SPEC_TAG
 from framework.errors import ConfigError
 from framework.provenance import flatten
 from framework.run_names import child_run_name, parent_run_name  # noqa: F401 (a job's name: app.task)
@@ -39,9 +40,6 @@ from framework.sweepers import sweeper_plugin
 #: Environment variables that hand the sweep's parent run and swept keys to its jobs (in-process or spawned).
 PARENT_RUN_ENV = "FRAMEWORK_PARENT_RUN_ID"
 SWEPT_KEYS_ENV = "FRAMEWORK_SWEPT_KEYS"
-#: The parent run's tag with its SweepSummarySpec (JSON): what the tracker summarises should the sweep's
-#: process die before it ends the sweep (SIGTERM), when the tracking process ends the parent KILLED.
-SUMMARY_SPEC_TAG = "framework.summary_spec"
 #: The Hydra Ray launcher's class (hydra-ray-launcher), whose local Ray is kept on 127.0.0.1.
 RAY_LAUNCHER = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
 #: Ray reads it when it is imported: "0" makes a Ray started here bind 127.0.0.1 (the Ray plugin's

@@ -39,10 +39,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     return uri
 
 
-def test_the_tag_names_agree() -> None:
-    assert sweep.SUMMARY_SPEC_TAG == mlflow_session.SUMMARY_SPEC_TAG
-
-
 def make_children(
     client: MlflowClient, experiment: str, parent: str, statuses: dict[str, str]
 ) -> dict[str, str]:

@@ -43,6 +43,7 @@ from framework.contracts.game import (
     SolvingGame,
 )
 from framework.contracts.search import (
+    BEST,
     DistributedSearch,
     InferenceService,
     Measured,
@@ -55,6 +56,7 @@ from framework.contracts.sweeper import SweeperPlugin, Trial
 from framework.contracts.tracker import SweepSummarySpec, Tracker
 
 __all__ = [
+    "BEST",
     "CAPABILITIES",
     "CONTRACTS",
     "ENV_CAPABILITIES",

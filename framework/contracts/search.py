@@ -11,6 +11,10 @@ if TYPE_CHECKING:
 
     from framework.contracts.game import BoardGame, BoardState, Evaluator
 
+#: The model every search of a run evaluates with unless told another (a candidate under gating):
+#: the network self-play, evaluation and play search with.
+BEST = "best"
+
 
 @runtime_checkable
 class SearchEngine(Protocol):

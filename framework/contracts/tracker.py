@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+#: The parent run's tag with its SweepSummarySpec (JSON): what the tracker summarises should the
+#: sweep's process die before it ends the sweep (SIGTERM), when the tracking process ends the parent.
+SUMMARY_SPEC_TAG = "framework.summary_spec"
+
 
 @dataclass(frozen=True)
 class SweepSummarySpec:

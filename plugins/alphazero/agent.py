@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from framework.contracts import (
+    BEST,
     Buffer,
     DistributedSearch,
     EnvPlugin,
@@ -24,7 +25,6 @@ from framework.contracts import (
 )
 from framework.errors import ConfigError, check_at_least, check_choice
 from framework.schedules import build_schedule
-from framework.searches import BEST
 
 from . import gating
 from .background import BackgroundLearning

@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import torch
 
-from framework.contracts import RunContext
-from framework.searches import BEST
+from framework.contracts import BEST, RunContext
 
 from . import gating
 

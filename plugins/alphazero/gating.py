@@ -8,9 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from framework.contracts import GameEnvPlugin, RunContext
+from framework.contracts import BEST, GameEnvPlugin, RunContext
 from framework.evaluation import evaluation_seed
-from framework.searches import BEST
 
 from .arena import SearchPlayer
 from .config import AlphaZeroConfig

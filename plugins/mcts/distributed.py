@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from framework.contracts import BEST
 from framework.errors import ExplainedError
 
 from . import ray_runtime
@@ -24,7 +25,7 @@ from .batching import InferenceStats, inference_metrics
 from .inference import actor_errors
 from .puct import PuctSearch
 from .restarts import SLICE_S, Incarnations, incarnation_here, settle
-from .service import BEST, RayInference, RayServiceAddress
+from .service import RayInference, RayServiceAddress
 
 if TYPE_CHECKING:
     from framework.contracts import BoardGame, DistributedSearch, SelfPlaySource

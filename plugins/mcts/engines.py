@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from framework.contracts import BEST
 from framework.errors import ConfigError, check_at_least, check_choice
 from framework.schedules import build_schedule
 
 from .config import BACKENDS, ROOTS, RayAsyncConfig, SequentialConfig
 from .puct import PuctSearch
-from .service import BEST, LocalInference, RayInference, RayServiceAddress
+from .service import LocalInference, RayInference, RayServiceAddress
 
 if TYPE_CHECKING:
     from framework.contracts import (

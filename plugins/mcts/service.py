@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from framework.contracts import PortableEvaluator
+from framework.contracts import BEST, PortableEvaluator
 from framework.errors import ExplainedError
 
 from .batching import BatchInferenceManager
@@ -34,9 +34,6 @@ if TYPE_CHECKING:
     from .config import RayAsyncConfig
 
 log = logging.getLogger("framework")
-
-#: The model self-play, evaluation and play search with.
-BEST = "best"
 
 
 class LocalInference:

@@ -14,14 +14,13 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from framework.contracts.tracker import SUMMARY_SPEC_TAG
+
 from . import report, seed_summary, sweep_child, sweep_summary
 from .journal_sender import MAX_PARAM_VALUE, MAX_PARAMS_PER_BATCH
 
 #: Children of one sweep read back for its summary.
 MAX_CHILDREN = 10_000
-#: The parent's tag with what its summary needs (framework.sweep.SUMMARY_SPEC_TAG: the same name), so that
-#: the tracking process can summarise the sweep when the process that ran it is gone.
-SUMMARY_SPEC_TAG = "framework.summary_spec"
 #: The tag on a run that another than its own tracker ended, saying who.
 ENDED_BY_TAG = "framework.ended_by"
 #: The status a sweep's child still RUNNING when the sweep ends gets, by the sweep's status.

@@ -235,7 +235,7 @@ def _runs_view(client: Any, experiment_id: str) -> str:
 def _comparison(client: Any, experiment_id: str) -> Comparison | None:
     """The objective and swept params of the experiment's latest sweep (its parent's tags), else the
     objective of its latest run that names one; None for an experiment without either."""
-    from framework.sweep import SUMMARY_SPEC_TAG
+    from framework.contracts.tracker import SUMMARY_SPEC_TAG
 
     runs = client.search_runs(
         [experiment_id], max_results=RUNS_LOOKED_AT, order_by=["attributes.start_time DESC"]

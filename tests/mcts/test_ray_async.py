@@ -21,13 +21,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from framework.contracts import BEST
 from framework.errors import ConfigError
 from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.mcts.config import RayAsyncConfig, SequentialConfig
 from framework_plugins.mcts.engines import RayAsyncSearch, local_search
 from framework_plugins.mcts.inference import compact
 from framework_plugins.mcts.puct import PuctSearch
-from framework_plugins.mcts.service import BEST, RayInference
+from framework_plugins.mcts.service import RayInference
 from framework_plugins.mcts.tree import EXPANDED
 
 GAME = Gomoku(9, 5)

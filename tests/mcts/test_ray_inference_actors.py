@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from framework.contracts import BEST
 from framework.errors import ExplainedError
 from framework_plugins.mcts.puct import PuctSearch
-from framework_plugins.mcts.service import BEST, RayInference
+from framework_plugins.mcts.service import RayInference
 from tests.mcts import test_ray_async
 from tests.mcts.test_ray_async import GAME, SERVICES, engine, roots, service, shaped
 

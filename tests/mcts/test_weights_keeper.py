@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from framework_plugins.mcts.service import BEST, RayInference
+from framework.contracts import BEST
+from framework_plugins.mcts.service import RayInference
 from tests.mcts import test_ray_async, test_ray_inference_actors
 from tests.mcts.test_ray_async import SERVICES, engine, roots, service
 from tests.mcts.test_ray_inference_actors import _answers, _net_evaluator

@@ -45,6 +45,7 @@ from framework.contracts.game import (
 from framework.contracts.search import (
     BEST,
     DistributedSearch,
+    DrawWeighingSearch,
     InferenceService,
     Measured,
     SearchEngine,
@@ -67,6 +68,7 @@ __all__ = [
     "Buffer",
     "CheckedAgent",
     "DistributedSearch",
+    "DrawWeighingSearch",
     "EnvPlugin",
     "EpisodeStatsEnvPlugin",
     "EvaluatingAgent",

@@ -19,7 +19,7 @@ from framework.contracts.env import (
     VectorEnvPlugin,
 )
 from framework.contracts.game import GameEnvPlugin
-from framework.contracts.search import DistributedSearch, SearchPlugin
+from framework.contracts.search import DistributedSearch, DrawWeighingSearch, SearchPlugin
 from framework.contracts.service import RunService
 from framework.contracts.sweeper import SweeperPlugin
 from framework.contracts.tracker import Tracker
@@ -45,7 +45,7 @@ CAPABILITIES: dict[str, tuple[type, ...]] = {
     ),
     "buffer": (FrameBuffer,),
     "agent": (CheckedAgent, SearchAgent, EvaluatingAgent, MetricNamingAgent),
-    "search": (DistributedSearch,),
+    "search": (DistributedSearch, DrawWeighingSearch),
 }
 #: Optional capabilities of the envs an env plugin makes (gymnasium is their contract).
 ENV_CAPABILITIES: tuple[type, ...] = (BestEpisodeReplay,)

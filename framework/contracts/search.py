@@ -154,12 +154,31 @@ class SelfPlaySource(Protocol):
         """(moves played since the last call, records of the games that ended)."""
         ...
 
+    @property
+    def simulations(self) -> int:
+        """Simulations its searches have run."""
+        ...
+
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class DrawWeighingSearch(Protocol):
+    """A search plugin that can count a draw as a loss for the player to move (`draw_contempt`, in
+    [0, 1]: a player's setting, not self-play's)."""
+
+    @property
+    def draw_contempt(self) -> float: ...
 
 
 @runtime_checkable
 class DistributedSearch(Protocol):
     """A search plugin that can run self-play in workers of its own (Ray actors, say)."""
+
+    @property
+    def workers(self) -> int:
+        """The workers its self-play runs in (0: the run's process plays)."""
+        ...
 
     def self_play(
         self,

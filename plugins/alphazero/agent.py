@@ -17,6 +17,7 @@ from framework.contracts import (
     BEST,
     Buffer,
     DistributedSearch,
+    DrawWeighingSearch,
     EnvPlugin,
     Evaluator,
     GameEnvPlugin,
@@ -77,14 +78,14 @@ class AlphaZeroAgent:
                 "random openings, and this env gives none (for gomoku: env.eval_opening_stones >= 1), "
                 "or set agent.random_openings=0"
             )
-        contempt = getattr(getattr(search, "cfg", None), "draw_contempt", 0.0)
+        contempt = search.draw_contempt if isinstance(search, DrawWeighingSearch) else 0.0
         if contempt:
             raise ConfigError(
                 f"search.draw_contempt={contempt} is a player's (play RUN search.draw_contempt={contempt}, "
                 "gomocup, a benchmark's matches): self-play searches both sides of its games, so it "
                 "trains with search.draw_contempt=0"
             )
-        workers = _workers(search)
+        workers = search.workers if isinstance(search, DistributedSearch) else 0
         if self.cfg.background_training and workers:
             raise ConfigError(
                 f"agent.background_training=true trains beside the run's own self-play, and search.workers="
@@ -317,15 +318,8 @@ class AlphaZeroAgent:
 
     @staticmethod
     def _simulations(ctx: RunContext, collector: SelfPlayCollector) -> int:
-        workers = getattr(collector.workers, "simulations", 0)
-        return int(workers) + (ctx.search.simulations if ctx.search is not None else 0)
-
-
-def _workers(search: Any) -> int:
-    """The Ray workers a search plays self-play in (0: the run's process)."""
-    if not isinstance(search, DistributedSearch):
-        return 0
-    return int(getattr(getattr(search, "cfg", None), "workers", 0) or 0)
+        workers = collector.workers.simulations if collector.workers is not None else 0
+        return workers + (ctx.search.simulations if ctx.search is not None else 0)
 
 
 def _validate(cfg: AlphaZeroConfig) -> None:

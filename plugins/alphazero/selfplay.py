@@ -115,7 +115,7 @@ class _Runner:
         self.game, self.engine, self.choice, self.rng, self.noise = game, engine, choice, rng, noise
         self.cap = cap or PlayoutCap()
         self.openings = openings or Openings()
-        self.simulations = engine.num_simulations
+        self.full_simulations = engine.num_simulations
         """Simulations of a full search (the schedule's of the moment; the search's own until told)."""
         self.epsilon: float | None = None
         """The noise's weight (the schedule's of the moment; None: the search's own)."""
@@ -131,7 +131,11 @@ class _Runner:
         if "dirichlet_epsilon" in settings:
             self.epsilon = float(settings["dirichlet_epsilon"])
         if "num_simulations" in settings:
-            self.simulations = max(1, round(settings["num_simulations"]))
+            self.full_simulations = max(1, round(settings["num_simulations"]))
+
+    @property
+    def simulations(self) -> int:
+        return self.engine.simulations
 
     def close(self) -> None:
         """Nothing to release: the search belongs to the run."""
@@ -141,7 +145,7 @@ class _Runner:
         indices of the games that ended (their records' winners set)."""
         engine = self.engine
         full = self.cap.draw(len(states), self.rng)
-        simulations = np.where(full, self.simulations, self.cap.fast_simulations).tolist()
+        simulations = np.where(full, self.full_simulations, self.cap.fast_simulations).tolist()
         counts = engine.search(
             states,
             add_noise=(full & self.noise).tolist(),

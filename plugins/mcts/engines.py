@@ -56,6 +56,10 @@ class SequentialSearch:
     def make(self, *, game: BoardGame, inference: Any, model: str = BEST, seed: int) -> PuctSearch:
         return PuctSearch(self.cfg, game=game, evaluation=inference.evaluation(model), seed=seed)
 
+    @property
+    def draw_contempt(self) -> float:
+        return float(self.cfg.draw_contempt)
+
 
 class RayAsyncSearch:
     """PUCT with virtual loss; leaves batched to Ray inference actors, pipelined; self-play in Ray workers."""
@@ -86,6 +90,14 @@ class RayAsyncSearch:
 
     def make(self, *, game: BoardGame, inference: Any, model: str = BEST, seed: int) -> PuctSearch:
         return PuctSearch(self.cfg, game=game, evaluation=inference.evaluation(model), seed=seed)
+
+    @property
+    def draw_contempt(self) -> float:
+        return float(self.cfg.draw_contempt)
+
+    @property
+    def workers(self) -> int:
+        return int(self.cfg.workers)
 
     def self_play(
         self,

@@ -237,7 +237,7 @@ def test_the_runner_plays_with_the_schedules_values_of_each_step() -> None:
         GAME, search_engine, MoveChoice(1.0, 4), np.random.default_rng(0), n_games=2, noise=True
     )
     runner.configure(at[500])
-    assert (runner.choice.temperature, runner.epsilon, runner.simulations) == (0.625, 0.0, 20)
+    assert (runner.choice.temperature, runner.epsilon, runner.full_simulations) == (0.625, 0.0, 20)
     own = (search_engine.dirichlet_epsilon, search_engine.num_simulations)
     calls: list[dict[str, Any]] = []
     searched = search_engine.search

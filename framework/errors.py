@@ -65,20 +65,21 @@ def check_at_least(section: str, cfg: object, minimum: int, *keys: str) -> None:
             raise ConfigError(f"{section}.{key}={value} must be >= {minimum}")
 
 
-#: OmegaConf's refusal of a float for an integer key.
-_FLOAT_FOR_INT = re.compile(r"Value '(?P<value>[^']*)' of type 'float' could not be converted to Integer")
+#: OmegaConf's refusal of a value for an integer key.
+_NOT_INT = re.compile(r"Value '(?P<value>[^']*)' of type '(?P<type>\w+)' could not be converted to Integer")
 
 
 def not_an_integer(key: str, reason: str) -> str | None:
-    """The message for a number with a fraction or an exponent given to an integer key (`total_steps=1e6`
-    reaches it as 1000000.0), naming the integer to write; None for another refusal."""
-    found = _FLOAT_FOR_INT.search(reason)
+    """The message for a value an integer key refuses: a number with a fraction or an exponent
+    (`total_steps=1e6` reaches it as 1000000.0), naming the integer to write, or a word
+    (`total_steps=lots`); None for another refusal."""
+    found = _NOT_INT.search(reason)
     if found is None:
         return None
     try:
         value = float(found["value"])
     except ValueError:
-        return None
+        return f"{key}={found['value']} must be an integer (a whole number, like {key}=1000)"
     if math.isfinite(value) and value.is_integer():
         return f"{key}={found['value']} must be an integer: write {key}={int(value)}"
     return f"{key}={found['value']} must be an integer"

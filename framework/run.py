@@ -34,8 +34,8 @@ from framework.context import RunContext
 from framework.contracts import (
     Agent,
     GameEnvPlugin,
+    RunWatchingEnvPlugin,
     SearchAgent,
-    StopFlagEnvPlugin,
     Tracker,
 )
 from framework.contracts.sweeper import PRUNED_STATUS
@@ -137,8 +137,8 @@ def _execute(
     cfg, resume = plan.cfg, plan.resume
     name = _run_name(plan, tracker, overrides, run_name, in_sweep=parent_run_id is not None)
     ctx = _context(plan, tracker, run_dir, stop)
-    if isinstance(plan.env, StopFlagEnvPlugin):  # its envs say whether the run finished or was stopped
-        plan.env.set_stop_flag(ctx.stop)
+    if isinstance(plan.env, RunWatchingEnvPlugin):  # its envs show the run's steps and how it ended
+        plan.env.watch_run(ctx.stop, start_step=0 if resume is None else resume.step)
     try:
         if resume is None:
             tags = run_tags(plan.plugins, run_dir, overrides)

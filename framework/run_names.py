@@ -1,11 +1,12 @@
 """Run names a person can tell apart in MLflow's runs table.
 
-A run is named for what sets it apart: the overrides of its command line that change what it
-trains, by short label and short value, first (what MLflow's column shows of a name), then its env
-(or experiment preset), its agent plugin with the algorithm it runs (`dqn`, `sb3-dqn`) and its
-seed: `cartpole-sb3-ppo-s0`, `epochs=10 envs=4 cartpole-sb3-ppo-s0`. A sweep's
-child starts with its own values of the swept keys, then what it shares with its siblings:
-`lr=1e-3 ne=5 cartpole-sb3-ppo-s0`, or, with a seed swept too, `lr1e-3 ne5 s1 cartpole-sb3-ppo`.
+A run is named for what sets it apart, in the order that most often does so between the runs of an
+experiment, as MLflow's column shows a name's start: its agent plugin with the algorithm it runs
+(`dqn`, `sb3-dqn`) and its seed, then the overrides of its command line that change what it trains
+(by short label and short value; how long it trains, last), then its env or experiment preset:
+`sb3-ppo-s0 cartpole`, `sb3-ppo-s0 epochs=10 envs=4 steps=50k cartpole`. A sweep's child starts
+with its own values of the swept keys, then what it shares with its siblings: `lr=1e-3 ne=5
+sb3-ppo-s0 cartpole`, or, with a seed swept too, `lr1e-3 ne5 s1 sb3-ppo cartpole`.
 MLflow 3.17's runs table, at 1400 px, gives a name 122 px (about 21 characters) on a run of its own
 and 98 px (about 17) on a child under its parent, and ends what it cuts with `…`: a child's own
 values come first, with labels made short (then glued to their numbers) until they fit there.
@@ -46,7 +47,9 @@ NOT_CONFIG = (
     "ray",
     "hydra",
 )
-#: Groups the first part of a name already says (`cartpole-sb3-ppo-s0`).
+#: Overrides of how long a run trains: after those of what it trains, in its name.
+BUDGET = ("total_steps",)
+#: Groups a name's agent and env already say (`sb3-ppo-s0 cartpole`).
 NAMED_GROUPS = ("env", "agent", "experiment")
 #: The most characters a name has; the overrides past it are left to the config hash.
 MOST_CHARS = 100
@@ -60,6 +63,8 @@ CHILD_VALUES_PX = CHILD_NAME_PX - 12
 _ABSENT = object()
 #: A swept value as wide as most (`1e-4` and `10` around it), for choosing a sweep's labels.
 TYPICAL_VALUE = "100"
+#: A value an Optuna study draws, as a name shows it (3 significant digits).
+TYPICAL_DRAWN = "1.23e-3"
 
 #: Readable short labels for hyperparameters every RL library has; other keys go by their last part,
 #: or its initials past 12 letters (`target_update_interval` → `tui`).
@@ -89,37 +94,49 @@ def agent_label(agent: Any) -> str:
 def base_name(
     cfg: DictConfig, env_name: str | None, overrides: Sequence[str], swept: Sequence[str] = ()
 ) -> str:
-    """`cartpole-sb3-ppo-s0`: the env (the experiment preset, where one was chosen), the agent and the
-    seed, each left out where a sweep varies it (its children say it)."""
-    chosen = _groups(overrides)
+    """`sb3-ppo-s0 cartpole`: the agent and the seed (`who`), then the env or the experiment preset
+    (`where`), each left out where a sweep varies it (its children say it)."""
+    return " ".join(p for p in (who(cfg, overrides, swept), where(cfg, env_name, overrides, swept)) if p)
+
+
+def who(cfg: DictConfig, overrides: Sequence[str], swept: Sequence[str] = ()) -> str:
+    """`sb3-ppo-s0`: the agent plugin with its algorithm, and the seed, as far as a sweep does not
+    vary them."""
     parts = []
-    if not {"env", "experiment"} & set(swept):
-        env = env_name or OmegaConf.select(cfg, "env.name", default="")
-        parts.append(chosen.get("experiment") or str(env))
     if not {"agent", "experiment"} & set(swept) and isinstance(cfg.get("agent"), DictConfig):
         parts.append(agent_label(cfg.agent))
     if "seed" not in swept:
         parts.append(f"s{cfg.get('seed', 0)}")
-    return "-".join(p for p in parts if p)
+    return "-".join(parts)
+
+
+def where(cfg: DictConfig, env_name: str | None, overrides: Sequence[str], swept: Sequence[str] = ()) -> str:
+    """`cartpole`, `gomoku_9x9`: the experiment preset where one was chosen, else the env; empty
+    where a sweep varies it."""
+    if {"env", "experiment"} & set(swept):
+        return ""
+    env = env_name or OmegaConf.select(cfg, "env.name", default="")
+    return _groups(overrides).get("experiment") or str(env)
 
 
 def run_name(
     cfg: DictConfig, env_name: str, overrides: Sequence[str], preset: DictConfig | None = None
 ) -> str:
-    """A run's name: `cartpole-sb3-ppo-s0`, or its overrides first, `epochs=10 lr=3e-4
-    cartpole-sb3-ppo-s0` (see the module's docstring). `preset`: the config without the command
-    line's values (`preset_of`); an override that sets the value the preset has changes
-    nothing, and is not named."""
+    """A run's name: `sb3-ppo-s0 cartpole`, its overrides after its agent and seed, `sb3-ppo-s0
+    epochs=10 lr=3e-4 cartpole`, a budget's last of them (see the module's docstring). `preset`: the
+    config without the command line's values (`preset_of`); an override that sets the value the
+    preset has changes nothing, and is not named."""
     changes = [(k, v) for k, v in config_overrides(overrides) if not same_in(preset, cfg, k)]
+    changes.sort(key=lambda change: change[0] in BUDGET)  # what is trained, then for how long
     exact = all(value is None or _exact(value) for _, value in changes)
-    base = base_name(cfg, env_name, overrides)
+    head, place = who(cfg, overrides), where(cfg, env_name, overrides)
     shown: list[str] = []
     for part in _override_parts(changes):
-        if len(" ".join([*shown, part, base])) > MOST_CHARS - len(" cfg:0000"):
+        if len(" ".join([head, *shown, part, place])) > MOST_CHARS - len(" cfg:0000"):
             exact = False
             break
         shown.append(part)
-    name = " ".join([*shown, base])
+    name = " ".join(p for p in (head, *shown, place) if p)
     return name if exact else f"{name} cfg:{config_hash(cfg)}"
 
 
@@ -137,7 +154,7 @@ def child_run_name(
         key = key.lstrip("+~")
         if sep and key in swept_keys:
             values[key] = value
-    name = sweep_style(swept_keys).values(values)
+    name = sweep_style(swept_keys, trials=trial is not None).values(values)
     return (f"#{trial} {name}" if trial is not None else name).strip() or None
 
 
@@ -156,10 +173,10 @@ def child_name(
 def parent_run_name(
     cfg: DictConfig, swept: Mapping[str, str], overrides: Sequence[str], study: str | None = None
 ) -> str:
-    """A sweep's parent: `sweep lr=1e-4,3e-4 ne=5,10 cartpole-sb3-ppo-s0 envs=4` (an Optuna study:
-    `sweep NAME: lr ne cartpole-sb3-ppo-s0`): the swept values with its children's labels, what
+    """A sweep's parent: `sweep lr=1e-4,3e-4 ne=5,10 sb3-ppo-s0 cartpole envs=4` (an Optuna study:
+    `sweep NAME: lr ne sb3-ppo-s0 cartpole`): the swept values with its children's labels, what
     they share, and the overrides every job has."""
-    named = sweep_style(list(swept)).labels
+    named = sweep_style(list(swept), trials=study is not None).labels
     order = _sweep_order(swept, named)
     if study is not None:
         values = f"{study}: {' '.join(named[k] for k in order)}"
@@ -264,16 +281,19 @@ class SweepStyle:
         return f"{self.labels[key]}{'' if glue else '='}{shown}"
 
 
-def sweep_style(keys: Sequence[str]) -> SweepStyle:
+def sweep_style(keys: Sequence[str], *, trials: bool = False) -> SweepStyle:
     """A sweep's style: readable labels (`epochs`), the longest made short (`ne`) one by one, then
     numbers glued to their labels, until a child's values (each as wide as TYPICAL_VALUE) fit the
-    room CHILD_VALUES_PX leaves them under their parent."""
+    room CHILD_VALUES_PX leaves them under their parent. An Optuna study's trials (`trials`) draw
+    values of 3 significant digits (TYPICAL_DRAWN) and start with their number (`#12 `)."""
     keys, short = sorted(keys), list[str]()
-    typical = {key: "1" if key == "seed" else TYPICAL_VALUE for key in keys}
+    value = TYPICAL_DRAWN if trials else TYPICAL_VALUE
+    typical = {key: "1" if key == "seed" else value for key in keys}
+    room = CHILD_VALUES_PX - (text_width("#10 ") if trials else 0)
     while True:
         style = SweepStyle(labels(keys, short=short))
         longer = [k for k in keys if k not in short and _label_options(k, True)[0] != style.labels[k]]
-        if text_width(style.values(typical)) <= CHILD_VALUES_PX:
+        if text_width(style.values(typical)) <= room:
             return style
         if not longer:
             return SweepStyle(style.labels, glued=True)

@@ -1,7 +1,7 @@
 """Multirun: one parent run per sweep, so every job lands beside its siblings in the tracker.
 
 The parent holds the swept parameters; each child is named for its own values of them first
-(`lr=3e-4 ne=5 s1 cartpole-sb3-ppo`: framework.run_names); when the sweep ends the tracker adds its
+(`lr3e-4 ne5 s1 sb3-ppo cartpole`: framework.run_names); when the sweep ends the tracker adds its
 summary (every child's params, objective, status and duration, the objective across the swept
 values, the best child).
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf
 
 from framework import config
-from framework.errors import ConfigError
+from framework.errors import ConfigError, hydra_message
 
 #: Jobs a sweep's start composes at most (some tens of milliseconds each); a grid past it is
 #: checked for its first ones, the rest by each job as it starts.
@@ -37,9 +37,14 @@ def check_jobs(sweep_config: DictConfig) -> None:
     for number, job in enumerate(jobs[:MOST_JOBS]):
         try:
             check_job(loader.load_sweep_config(sweep_config, job))
-        except ConfigError as e:
+        except Exception as e:
+            # Hydra's own refusals (a swept option that is no config of its group, an unknown key)
+            # said as a single run's start says them.
+            said = str(e) if isinstance(e, ConfigError) else hydra_message(e)
+            if said is None:
+                raise
             values = " ".join(o for o in job if o.split("=", 1)[0].lstrip("+~") in swept)
-            raise ConfigError(f"job {number} of the sweep ({values}): {e}") from None
+            raise ConfigError(f"job {number} of the sweep ({values}): {said}") from None
 
 
 def check_job(job_config: DictConfig) -> None:

@@ -170,13 +170,13 @@ def test_added_key_unknown_to_the_plugin_schema_fails_with_a_suggestion(cli) -> 
 def test_wrong_type_at_root_fails_naming_the_key(cli) -> None:
     r = cli("total_steps=lots")
     assert r.returncode == 1
-    assert "total_steps" in r.stderr and "Integer" in r.stderr
+    assert "total_steps=lots must be an integer" in r.stderr
 
 
 def test_wrong_type_in_plugin_section_fails_naming_the_key(cli, tmp_path: Path) -> None:
     r = cli("env.n_envs=two")
     assert r.returncode == 1
-    assert "Invalid value for env.n_envs (env plugin 'cartpole')" in r.stderr
+    assert "env.n_envs=two must be an integer" in r.stderr
     assert not (tmp_path / "mlflow.db").exists(), "nothing may start before the config is valid"
 
 

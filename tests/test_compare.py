@@ -92,7 +92,12 @@ def test_compare_folds_the_seeds_of_two_sweeps_and_a_single_run(tmp_path: Path, 
     r = cli("compare", *parents, single, f"tracking.uri={uri}", "--out", str(out))
     assert r.returncode == 0, r.output
     assert "Compared 7 runs in 3 configurations on eval/return_mean (max)." in r.stdout
-    assert "Best: lr=0.1, its IQM's 95 % interval apart from every other's (1-3 seeds each)." in r.stdout
+    # The single run has no spread over seeds, so no interval: it stands out of the verdict.
+    said = " ".join(r.stdout.split())
+    assert (
+        "Best: lr=0.1, its IQM's 95 % interval apart from every other's (3 seeds each); 1 with one run "
+        "has no interval and stands out of it." in said
+    )
     assert all(len(line) <= 100 for line in r.stdout.splitlines() if "/" not in line.split()[-1])
     rows = list(csv.DictReader((out / "compare.csv").open(encoding="utf-8")))
     configs = {row["run"]: row for row in rows if row["row"] == "configuration"}
@@ -104,6 +109,10 @@ def test_compare_folds_the_seeds_of_two_sweeps_and_a_single_run(tmp_path: Path, 
         "yes",
     )
     assert configs["lr=0.5"]["n"] == "1" and configs["lr=0.5"]["iqm"] == "2"
+    # The median of the seeds (not rliable's median of task means, which is the mean here)
+    assert (configs["lr=0.01"]["mean"], configs["lr=0.01"]["median"]) == ("11", "11")
+    chance = [configs["lr=0.01"][k] for k in ("p_improve", "p_improve_low", "p_improve_high")]
+    assert chance == ["0", "0", "0"]  # every run of lr=0.01 loses to every run of lr=0.1
     page = (out / "compare.html").read_text(encoding="utf-8")
     assert page.count("data-run='#/experiments/") == 2 * 7  # each run in its configuration and the runs table
     assert {p.name for p in out.iterdir()} >= {
@@ -172,3 +181,50 @@ def test_a_label_names_what_sets_a_configuration_apart_from_its_own_kind(tmp_pat
     assert labels == ["name=sb3 algo=PPO n_epochs=10", "name=sb3 algo=PPO n_epochs=5", "name=dqn"], labels
     # Past two settings the objective is not drawn across one of them: the plots over seeds show it.
     assert not (out / "objective.png").exists() and (out / "seeds_curves.png").is_file()
+
+
+def _children(scores: dict[str, list[float]]) -> list:
+    from plugins.trackers.sweep_child import Child
+
+    return [
+        Child(f"{lr}{seed}", f"lr={lr} s{seed}", "FINISHED", 1.0, {"agent.lr": lr, "seed": str(seed)}, score)
+        for lr, values in scores.items()
+        for seed, score in enumerate(values)
+    ]
+
+
+def test_a_configuration_of_one_run_is_neither_best_nor_given_an_interval() -> None:
+    """One run has no spread over seeds: it is never marked best, never stands apart by a zero-wide
+    interval, and the verdict says it is left out; the median is the runs' own."""
+    from plugins.trackers import seed_summary
+
+    keys = ["agent.lr", "seed"]
+    found = seed_summary.configurations(_children({"a": [10, 11, 40], "b": [90]}), keys, "max")
+    assert [c.label for c in found] == ["lr=b", "lr=a"]
+    assert seed_summary.separated_best(found) is None
+    assert seed_summary.verdict(found, "R") == (
+        "No configuration is best: 1 of the 2 ran over seeds, and one run gives no interval (seeds=N "
+        "runs each configuration over N seeds)."
+    )
+    assert (found[1].mean, found[1].median) == (pytest.approx(61 / 3), 11)
+    assert "(one run: no interval)" in seed_summary.section(found, "R", {}, "")
+    found = seed_summary.configurations(
+        _children({"a": [10, 11, 12], "c": [20, 21, 22], "b": [90]}), keys, "max"
+    )
+    best = seed_summary.separated_best(found)
+    assert best is not None and best.label == "lr=c"
+    assert seed_summary.verdict(found, "R") == (
+        "Best: lr=c, its IQM's 95 % interval apart from every other's (3 seeds each); 1 with one run has "
+        "no interval and stands out of it."
+    )
+    assert [row["best"] for row in seed_summary.rows(found)] == ["", "yes", ""]
+    assert seed_summary.verdict(found[:1], "R") == (
+        "1 run: R 90; one run gives no interval (seeds=N runs a configuration over N seeds)."
+    )
+
+
+def test_the_pages_table_shows_a_drawn_value_short_and_keeps_it_whole_in_its_tooltip() -> None:
+    from plugins.trackers.sweep_summary import _shorter
+
+    assert _shorter("0.004148466620832118") == "0.004148"
+    assert (_shorter("0.99"), _shorter("10"), _shorter("adam")) == ("0.99", "10", "adam")

@@ -55,7 +55,7 @@ def test_optional_capabilities_are_declared_protocols() -> None:
         "VectorEnvPlugin",
         "VariantEnvPlugin",
         "EpisodeStatsEnvPlugin",
-        "StopFlagEnvPlugin",
+        "RunWatchingEnvPlugin",
     ]
     assert contracts.capabilities("env", cartpole) == ["EpisodeStatsEnvPlugin", "SpacesEnvPlugin"]
     assert contracts.capabilities("env", registry.load("env", "gym")) == ["SpacesEnvPlugin"]  # stats unknown

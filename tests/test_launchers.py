@@ -40,7 +40,7 @@ def assert_one_sweep_of_two(tmp_path: Path, launcher: str) -> dict[str, int]:
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     seen = [(r.info.run_name, r.info.status, r.data.tags.get("mlflow.parentRunId")) for r in runs]
     named = sorted((c.info.run_name.split(" cfg:")[0], c.info.status) for c in children)
-    assert named == [("s1 cartpole-dqn", "FINISHED"), ("s2 cartpole-dqn", "FINISHED")], f"{launcher}: {seen}"
+    assert named == [("s1 dqn cartpole", "FINISHED"), ("s2 dqn cartpole", "FINISHED")], f"{launcher}: {seen}"
 
     # The parent's summary lists both children.
     table = Path(

@@ -103,6 +103,14 @@ def test_the_parallel_coordinates_name_the_objective_and_each_parameter_shortly(
     # The learning rate's log axis: plain numbers, not 10 to a power at every minor tick.
     shown = [t.get_text() for ax in figures["parallel_coordinate"].axes for t in ax.get_yticklabels()]
     assert "0.001" in shown and not any("times" in text or "^" in text for text in shown), shown
+    # n_epochs (an integer) is read in whole epochs, never at 4.5; gamma (categorical) at its values.
+    epochs = figures["parallel_coordinate"].axes[-1]
+    assert all(float(tick).is_integer() for tick in epochs.get_yticks()), epochs.get_yticks()
+    # The worst trial's line shows on the white ground (Optuna's Blues starts nearly white).
+    from matplotlib.collections import LineCollection
+
+    (lines,) = [c for c in axes.collections if isinstance(c, LineCollection)]
+    assert max(sum(lines.get_cmap()(end)[:3]) / 3 for end in (0.0, 1.0)) < 0.8
 
 
 @pytest.mark.parametrize("trials", [1, 2, 8])

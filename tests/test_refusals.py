@@ -122,7 +122,7 @@ def test_a_sqlite_store_in_a_missing_folder_is_refused(cli, tmp_path: Path) -> N
         (("agent=PPO",), ("agent=PPO is not a config of group agent.", "Did you mean agent=ppo?")),
         (
             ("total_steps=lots",),
-            ("Invalid value for total_steps: Value 'lots'", "could not be converted to Integer"),
+            ("total_steps=lots must be an integer (a whole number, like total_steps=1000)",),
         ),
         (
             ("plugin",),

@@ -149,4 +149,4 @@ def test_resume_by_id_never_continues_another_runs_checkpoint(tmp_path: Path) ->
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     out = resumed.said
     assert "holds a checkpoint of run" in out
-    assert "cartpole-dqn-s3" in out and "resumed at step 400" in out, out
+    assert "dqn-s3 " in out and "resumed at step 400" in out, out

@@ -61,9 +61,9 @@ def _shown(name: str, px: float) -> str:
 
 
 def test_our_dqn_and_sb3s_dqn_are_named_for_their_plugins() -> None:
-    assert _name("agent=dqn") == "cartpole-dqn-s0"
-    assert _name("agent=sb3_dqn") == "cartpole-sb3-dqn-s0"
-    assert _name("agent=ppo", "seed=3") == "cartpole-sb3-ppo-s3"
+    assert _name("agent=dqn") == "dqn-s0 cartpole"
+    assert _name("agent=sb3_dqn") == "sb3-dqn-s0 cartpole"
+    assert _name("agent=ppo", "seed=3") == "sb3-ppo-s3 cartpole"
     # Both fit the Run Name column of a run of its own, at 1400 px.
     assert all(text_width(_name(agent)) <= NAME_PX for agent in ("agent=dqn", "agent=sb3_dqn", "agent=ppo"))
 
@@ -75,41 +75,45 @@ def test_differently_configured_runs_are_named_for_the_overrides_that_change_wha
         _name("agent=ppo", f"{LR}=0.0003"),
     }
     assert names == {
-        "epochs=5 cartpole-sb3-ppo-s0",
-        "epochs=10 envs=4 cartpole-sb3-ppo-s0",
-        "lr=3e-4 cartpole-sb3-ppo-s0",
+        "sb3-ppo-s0 epochs=5 cartpole",
+        "sb3-ppo-s0 epochs=10 envs=4 cartpole",
+        "sb3-ppo-s0 lr=3e-4 cartpole",
     }
     # How a run is tracked, shown, checkpointed or evaluated is not part of what it trains.
     operational = ("progress=log", "eval.episodes=3", "checkpoint.every_steps=64", "device=cpu")
-    assert _name("agent=ppo", *operational) == "cartpole-sb3-ppo-s0"
+    assert _name("agent=ppo", *operational) == "sb3-ppo-s0 cartpole"
     # The same config, written another way, gets the same name.
     assert _name("agent=ppo", f"{LR}=3e-4") == _name("agent=ppo", f"{LR}=0.0003")
-    assert _name("total_steps=100000") == "steps=100k cartpole-dqn-s0"
+    assert _name("total_steps=100000") == "dqn-s0 steps=100k cartpole"
+    # How long a run trains comes after what it trains; the agent and seed before both.
+    assert _name("agent=ppo", "total_steps=2000", "env.n_envs=4") == "sb3-ppo-s0 envs=4 steps=2k cartpole"
+    budget = [_name("agent=sb3_dqn", "total_steps=2000"), _name("agent=ppo", "seed=1", "total_steps=2000")]
+    assert len({_shown(name, NAME_PX) for name in budget}) == 2, budget  # apart in MLflow's column
 
 
 def test_an_override_that_sets_the_presets_own_value_is_not_named() -> None:
     """rl-zoo3's PPO for CartPole trains 20 epochs on 8 envs: `n_epochs=20` changes nothing."""
     overrides = ("agent=ppo", f"{EPOCHS}=20", "env.n_envs=4")
     cfg, preset = _config(*overrides), _config("agent=ppo")
-    assert run_name(cfg, "cartpole", overrides, preset) == "envs=4 cartpole-sb3-ppo-s0"
-    assert run_name(cfg, "cartpole", overrides) == "epochs=20 envs=4 cartpole-sb3-ppo-s0"  # no preset
+    assert run_name(cfg, "cartpole", overrides, preset) == "sb3-ppo-s0 envs=4 cartpole"
+    assert run_name(cfg, "cartpole", overrides) == "sb3-ppo-s0 epochs=20 envs=4 cartpole"  # no preset
     added = ("agent=ppo", "+agent.hyperparams.target_kl=0.02")  # a key the preset lacks is a change
-    assert run_name(_config(*added), "cartpole", added, preset) == "target_kl=0.02 cartpole-sb3-ppo-s0"
+    assert run_name(_config(*added), "cartpole", added, preset) == "sb3-ppo-s0 target_kl=0.02 cartpole"
 
 
 def test_a_run_is_named_against_the_preset_its_command_line_composes(cli) -> None:
     r = cli("agent=ppo", f"{EPOCHS}=20", "env.n_envs=4", "total_steps=256", "eval.episodes=1")
     assert r.returncode == 0, r.output[-3000:]
     (line,) = [line for line in r.stdout.splitlines() if line.startswith("  run  ")]
-    assert line.split()[1:-1] == ["envs=4", "steps=256", "cartpole-sb3-ppo-s0"], line
+    assert line.split()[1:-1] == ["sb3-ppo-s0", "envs=4", "steps=256", "cartpole"], line
 
 
 def test_a_value_the_name_rounds_adds_a_hash_of_the_config() -> None:
     exact = _name("agent=ppo", f"{LR}=0.00137")
     rounded = _name("agent=ppo", f"{LR}=0.001368009527972693")
     other = _name("agent=ppo", f"{LR}=0.0013680095")
-    assert exact == "lr=1.37e-3 cartpole-sb3-ppo-s0"
-    assert rounded.startswith("lr=1.37e-3 cartpole-sb3-ppo-s0 cfg:") and len(rounded) == len(exact) + 9
+    assert exact == "sb3-ppo-s0 lr=1.37e-3 cartpole"
+    assert rounded.startswith("sb3-ppo-s0 lr=1.37e-3 cartpole cfg:") and len(rounded) == len(exact) + 9
     assert other != rounded and other.rsplit(":", 1)[0] == rounded.rsplit(":", 1)[0]
     # A rerun of the same config, or the same config on another seed, shares its hash.
     assert _name("agent=ppo", f"{LR}=0.001368009527972693") == rounded
@@ -134,27 +138,30 @@ def test_a_sweeps_children_lead_with_their_own_values_and_fit_the_column_under_t
     jobs = [["agent=ppo", f"{LR}={lr}", f"{EPOCHS}={ne}", f"seed={seed}"] for lr, ne, seed in grid]
     names = [_child(job, swept) for job in jobs]
     # Two values and a seed are too wide with `=`: numbers follow their labels, as the seed does.
-    assert names[0] == "lr1e-4 ne5 s1 cartpole-sb3-ppo"
+    assert names[0] == "lr1e-4 ne5 s1 sb3-ppo cartpole"
     # What the column shows of each child at 1400 px tells it from its siblings.
     shown = [_shown(name, CHILD_NAME_PX) for name in names]
     assert len(set(shown)) == len(jobs), shown
-    assert all(text_width(name.split(" cartpole")[0]) <= CHILD_VALUES_PX for name in names)
+    assert all(text_width(name.split(" sb3-ppo")[0]) <= CHILD_VALUES_PX for name in names)
     # Two values alone keep their `=`.
     two = _child(["agent=ppo", f"{LR}=0.001", f"{EPOCHS}=5"], [LR, EPOCHS])
-    assert two == "lr=1e-3 ne=5 cartpole-sb3-ppo-s0"
+    assert two == "lr=1e-3 ne=5 sb3-ppo-s0 cartpole"
 
 
 def test_a_child_whose_sweep_has_other_overrides_gets_the_hash_of_its_config() -> None:
     job = ["agent=ppo", "total_steps=2048", f"{EPOCHS}=10"]
     named = _child(job, [EPOCHS])
-    assert named.startswith("epochs=10 cartpole-sb3-ppo-s0 cfg:")
+    assert named.startswith("epochs=10 sb3-ppo-s0 cartpole cfg:")
     assert _child(["agent=ppo", "total_steps=4096", f"{EPOCHS}=10"], [EPOCHS]) != named
-    assert _child(["agent=ppo", f"{EPOCHS}=10"], [EPOCHS]) == "epochs=10 cartpole-sb3-ppo-s0"
+    assert _child(["agent=ppo", f"{EPOCHS}=10"], [EPOCHS]) == "epochs=10 sb3-ppo-s0 cartpole"
 
 
 def test_an_optuna_trial_leads_with_its_number() -> None:
     job = [f"{LR}=0.001368009527972693", f"{EPOCHS}=10", "seed=1"]
-    assert child_run_name(job, [LR, EPOCHS], trial=7) == "#7 lr=1.37e-3 ne=10"
+    assert child_run_name(job, [LR, EPOCHS], trial=7) == "#7 lr1.37e-3 ne10"
+    # Its drawn values as narrow as they go (glued): the column under its parent shows the trial's
+    # number and its first value whole, up to trial 99 (98 px: two drawn values do not fit whole).
+    assert text_width("#99 lr1.37e-3 n…") <= CHILD_NAME_PX
     assert child_run_name(job, []) is None
 
 
@@ -162,14 +169,14 @@ def test_a_parent_says_what_its_sweep_varies_and_what_every_job_shares() -> None
     cfg = _config("agent=ppo")
     swept = {LR: "0.0001,0.0003", EPOCHS: "5,10"}
     overrides = ["agent=ppo", f"{LR}=0.0001,0.0003", f"{EPOCHS}=5,10", "env.n_envs=4", "progress=off"]
-    assert parent_run_name(cfg, swept, overrides) == "sweep lr=1e-4,3e-4 ne=5,10 cartpole-sb3-ppo-s0 envs=4"
+    assert parent_run_name(cfg, swept, overrides) == "sweep lr=1e-4,3e-4 ne=5,10 sb3-ppo-s0 cartpole envs=4"
     assert (
         parent_run_name(cfg, {"seed": "range(5)"}, ["seed=range(5)"])
-        == "sweep seed=range(5) cartpole-sb3-ppo"
+        == "sweep seed=range(5) sb3-ppo cartpole"
     )
     assert (
         parent_run_name(cfg, {LR: "interval(1e-5,1e-2)"}, [], "study")
-        == "sweep study: lr cartpole-sb3-ppo-s0"
+        == "sweep study: lr sb3-ppo-s0 cartpole"
     )
 
 
@@ -237,7 +244,7 @@ def test_in_mlflows_runs_table_at_1400_px_the_names_show_what_tells_them_apart(
     for name in singles:
         client.set_terminated(client.create_run(experiment, run_name=name).info.run_id)
     parent = client.create_run(
-        experiment, run_name="sweep lr=1e-4,1e-3 ne=5,10 seed=1,2 cartpole-sb3-ppo"
+        experiment, run_name="sweep lr=1e-4,1e-3 ne=5,10 seed=1,2 sb3-ppo cartpole"
     ).info.run_id
     swept = [LR, EPOCHS, "seed"]  # the widest of common sweeps: two values and a seed
     children = [
@@ -276,5 +283,5 @@ def test_in_mlflows_runs_table_at_1400_px_the_names_show_what_tells_them_apart(
     for name in singles[:2]:
         assert found[name][0] <= found[name][1], (name, found[name])  # whole
     for name in children:  # each child's own values show, then `…`: what is cut is what siblings share
-        own = name.split(" cartpole")[0]
+        own = name.split(" sb3-ppo")[0]
         assert text_width(f"{own} …") <= found[name][1], (name, found[name])

@@ -211,3 +211,13 @@ def test_algorithms_without_mini_batches_of_the_rollout_are_left_alone() -> None
 
     for algo in (A2C, DQN, SAC):
         assert minibatch(algo, {"batch_size": 100, "n_steps": 3}, 7, explicit=True) is None
+
+
+def test_a_default_batch_size_that_follows_the_rollout_is_called_the_librarys_not_a_presets() -> None:
+    from stable_baselines3 import PPO
+
+    from framework_plugins.sb3.minibatch import minibatch
+
+    found = minibatch(PPO, {"n_steps": 100}, 1, explicit=False)  # no preset: PPO's 64 does not divide 100
+    assert found is not None and found.batch_size == 50
+    assert found.note.startswith("agent.hyperparams.batch_size=64 (PPO's default) follows the rollout")

@@ -204,6 +204,11 @@ def test_the_parent_run_holds_the_heat_maps_and_the_wider_table(
     best = [configs[0][k] for k in ("n", "iqm", "iqm_low", "iqm_high")]
     assert best == ["2", "134.5", "134", "135"]
     assert [c["best"] for c in configs] == ["yes"] + [""] * 7 and configs[0]["p_improve"] == "1"
+    assert (configs[0]["median"], configs[0]["p_improve_low"], configs[0]["p_improve_high"]) == (
+        "134.5",
+        "1",
+        "1",
+    )
     assert rows["128", "20", "1"][SIMS] == "" and rows["128", "20", "1"]["status"] == "FAILED"
     data = client.get_run(parent).data
     assert data.metrics[f"best/{OBJECTIVE}"] == 128 + 5 + 2  # the best stays on the objective

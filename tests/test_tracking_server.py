@@ -31,7 +31,7 @@ def test_run_logs_params_metrics_tags_and_artifacts(cli, mlflow_server: MlflowSe
     assert r.returncode == 0, r.output[-3000:]
     (run,) = experiment_runs(mlflow_server, "single")
     assert run.info.status == "FINISHED"
-    assert run.info.run_name == "steps=1024 cartpole-sb3-ppo-s3"  # SB3's PPO, and what FAST changes
+    assert run.info.run_name == "sb3-ppo-s3 steps=1024 cartpole"  # SB3's PPO, and what FAST changes
     params = run.data.params
     assert params["env.name"] == "cartpole"
     assert params["agent.algo"] == "PPO"
@@ -113,10 +113,10 @@ def test_multirun_jobs_are_child_runs_of_one_parent_that_summarises_them(
     # A child's name leads with its own values, then what its siblings share, then the hash of its
     # config (the sweep's other overrides are in none of the names); the parent holds the swept values.
     names = {c.info.run_name.split(" cfg:")[0]: c for c in children}
-    assert set(names) == {f"ne={e} s{s} cartpole-sb3-ppo" for e in (1, 2) for s in (1, 2)}
-    assert names["ne=2 s1 cartpole-sb3-ppo"].data.params["agent.hyperparams.n_epochs"] == "2"
+    assert set(names) == {f"ne={e} s{s} sb3-ppo cartpole" for e in (1, 2) for s in (1, 2)}
+    assert names["ne=2 s1 sb3-ppo cartpole"].data.params["agent.hyperparams.n_epochs"] == "2"
     assert all(" cfg:" in c.info.run_name for c in children)
-    assert parent.info.run_name == "sweep ne=1,2 seed=1,2 cartpole-sb3-ppo steps=1024"
+    assert parent.info.run_name == "sweep ne=1,2 seed=1,2 sb3-ppo cartpole steps=1024"
     assert (
         parent.data.params["sweep.seed"] == "1,2"
         and parent.data.params["sweep.agent.hyperparams.n_epochs"] == "1,2"

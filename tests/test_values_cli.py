@@ -128,6 +128,24 @@ def test_a_grid_sweep_with_a_value_refused_in_a_later_job_runs_none_of_them(cli,
     assert_no_run(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("agent=ppo,a2cc",), "job 1 of the sweep (agent=a2cc): agent=a2cc is not a config of group agent."),
+        (("env.n_env=1,2",), "job 0 of the sweep (env.n_env=1): Unknown config key env.n_env."),
+    ],
+    ids=["option", "key"],
+)
+def test_a_sweep_over_a_misspelt_option_or_key_is_refused_in_one_message(
+    cli, tmp_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    """Hydra's own refusal in a later job, said as a single run's (no warning of Hydra's before it)."""
+    r = cli("-m", *args, "total_steps=200")
+    assert_refused(r, said)
+    assert "UserWarning" not in r.output and "#0 :" not in r.stdout
+    assert_no_run(tmp_path)
+
+
 def test_a_sweep_with_an_objective_no_job_logs_is_refused_at_its_first_job(cli, tmp_path: Path) -> None:
     r = cli("-m", "objective.metric=eval/retrun_mean", "seed=1,2", "total_steps=200")
     assert_refused(r, "Did you mean eval/return_mean?")

@@ -13,8 +13,8 @@ from framework.contracts.env import (
     BestEpisodeReplay,
     EnvPlugin,
     EpisodeStatsEnvPlugin,
+    RunWatchingEnvPlugin,
     SpacesEnvPlugin,
-    StopFlagEnvPlugin,
     VariantEnvPlugin,
     VectorEnvPlugin,
 )
@@ -41,7 +41,7 @@ CAPABILITIES: dict[str, tuple[type, ...]] = {
         GameEnvPlugin,
         EpisodeStatsEnvPlugin,
         SpacesEnvPlugin,
-        StopFlagEnvPlugin,
+        RunWatchingEnvPlugin,
     ),
     "buffer": (FrameBuffer,),
     "agent": (CheckedAgent, SearchAgent, EvaluatingAgent, MetricNamingAgent),

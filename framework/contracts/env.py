@@ -65,11 +65,12 @@ class SpacesEnvPlugin(EnvPlugin, Protocol):
 
 
 @runtime_checkable
-class StopFlagEnvPlugin(EnvPlugin, Protocol):
-    """An env plugin whose envs show the run to a person (a game page): given the run's stop flag,
-    an env closed without an error can say whether the run finished or was stopped."""
+class RunWatchingEnvPlugin(EnvPlugin, Protocol):
+    """An env plugin whose envs show the run to a person (a game page): given the run's stop flag
+    and the step the run starts at (a resumed run's, else 0), its envs count the steps as the run
+    does, and an env closed without an error can say whether the run finished or was stopped."""
 
-    def set_stop_flag(self, stop: threading.Event) -> None: ...
+    def watch_run(self, stop: threading.Event, *, start_step: int) -> None: ...
 
 
 @runtime_checkable

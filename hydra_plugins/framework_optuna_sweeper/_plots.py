@@ -231,14 +231,37 @@ def _parallel(axes: Axes, objective: str, study: optuna.Study) -> Figure:
     columns = len(axes.get_xticks())
     figure.set_size_inches(max(6.4, COLUMN_WIDTH_IN * columns + 1.5), HEIGHT_IN)
     axes.set_title(_title("parallel_coordinate", objective, study), y=1.03)
+    import numpy as np
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import ListedColormap
+    from matplotlib.ticker import MaxNLocator
+    from optuna.distributions import IntDistribution
+
     names = _param_names(study)
     ticks = [whole(label.get_text(), names) for label in axes.get_xticklabels()]
     axes.set_xticks(axes.get_xticks(), ticks, rotation=0, horizontalalignment="center")
-    for twin in figure.axes:
-        if twin is axes or twin in _colorbar_axes(figure):
-            continue
+    for lines in axes.collections:
+        if isinstance(lines, LineCollection) and lines.get_array() is not None:
+            # Optuna's Blues (Blues_r minimising) has a near-white end, where the worst trial's line
+            # vanishes on the white ground: that end's first 40 % left out.
+            blues = lines.get_cmap()
+            light_first = sum(blues(0.0)[:3]) > sum(blues(1.0)[:3])
+            span = np.linspace(0.4, 1.0, 256) if light_first else np.linspace(0.0, 0.6, 256)
+            lines.set_cmap(ListedColormap(blues(span), name=f"{blues.name}_shown"))
+    integers = {
+        name
+        for t in study.get_trials(deepcopy=False)
+        for name, d in t.distributions.items()
+        if isinstance(d, IntDistribution)
+    }
+    # Optuna makes a twin axis per parameter, in the order of the columns after the objective's.
+    params = [label.get_text() for label in axes.get_xticklabels()][1:]
+    twins = [t for t in figure.axes if t is not axes and t not in _colorbar_axes(figure)]
+    for twin, param in zip(twins, params, strict=False):
         if twin.get_yscale() == "log":
             plain_log_ticks(twin.yaxis)
+        elif param in integers:
+            twin.yaxis.set_major_locator(MaxNLocator(integer=True))  # no epochs at 4.5
         # A column's tick labels lie on the lines that cross it: on a light ground, they stay legible.
         for label in twin.get_yticklabels():
             label.set_bbox({"facecolor": "white", "alpha": 0.75, "edgecolor": "none", "pad": 1})

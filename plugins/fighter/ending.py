@@ -3,7 +3,7 @@
 The run closes its training envs on every way out (framework.run): after its training ran to the
 end, after a Ctrl-C or SIGTERM, after an error. The env sees which from the exception on its way
 through the close (SIGTERM and a second Ctrl-C raise KeyboardInterrupt) and, given the run's stop
-flag (`Fighter.set_stop_flag`), from that flag: a first Ctrl-C or a sweep's pruner sets it and
+flag (`Fighter.watch_run`), from that flag: a first Ctrl-C or a sweep's pruner sets it and
 lets the training loop return normally.
 """
 

@@ -40,11 +40,13 @@ class Fighter:
         self.n_envs = cfg.n_envs
         self._training: weakref.WeakSet[WebRTCTransport] = weakref.WeakSet()
         self._stop: threading.Event | None = None
+        self._start_step = 0
 
-    def set_stop_flag(self, stop: threading.Event) -> None:
+    def watch_run(self, stop: threading.Event, *, start_step: int) -> None:
         """The run's stop flag (the first Ctrl-C, SIGTERM, a pruner set it): with it, a game page
-        told that training is over can say whether the run finished or was stopped."""
-        self._stop = stop
+        told that training is over can say whether the run finished or was stopped; and the step the
+        run starts at, from which the page counts (a resumed run's steps go on from its last)."""
+        self._stop, self._start_step = stop, start_step
         for transport in self._training:
             transport.stop_flag = stop
 
@@ -124,6 +126,7 @@ class Fighter:
             pin_chromium=cfg.pin_chromium,
         )
         transport.stop_flag = self._stop
+        transport.connection.status["steps"] = self._start_step
         self._training.add(transport)
         return transport
 
@@ -134,9 +137,9 @@ def describe(env: Any) -> str:
 
 
 if TYPE_CHECKING:  # mypy holds each plugin to its kind's contract
-    from framework.contracts import BestEpisodeReplay, StopFlagEnvPlugin, VariantEnvPlugin, VectorEnvPlugin
+    from framework.contracts import BestEpisodeReplay, RunWatchingEnvPlugin, VariantEnvPlugin, VectorEnvPlugin
 
     _fighter_contract: type[VectorEnvPlugin] = Fighter
-    _stop_contract: type[StopFlagEnvPlugin] = Fighter
+    _stop_contract: type[RunWatchingEnvPlugin] = Fighter
     _variant_contract: type[VariantEnvPlugin] = Fighter
     _replay_contract: type[BestEpisodeReplay] = BestRoundReplay

@@ -68,9 +68,10 @@ def minibatch(algo: Any, hyperparams: Mapping[str, Any], n_envs: int, *, explici
             f"{KEY}={batch_size} does not divide the rollout of {sizes} steps: write "
             f"{KEY}={' or '.join(map(str, nearest))} (or drop it: the preset's follows env.n_envs)"
         )
+    whose = "the preset's" if "batch_size" in hyperparams else f"{algo.__name__}'s default"
     return MiniBatch(
         nearest[0],
-        f"{KEY}={batch_size} (the preset's) follows the rollout of {sizes} steps: "
+        f"{KEY}={batch_size} ({whose}) follows the rollout of {sizes} steps: "
         f"{algo.__name__} uses {nearest[0]}, the nearest divisor",
     )
 

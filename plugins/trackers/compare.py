@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
     parser = Parser(
         prog="python -m framework compare",
         description="Compare finished runs by configuration, their seeds folded into statistics "
-        "(IQM and its 95 %% stratified-bootstrap interval, curves, performance profiles, P(improvement))",
+        "(IQM and its 95 % stratified-bootstrap interval, curves, performance profiles, P(improvement))",
     )
     parser.add_argument(
         "runs", nargs="*", metavar="RUN|EXPERIMENT",
@@ -73,14 +73,17 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     runs = _runs(client, args.runs or [experiment])
     metric, mode = _objective(runs, args.metric, args.mode)
     keys = differing(runs)
-    labels = short_labels(keys)
+    labels = seed_summary.short_labels(keys)
     runs = sorted(runs, key=lambda r: r.info.start_time or 0)
     columns = [*keys, SEED]  # the seed shown beside the settings, never one of them
     children = [child_from_run(run, columns, metric) for run in runs]
     if not any(c.finished and c.objective is not None for c in children):
         raise LookupError(f"none of the {len(runs)} runs finished with a value of {metric}")
     folder = args.out or Path("outputs") / "compare" / time.strftime("%Y-%m-%d_%H-%M-%S")
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LookupError(f"--out {folder}: cannot write there ({e.strerror or e})") from None
     links = {
         c.run_id: run_fragment(str(r.info.experiment_id), c.run_id)
         for c, r in zip(children, runs, strict=True)
@@ -105,7 +108,9 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     page, table = folder / PAGE, folder / TABLE
     (folder / TABLE_HTML).replace(page)
     (folder / TABLE_CSV).replace(table)
-    local_views.remember_page(uri, experiment, page)
+    for experiment_id in sorted({str(r.info.experiment_id) for r in runs}):
+        # `ui` names the page for each experiment whose runs it compares (not the default one's).
+        local_views.remember_page(uri, client.get_experiment(experiment_id).name, page)
     configs = found.configs or seed_summary.configurations(
         children, keys, mode, labels=labels, most_settings=LABEL_SETTINGS, leading=FIRST
     )
@@ -196,20 +201,6 @@ def differing(runs: Sequence[Any]) -> list[str]:
         return (1 if len(values) > 1 else 2, 0, key)
 
     return sorted(found, key=order)
-
-
-def short_labels(keys: Sequence[str]) -> dict[str, str]:
-    """Each key's last part (`learning_rate`), or more of it where two keys share their last part."""
-    labels: dict[str, str] = {}
-    for key in keys:
-        parts = key.split(".")
-        depth = 1
-        while depth < len(parts) and any(
-            other != key and other.split(".")[-depth:] == parts[-depth:] for other in keys
-        ):
-            depth += 1
-        labels[key] = ".".join(parts[-depth:])
-    return labels
 
 
 def _address(uri: str) -> str:

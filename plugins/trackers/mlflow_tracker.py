@@ -35,7 +35,7 @@ class MlflowConfig:
     """Experiment that runs (and sweeps) are grouped under."""
     run_name: Optional[str] = None
     """Run name; default `<env>-<agent>-s<seed>` and the overrides that change what it trains,
-    `cartpole-sb3-ppo-s0 epochs=10` (in a sweep: the job's own values first, `lr=1e-3 ne=5 ...`)."""
+    `sb3-ppo-s0 epochs=10 cartpole` (in a sweep: the job's own values first, `lr=1e-3 ne=5 ...`)."""
     flush_every_s: float = field(default=1.0, metadata=bounds(gt=0))
     """Metrics are sent in batches at most this often (and at the end of the run)."""
     check_timeout_s: float = field(default=5.0, metadata=bounds(gt=0))

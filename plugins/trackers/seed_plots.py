@@ -87,11 +87,13 @@ def plot(
         ax.axvline(0.5, color="grey", linestyle="--", linewidth=1)
         ax.set_yticks(range(len(found)), names, fontsize=8)
         ax.invert_yaxis()
-        ax.set_xlim(0, 1)
-        ax.set_xlabel(f"P(its run beats a run of the best other configuration) on {objective}")
-        leader = _short_label(found[0].label, 60)
+        ax.set_xlim(-0.04, 1.04)  # a point at 0 or 1 drawn whole
+        ax.set_xlabel(f"P(a run of it beats a run of the other) on {objective}")
+        leader = _short_label(found[0].label, 50)
         ax.set_title(
-            f"Probability of improvement (95 % interval)\nthe best other: {leader}; for it, the second"
+            "Probability of improving on the best other configuration (95 % interval)\n"
+            f"the other: the leader, {leader}; for the leader, the second best",
+            fontsize=10,
         )
         ax.grid(alpha=0.3, axis="x")
         paths.append(save(fig, folder / IMPROVEMENT_PNG))

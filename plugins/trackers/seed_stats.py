@@ -62,8 +62,15 @@ def mean(scores: np.ndarray) -> np.ndarray:
 
 
 def median(scores: np.ndarray) -> np.ndarray:
-    """The median over tasks of each task's mean over runs (rliable's aggregate_median)."""
+    """The median over tasks of each task's mean over runs (rliable's aggregate_median: with one task,
+    the mean; `runs_median` is the median of the runs)."""
     return np.median(scores.mean(axis=-2), axis=-1)
+
+
+def runs_median(scores: np.ndarray) -> np.ndarray:
+    """The median of every run and task together, over the last two axes (a configuration's median
+    over its seeds)."""
+    return np.median(scores.reshape(*scores.shape[:-2], -1), axis=-1)
 
 
 def resample(scores: np.ndarray, reps: int, rng: np.random.Generator) -> np.ndarray:

@@ -39,6 +39,7 @@ class Configuration:
     iqm: ss.Estimate
     mean: float
     median: float
+    """The median of the runs' objective."""
     improvement: ss.Estimate | None = None
     """P(a run of this configuration beats a run of the best other one); None when there is no other."""
 
@@ -49,6 +50,20 @@ class Configuration:
     @property
     def scores(self) -> list[float]:
         return [float(c.objective or 0.0) for c in self.runs]
+
+
+def short_labels(keys: Sequence[str]) -> dict[str, str]:
+    """Each key's last part (`learning_rate`), or more of it where two keys share their last part."""
+    labels: dict[str, str] = {}
+    for key in keys:
+        parts = key.split(".")
+        depth = 1
+        while depth < len(parts) and any(
+            other != key and other.split(".")[-depth:] == parts[-depth:] for other in keys
+        ):
+            depth += 1
+        labels[key] = ".".join(parts[-depth:])
+    return labels
 
 
 def settings_of(swept_keys: Sequence[str]) -> list[str]:
@@ -85,7 +100,7 @@ def configurations(
     where two would be alike: its `leading` keys (the plugins, in `compare`), then the keys whose
     values differ between the configurations that share those (all the swept keys, in a sweep)."""
     keys = settings_of(swept_keys)
-    named = labels or {k: k.rsplit(".", 1)[-1] for k in keys}
+    named = labels or short_labels(keys)
     groups: dict[tuple[str, ...], list[Child]] = {}
     for c in children:
         if c.finished and c.objective is not None:
@@ -112,7 +127,7 @@ def configurations(
                 runs=tuple(runs),
                 iqm=ss.estimate(scores),
                 mean=float(ss.mean(stats)),
-                median=float(ss.median(stats)),
+                median=float(ss.runs_median(stats)),
             )
         )
     found.sort(key=lambda c: -sign * c.iqm.value)
@@ -143,12 +158,14 @@ def _distinct(found: list[Configuration]) -> list[Configuration]:
 
 
 def separated_best(found: Sequence[Configuration]) -> Configuration | None:
-    """The configuration with the best IQM, if its interval overlaps no other's; else None (the
-    seeds cannot tell the leaders apart)."""
-    if len(found) < 2:
+    """The best IQM of the configurations run over seeds (two runs or more: one run has no spread to
+    give an interval), if its interval overlaps no other's; else None (the seeds cannot tell the
+    leaders apart)."""
+    spread = [c for c in found if c.n > 1]
+    if len(spread) < 2:
         return None
-    top = found[0]
-    return top if all(not top.iqm.overlaps(other.iqm) for other in found[1:]) else None
+    top = spread[0]
+    return top if all(not top.iqm.overlaps(other.iqm) for other in spread[1:]) else None
 
 
 def metric_name(kind: str, objective: str, config: Configuration, several: bool) -> str:
@@ -189,7 +206,12 @@ def rows(found: Sequence[Configuration]) -> list[dict[str, str]]:
             "iqm": _cell(config.iqm.value),
             "iqm_low": _cell(config.iqm.low),
             "iqm_high": _cell(config.iqm.high),
-            "p_improve": "" if config.improvement is None else _cell(config.improvement.value),
+            **{
+                f"p_improve{end}": ""
+                if config.improvement is None
+                else _cell(getattr(config.improvement, part))
+                for end, part in (("", "value"), ("_low", "low"), ("_high", "high"))
+            },
             "best": "yes" if config is best else "",
         }
         for config in found
@@ -197,23 +219,43 @@ def rows(found: Sequence[Configuration]) -> list[dict[str, str]]:
 
 
 def verdict(found: Sequence[Configuration], objective: str) -> str:
-    """One sentence: which configuration is best, or that the seeds cannot say."""
+    """One sentence: which configuration is best, or that the seeds cannot say. A configuration of
+    one run is left out of the comparison (one run gives no interval)."""
     if not found:
         return "No configuration has a finished run with a value of the objective."
-    sizes = sorted({c.n for c in found})
-    n = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+    spread = [c for c in found if c.n > 1]
+    lone = len(found) - len(spread)
     if len(found) == 1:
         c = found[0]
+        if c.n == 1:
+            return (
+                f"1 run: {objective} {c.iqm.value:.4g}; one run gives no interval (seeds=N runs a "
+                "configuration over N seeds)."
+            )
         return (
-            f"{c.n} seed{'' if c.n == 1 else 's'}: IQM of {objective} {c.iqm.value:.4g}, 95 % interval "
-            f"[{c.iqm.low:.4g}, {c.iqm.high:.4g}]."
+            f"{c.n} seeds: IQM of {objective} {c.iqm.value:.4g}, "
+            f"95 % interval [{c.iqm.low:.4g}, {c.iqm.high:.4g}]."
         )
+    left_out = ""
+    if lone:
+        has, stands = ("has", "stands") if lone == 1 else ("have", "stand")
+        left_out = f"; {lone} with one run {has} no interval and {stands} out of it"
+    if len(spread) < 2:
+        return (
+            f"No configuration is best: {len(spread) or 'none'} of the {len(found)} ran over seeds, "
+            "and one run gives no interval (seeds=N runs each configuration over N seeds)."
+        )
+    sizes = sorted({c.n for c in spread})
+    n = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
     best = separated_best(found)
     if best is not None:
-        return f"Best: {best.label}, its IQM's 95 % interval apart from every other's ({n} seeds each)."
+        return (
+            f"Best: {best.label}, its IQM's 95 % interval apart from every other's "
+            f"({n} seeds each){left_out}."
+        )
     return (
-        f"No configuration is best: the leader's ({found[0].label}) 95 % interval overlaps another's "
-        f"({n} seeds each); more seeds would narrow them."
+        f"No configuration is best: the leader's ({spread[0].label}) 95 % interval overlaps another's "
+        f"({n} seeds each); more seeds would narrow them{left_out}."
     )
 
 
@@ -239,7 +281,7 @@ def section(found: Sequence[Configuration], objective: str, links: Mapping[str, 
         body.append(
             f"<tr{' class=best' if config is best else ''}><td>{name}</td><td>{runs}</td>"
             f"<td class=n>{config.n}</td>"
-            f"<td class=n>{_cell(config.iqm.value)} [{_cell(config.iqm.low)}, {_cell(config.iqm.high)}]</td>"
+            f"<td class=n>{_cell(config.iqm.value)} {_interval(config)}</td>"
             f"<td class=n>{_cell(config.mean)}</td><td class=n>{_cell(config.median)}</td>"
             f"<td class=n>{improve}</td></tr>"
         )
@@ -284,12 +326,19 @@ def markdown(found: Sequence[Configuration], objective: str, links: Mapping[str,
         mark = "★ " if config is best else ""
         label = config.label.replace("|", "\\|")
         lines.append(
-            f"| {mark}{label} | {config.n} | {_cell(config.iqm.value)} [{_cell(config.iqm.low)}, "
-            f"{_cell(config.iqm.high)}] | {improve} | {runs} |"
+            f"| {mark}{label} | {config.n} | {_cell(config.iqm.value)} {_interval(config)} "
+            f"| {improve} | {runs} |"
         )
     plots = [CURVES_PNG, PROFILE_PNG, *([IMPROVEMENT_PNG] if len(found) > 1 else [])]
     lines += ["", f"Plots over seeds: {', '.join(plots)}; all of them in the summary page."]
     return "\n".join(lines)
+
+
+def _interval(config: Configuration) -> str:
+    """`[low, high]`, or what stands in its place for a single run."""
+    if config.n < 2:
+        return "(one run: no interval)"
+    return f"[{_cell(config.iqm.low)}, {_cell(config.iqm.high)}]"
 
 
 def _cell(v: float) -> str:

@@ -18,6 +18,8 @@ TABLE_HTML = "sweep_summary.html"
 PLOT_PNG = "objective.png"
 HEATMAP_PNG = "heatmap_{}.png"
 SEED = "seed"
+#: The probability of improving on the best other configuration, and its interval's bounds.
+P_IMPROVE = ("p_improve", "p_improve_low", "p_improve_high")
 
 
 def also_metrics(also: Sequence[str], objective: str) -> list[str]:
@@ -81,7 +83,7 @@ def write_table(
         *(["trial"] if trials else []),
         "duration_s",
     ]
-    stats = ["n", "mean", "median", "iqm", "iqm_low", "iqm_high", "p_improve", "best"] if configs else []
+    stats = ["n", "mean", "median", "iqm", "iqm_low", "iqm_high", *P_IMPROVE, "best"] if configs else []
     order = ranked(children, mode)
     rows = [
         [
@@ -112,7 +114,7 @@ def write_table(
         writer.writerows(row + [""] * len(stats) for row in rows)
     top = best(children, mode)
     numeric = {header.index(m) for m in metrics} | {len(header) - 1}
-    labels_ = {k: k.rsplit(".", 1)[-1] for k in swept_keys}
+    labels_ = seed_summary.short_labels(swept_keys)
     head = "".join(
         f"<th title='{html.escape(h)}'{' class=n' if i in numeric else ''}>"
         f"{html.escape(labels_.get(h, h))}</th>"
@@ -132,6 +134,8 @@ def write_table(
                 text = summary_page.run_link(address, links[c.run_id], v[:8])
             elif i == 2:
                 text = text[:8]
+            elif 3 <= i < 3 + len(swept_keys) and _shorter(v) != v:  # an Optuna draw: 0.004148466620832118
+                text = f"<span title='{text}'>{html.escape(_shorter(v))}</span>"
             cells.append(f"<td{' class=n' if i in numeric else ''}>{text}</td>")
         mark = " class=best" if c is top else (" class=out" if not c.finished else "")
         body.append(f"<tr{mark}>{''.join(cells)}</tr>")
@@ -164,6 +168,17 @@ def write_table(
     return [folder / TABLE_CSV, folder / TABLE_HTML]
 
 
+def _shorter(value: str) -> str:
+    """A swept value as the page's table shows it: a number to 4 significant digits (the CSV and the
+    cell's tooltip keep it whole), anything else as it is."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    shown = f"{number:.4g}"
+    return shown if len(shown) < len(value) else value
+
+
 def plot_objective(
     children: Sequence[Child], swept_keys: Sequence[str], objective: str, folder: Path
 ) -> Path | None:
@@ -182,9 +197,10 @@ def plot_objective(
 
     settings = [k for k in swept_keys if k != SEED] or list(swept_keys)
     x_key, group_keys = settings[0], settings[1:]
+    named = seed_summary.short_labels(settings)
     groups: dict[str, list[Child]] = {}
     for c in scored:
-        label = " ".join(f"{k.rsplit('.', 1)[-1]}={c.params[k]}" for k in group_keys if c.params.get(k))
+        label = " ".join(f"{named[k]}={c.params[k]}" for k in group_keys if c.params.get(k))
         groups.setdefault(label, []).append(c)
     xs = _ordered({c.params[x_key] for c in scored})
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
@@ -197,11 +213,12 @@ def plot_objective(
         spread = [[p[1] - p[2] for p in points], [p[3] - p[1] for p in points]]
         ax.errorbar(x, mean, yerr=spread, marker="o", capsize=3, label=label or objective)
     ax.set_xticks(range(len(xs)), xs)
-    ax.set_xlabel(x_key)
+    ax.set_xlabel(named[x_key])
     ax.set_ylabel(objective)
     n_seeds = len({c.params[SEED] for c in scored}) if SEED in swept_keys and x_key != SEED else 0
     seeds = f", mean over {n_seeds} seeds" if n_seeds else ""
-    ax.set_title(f"{objective} across the sweep ({len(scored)} runs{seeds})")
+    bars = "; bars: the lowest and the highest run" if n_seeds else ""
+    ax.set_title(f"{objective} across the sweep ({len(scored)} runs{seeds}{bars})", fontsize=10)
     ax.grid(alpha=0.3)
     if group_keys:
         ax.legend(fontsize=8)
@@ -286,8 +303,9 @@ def _heatmap(
             ax.text(col, row, _short(v), ha="center", va="center", color=ink, fontsize=9)
     ax.set_xticks(range(len(xs)), xs)
     ax.set_yticks(range(len(ys)), ys)
-    ax.set_xlabel(x_key)
-    ax.set_ylabel(y_key)
+    named = seed_summary.short_labels(axes)
+    ax.set_xlabel(named[x_key])
+    ax.set_ylabel(named[y_key])
     ax.set_title(title)
     return seed_plots.save(fig, folder / heatmap_name(metric))
 

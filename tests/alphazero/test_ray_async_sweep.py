@@ -65,7 +65,7 @@ def test_a_batch_size_by_max_wait_sweep_maps_the_simulation_rate_on_its_parent(
     assert len(children) == 4 == len(runs) - 1
     assert {c.info.status for c in children} == {"FINISHED"}
     names = {c.info.run_name.split(" cfg:")[0] for c in children}
-    assert names == {f"bs{b} mwm{w} gomoku_9x9-alphazero-s0" for b in BATCH_SIZES for w in MAX_WAITS}, names
+    assert names == {f"bs{b} mwm{w} alphazero-s0 gomoku_9x9" for b in BATCH_SIZES for w in MAX_WAITS}, names
     assert all(c.data.metrics.get("perf/sims_per_s", 0) > 0 for c in children)
 
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}

@@ -43,7 +43,8 @@ def test_cartpole_run_logs_train_and_rollout_metrics_and_finishes(cli, tmp_path:
     assert r.returncode == 0, r.output[-3000:]
     assert "FINISHED at step 600" in r.output
     client, run = only_run(tmp_path)
-    assert run.info.status == "FINISHED" and run.info.run_name.endswith(" cartpole-dqn-s0")
+    assert run.info.status == "FINISHED" and run.info.run_name.startswith("dqn-s0 ")
+    assert " cartpole" in run.info.run_name
     assert run.data.params["buffer.name"] == "replay" and run.data.params["buffer.capacity"] == "100000"
     for key in ("train/loss", "train/q_mean", "train/grad_norm", "train/epsilon", "train/learning_rate"):
         assert key in run.data.metrics, key

@@ -135,7 +135,7 @@ def test_closing_tells_the_page_how_the_run_ended_and_the_page_closes_its_side(
     plugin: Fighter, page: UsersPage, error: type[BaseException] | None, stop_set: bool, expected: str
 ) -> None:
     stop = threading.Event()
-    plugin.set_stop_flag(stop)  # as the run gives it
+    plugin.watch_run(stop, start_step=100)  # as the run gives it: a run resumed at step 100
     venv = plugin.make_vector(seed=0, n=2)
     venv.reset(seed=0)
     for _ in range(3):
@@ -149,7 +149,7 @@ def test_closing_tells_the_page_how_the_run_ended_and_the_page_closes_its_side(
         finally:
             venv.close()
     last = decode(page.seen[-1], allowed=("ended",))  # the very last message, and a valid one
-    assert last == {"type": "ended", "status": expected, "steps": 6}
+    assert last == {"type": "ended", "status": expected, "steps": 106}  # counted on from the run's step
     page.threads[0].join(timeout=10)  # the page closed its side once it had it
     assert not page.threads[0].is_alive()
 

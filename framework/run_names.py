@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -173,18 +174,23 @@ def child_name(
 def parent_run_name(
     cfg: DictConfig, swept: Mapping[str, str], overrides: Sequence[str], study: str | None = None
 ) -> str:
-    """A sweep's parent: `sweep lr=1e-4,3e-4 ne=5,10 sb3-ppo-s0 cartpole envs=4` (an Optuna study:
-    `sweep NAME: lr ne sb3-ppo-s0 cartpole`): the swept values with its children's labels, what
-    they share, and the overrides every job has."""
+    """A sweep's parent, in a run's order: `sweep sb3-ppo-s0 lr=1e-4,3e-4 ne=5,10 cartpole envs=4`:
+    what its children share of agent and seed, the swept values with its children's labels, the
+    env, and the overrides every job has. An Optuna study: its parameters' labels, and its name,
+    first where the command line gave one (`sweep tune-ppo: sb3-ppo-s0 lr ne cartpole`), last where
+    the sweeper named it by the time (`sweep sb3-ppo-s0 lr ne cartpole (study-20261128-055330)`)."""
     named = sweep_style(list(swept), trials=study is not None).labels
     order = _sweep_order(swept, named)
     if study is not None:
-        values = f"{study}: {' '.join(named[k] for k in order)}"
+        values = " ".join(named[k] for k in order)
     else:
         values = " ".join(f"{named[k]}={_short_values(swept[k])}" for k in order)
     fixed = _override_parts([(k, v) for k, v in config_overrides(overrides) if k not in swept])
-    base = base_name(cfg, None, overrides, list(swept))
-    return " ".join(p for p in ("sweep", values, base, *fixed) if p)[:250]
+    head, place = who(cfg, overrides, list(swept)), where(cfg, None, overrides, list(swept))
+    timed = study is not None and re.fullmatch(r"study-\d{8}-\d{6}", study) is not None
+    first = f"{study}:" if study is not None and not timed else ""
+    last = f"({study})" if timed else ""
+    return " ".join(p for p in ("sweep", first, head, values, place, *fixed, last) if p)[:250]
 
 
 def config_overrides(overrides: Sequence[str]) -> list[tuple[str, str | None]]:

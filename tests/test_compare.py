@@ -96,7 +96,7 @@ def test_compare_folds_the_seeds_of_two_sweeps_and_a_single_run(tmp_path: Path, 
     said = " ".join(r.stdout.split())
     assert (
         "Best: lr=0.1, its IQM's 95 % interval apart from every other's (3 seeds each); 1 with one run "
-        "has no interval and stands out of it." in said
+        "(lr=0.5) has no interval and stands out of it." in said
     )
     assert all(len(line) <= 100 for line in r.stdout.splitlines() if "/" not in line.split()[-1])
     rows = list(csv.DictReader((out / "compare.csv").open(encoding="utf-8")))
@@ -214,9 +214,14 @@ def test_a_configuration_of_one_run_is_neither_best_nor_given_an_interval() -> N
     best = seed_summary.separated_best(found)
     assert best is not None and best.label == "lr=c"
     assert seed_summary.verdict(found, "R") == (
-        "Best: lr=c, its IQM's 95 % interval apart from every other's (3 seeds each); 1 with one run has "
-        "no interval and stands out of it."
+        "Best: lr=c, its IQM's 95 % interval apart from every other's (3 seeds each); 1 with one run "
+        "(lr=b) has no interval and stands out of it."
     )
+    # Each configuration's chance is against the leader run over seeds, never against a lone run.
+    assert seed_summary.leader(found).label == "lr=c"
+    chances = {c.label: c.improvement for c in found}
+    assert chances["lr=a"] is not None and chances["lr=a"].value == 0  # against lr=c, not lr=b's 90
+    assert chances["lr=c"] is not None and chances["lr=c"].value == 1  # against lr=a, the next over seeds
     assert [row["best"] for row in seed_summary.rows(found)] == ["", "yes", ""]
     assert seed_summary.verdict(found[:1], "R") == (
         "1 run: R 90; one run gives no interval (seeds=N runs a configuration over N seeds)."

@@ -169,15 +169,22 @@ def test_a_parent_says_what_its_sweep_varies_and_what_every_job_shares() -> None
     cfg = _config("agent=ppo")
     swept = {LR: "0.0001,0.0003", EPOCHS: "5,10"}
     overrides = ["agent=ppo", f"{LR}=0.0001,0.0003", f"{EPOCHS}=5,10", "env.n_envs=4", "progress=off"]
-    assert parent_run_name(cfg, swept, overrides) == "sweep lr=1e-4,3e-4 ne=5,10 sb3-ppo-s0 cartpole envs=4"
+    assert parent_run_name(cfg, swept, overrides) == "sweep sb3-ppo-s0 lr=1e-4,3e-4 ne=5,10 cartpole envs=4"
     assert (
         parent_run_name(cfg, {"seed": "range(5)"}, ["seed=range(5)"])
-        == "sweep seed=range(5) sb3-ppo cartpole"
+        == "sweep sb3-ppo seed=range(5) cartpole"
     )
     assert (
         parent_run_name(cfg, {LR: "interval(1e-5,1e-2)"}, [], "study")
-        == "sweep study: lr sb3-ppo-s0 cartpole"
+        == "sweep study: sb3-ppo-s0 lr cartpole"
     )
+    # A study the sweeper named by the time goes last: two parents differ in what MLflow shows first.
+    timed = [
+        parent_run_name(_config(agent), {LR: "interval(1e-5,1e-2)"}, [agent], "study-20261128-055330")
+        for agent in ("agent=ppo", "agent=a2c")
+    ]
+    assert timed[0] == "sweep sb3-ppo-s0 lr cartpole (study-20261128-055330)"
+    assert len({_shown(name, NAME_PX) for name in timed}) == 2, timed
 
 
 def test_labels_are_readable_short_and_unique() -> None:
@@ -244,7 +251,7 @@ def test_in_mlflows_runs_table_at_1400_px_the_names_show_what_tells_them_apart(
     for name in singles:
         client.set_terminated(client.create_run(experiment, run_name=name).info.run_id)
     parent = client.create_run(
-        experiment, run_name="sweep lr=1e-4,1e-3 ne=5,10 seed=1,2 sb3-ppo cartpole"
+        experiment, run_name="sweep sb3-ppo lr=1e-4,1e-3 ne=5,10 seed=1,2 cartpole"
     ).info.run_id
     swept = [LR, EPOCHS, "seed"]  # the widest of common sweeps: two values and a seed
     children = [

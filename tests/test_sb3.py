@@ -157,7 +157,7 @@ def test_a_batch_size_set_on_the_command_line_that_does_not_divide_is_refused_in
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == [
         "Error: agent.hyperparams.batch_size=100 does not divide the rollout of n_steps x env.n_envs = "
-        "32 x 4 = 128 steps: write agent.hyperparams.batch_size=128 or 64 (or drop it: the preset's "
+        "32 x 4 = 128 steps: write agent.hyperparams.batch_size=128 or 64 (or drop it: the config's "
         "follows env.n_envs)"
     ]
     assert "Traceback" not in r.output and not list(tmp_path.glob("outputs/*/*"))  # no run began
@@ -178,7 +178,7 @@ def test_a_sweeps_job_whose_batch_size_does_not_divide_is_refused_before_the_fir
     assert r.stderr.strip().splitlines() == [
         "Error: job 1 of the sweep (env.n_envs=4): agent.hyperparams.batch_size=256 does not divide the "
         "rollout of n_steps x env.n_envs = 32 x 4 = 128 steps: write agent.hyperparams.batch_size=128 "
-        "(or drop it: the preset's follows env.n_envs)"
+        "(or drop it: the config's follows env.n_envs)"
     ]
     assert not list(tmp_path.glob("multirun/*/*/*"))  # no job ran
 
@@ -218,6 +218,7 @@ def test_a_default_batch_size_that_follows_the_rollout_is_called_the_librarys_no
 
     from framework_plugins.sb3.minibatch import minibatch
 
-    found = minibatch(PPO, {"n_steps": 100}, 1, explicit=False)  # no preset: PPO's 64 does not divide 100
-    assert found is not None and found.batch_size == 50
-    assert found.note.startswith("agent.hyperparams.batch_size=64 (PPO's default) follows the rollout")
+    for hyperparams in ({"n_steps": 100}, {"n_steps": 100, "batch_size": 64}):  # PPO's 64, not a tuned one
+        found = minibatch(PPO, hyperparams, 1, explicit=False)
+        assert found is not None and found.batch_size == 50
+        assert found.note.startswith("agent.hyperparams.batch_size=64 (PPO's default) follows the rollout")

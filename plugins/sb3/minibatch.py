@@ -66,9 +66,10 @@ def minibatch(algo: Any, hyperparams: Mapping[str, Any], n_envs: int, *, explici
     if explicit:
         raise ConfigError(
             f"{KEY}={batch_size} does not divide the rollout of {sizes} steps: write "
-            f"{KEY}={' or '.join(map(str, nearest))} (or drop it: the preset's follows env.n_envs)"
+            f"{KEY}={' or '.join(map(str, nearest))} (or drop it: the config's follows env.n_envs)"
         )
-    whose = "the preset's" if "batch_size" in hyperparams else f"{algo.__name__}'s default"
+    default = "batch_size" not in hyperparams or batch_size == defaults["batch_size"]
+    whose = f"{algo.__name__}'s default" if default else "the preset's"
     return MiniBatch(
         nearest[0],
         f"{KEY}={batch_size} ({whose}) follows the rollout of {sizes} steps: "

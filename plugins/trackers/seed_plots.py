@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import seed_stats as ss
-from .seed_summary import CURVES_PNG, IMPROVEMENT_PNG, PROFILE_PNG
+from .seed_summary import CURVES_PNG, IMPROVEMENT_PNG, PROFILE_PNG, leader
 
 if TYPE_CHECKING:
     from .seed_summary import Configuration, History
@@ -89,10 +89,10 @@ def plot(
         ax.invert_yaxis()
         ax.set_xlim(-0.04, 1.04)  # a point at 0 or 1 drawn whole
         ax.set_xlabel(f"P(a run of it beats a run of the other) on {objective}")
-        leader = _short_label(found[0].label, 50)
+        best = _short_label(leader(found).label, 50)
         ax.set_title(
             "Probability of improving on the best other configuration (95 % interval)\n"
-            f"the other: the leader, {leader}; for the leader, the second best",
+            f"the other: the leader, {best}; for the leader, the next best",
             fontsize=10,
         )
         ax.grid(alpha=0.3, axis="x")

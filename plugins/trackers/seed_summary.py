@@ -135,8 +135,8 @@ def configurations(
     if len(found) < 2:
         return found
     with_improvement = []
-    for i, config in enumerate(found):
-        rival = found[1] if i == 0 else found[0]
+    for config in found:
+        rival = leader([c for c in found if c is not config])
         chance = ss.improvement(config.scores, rival.scores, mode=mode)
         with_improvement.append(dataclasses.replace(config, improvement=chance))
     return with_improvement
@@ -155,6 +155,12 @@ def _distinct(found: list[Configuration]) -> list[Configuration]:
             c = dataclasses.replace(c, label=f"{c.label} #{count[c.label]}")
         out.append(c)
     return out
+
+
+def leader(found: Sequence[Configuration]) -> Configuration:
+    """The best IQM (`found` best first) of the configurations run over seeds; of all of them where
+    none was (one run is no leader while a configuration with a spread is at hand)."""
+    return next((c for c in found if c.n > 1), found[0])
 
 
 def separated_best(found: Sequence[Configuration]) -> Configuration | None:
@@ -239,7 +245,9 @@ def verdict(found: Sequence[Configuration], objective: str) -> str:
     left_out = ""
     if lone:
         has, stands = ("has", "stands") if lone == 1 else ("have", "stand")
-        left_out = f"; {lone} with one run {has} no interval and {stands} out of it"
+        alone = [c.label for c in found if c.n < 2]
+        named = ", ".join(alone[:3]) + (", …" if len(alone) > 3 else "")
+        left_out = f"; {lone} with one run ({named}) {has} no interval and {stands} out of it"
     if len(spread) < 2:
         return (
             f"No configuration is best: {len(spread) or 'none'} of the {len(found)} ran over seeds, "

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from mcts_speed import measure_batch, print_machine, print_table, realistic_planes
+from mcts_network import measure_batch, realistic_planes
+from tables import print_machine, print_table
 
 NETS = {"9x9 preset": (9, 3, 32), "15x15 preset": (15, 4, 32), "15x15 default": (15, 4, 64)}
 """(board, blocks, channels): the 9x9 and 15x15 presets' networks and agent=alphazero's default."""

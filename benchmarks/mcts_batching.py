@@ -59,7 +59,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from mcts_speed import print_table, realistic_planes
+from mcts_network import realistic_planes
+from tables import print_table
 
 CPU_TARGET = 0.8
 WORKERS_TARGET = 0.8

@@ -50,6 +50,8 @@ from framework.contracts.search import (
     Measured,
     SearchEngine,
     SearchPlugin,
+    SearchRequest,
+    SearchResult,
     SelfPlaySource,
 )
 from framework.contracts.service import RunService
@@ -86,6 +88,8 @@ __all__ = [
     "SearchAgent",
     "SearchEngine",
     "SearchPlugin",
+    "SearchRequest",
+    "SearchResult",
     "SelfPlaySource",
     "SolvingGame",
     "SpacesEnvPlugin",

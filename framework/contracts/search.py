@@ -4,6 +4,7 @@ the search plugins that start the one and make the others, and where self-play g
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -16,9 +17,44 @@ if TYPE_CHECKING:
 BEST = "best"
 
 
+@dataclass(frozen=True)
+class SearchRequest:
+    """What one call searches: its own simulations, noise and time budget (mctx's search arguments).
+    A field left None is the search's own default (`search.num_simulations`, `search.dirichlet_epsilon`)."""
+
+    simulations: int | Sequence[int] | None = None
+    """Simulations per root, for all roots or one number per root."""
+    add_noise: bool | Sequence[bool] = False
+    """Exploration noise at each start node (the root, or a kept root) and nowhere deeper; for all
+    roots or per root."""
+    dirichlet_epsilon: float | None = None
+    """The noise's weight."""
+    deadline: float | None = None
+    """A `time.perf_counter()` value: the search stops there, short of its simulations if it must,
+    once every root has a visited move."""
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What one call found, root i for the call's root i (mctx's PolicyOutput)."""
+
+    visits: np.ndarray
+    """Visit counts of each root's moves, [B, n_actions]."""
+    values: np.ndarray
+    """Each root's value from the view of its player to move, [B]."""
+    policy_targets: np.ndarray
+    """Each root's improved policy, [B, n_actions]: what self-play trains toward."""
+    chosen_moves: np.ndarray
+    """The move the search chose for each root, [B]; -1 where the caller picks one from the visits."""
+    version: int
+    """The weights' version the call began with: every evaluation it used was of it or newer."""
+    simulations: int
+    """Simulations the call ran, over all its roots (a kept subtree's earlier visits are not its own)."""
+
+
 @runtime_checkable
 class SearchEngine(Protocol):
-    """Tree search over a batch of roots: visit counts back, everything released by close().
+    """Tree search over a batch of roots: a request in, a result back, everything released by close().
 
     Made by the run's search plugin over the run's inference service. Root i of each call is game
     slot i: a search may keep slot i's tree for the next call when the new root follows from the
@@ -27,50 +63,20 @@ class SearchEngine(Protocol):
 
     @property
     def num_simulations(self) -> int:
-        """Simulations per root of a call that gives none (`search.num_simulations`)."""
+        """Simulations per root of a request that gives none (`search.num_simulations`)."""
         ...
 
     @property
     def dirichlet_epsilon(self) -> float:
-        """Weight of the start node's Dirichlet noise in a call that gives none."""
+        """Weight of the start node's Dirichlet noise in a request that gives none."""
         ...
 
-    version: int
-    """The weights' version the last call began with: every evaluation it used was of it or newer."""
     simulations: int
     """Simulations run since it was made."""
 
-    def search(
-        self,
-        roots: Sequence[BoardState],
-        *,
-        add_noise: bool | Sequence[bool] = False,
-        deadline: float | None = None,
-        simulations: Sequence[int] | None = None,
-        dirichlet_epsilon: float | None = None,
-    ) -> np.ndarray:
-        """Visit counts [len(roots), n_actions]; `add_noise` (for all roots, or per root) adds the
-        search's exploration noise at each start node (the root, or a kept root) and nowhere deeper,
-        weighing `dirichlet_epsilon` (default: the search's own). `simulations` gives each root its
-        own number (default: `num_simulations`): a call says what it searches, no caller sets the
-        search's attributes. With a `deadline` (a `time.perf_counter()` value) the search stops
-        there, short of its simulations if it must, once every root has a visited move."""
-        ...
-
-    @property
-    def root_values(self) -> np.ndarray:
-        """The last call's root values from the view of each root's player to move, [B]."""
-        ...
-
-    @property
-    def policy_targets(self) -> np.ndarray:
-        """The last call's improved policy of each root, [B, n_actions]: what self-play trains toward."""
-        ...
-
-    @property
-    def chosen_moves(self) -> np.ndarray:
-        """The move the last call's search chose for each root, [B]; -1 where the caller picks one
-        from the visit counts."""
+    def search(self, roots: Sequence[BoardState], request: SearchRequest | None = None) -> SearchResult:
+        """Search `roots` as `request` says (None: the search's own simulations, no noise, no
+        deadline). A call says what it searches: no caller sets a search's attributes."""
         ...
 
     def perf_metrics(self) -> dict[str, float]:

@@ -202,9 +202,9 @@ class AlphaZeroAgent:
         if self._search is None or self._game is None:
             raise RuntimeError("AlphaZeroAgent.act() needs a search: it gets the run's in learn()")
         state = self._game.state_from_planes(obs)
-        counts = self._search.search([state], add_noise=False)[0]
-        chosen = int(self._search.chosen_moves[0])
-        return chosen if chosen >= 0 else int(counts.argmax())
+        found = self._search.search([state])
+        chosen = int(found.chosen_moves[0])
+        return chosen if chosen >= 0 else int(found.visits[0].argmax())
 
     def save(self, path: Path) -> None:
         with self.learner.lock:  # a phase or a gate's verdict in the background waits (or is waited for)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from framework.contracts import SearchEngine
+from framework.contracts import SearchEngine, SearchRequest
 
 from .selfplay import MoveChoice
 
@@ -29,8 +29,8 @@ class SearchPlayer:
         """Simulations a move (the search's own unless given)."""
 
     def moves(self, states: list[Any]) -> list[int]:
-        counts = self.engine.search(states, add_noise=False, simulations=[self.simulations] * len(states))
-        chosen = self.engine.chosen_moves
+        found = self.engine.search(states, SearchRequest(simulations=self.simulations))
+        counts, chosen = found.visits, found.chosen_moves
         return [
             self.choice.pick(c, len(s.moves), self.rng, int(chosen[i]))
             for i, (c, s) in enumerate(zip(counts, states, strict=True))

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from framework.contracts import SearchEngine
+from framework.contracts import SearchEngine, SearchRequest
 
 
 @dataclass
@@ -146,17 +146,19 @@ class _Runner:
         engine = self.engine
         full = self.cap.draw(len(states), self.rng)
         simulations = np.where(full, self.full_simulations, self.cap.fast_simulations).tolist()
-        counts = engine.search(
+        found = engine.search(
             states,
-            add_noise=(full & self.noise).tolist(),
-            simulations=simulations,
-            dirichlet_epsilon=self.epsilon,
+            SearchRequest(
+                simulations=simulations,
+                add_noise=(full & self.noise).tolist(),
+                dirichlet_epsilon=self.epsilon,
+            ),
         )
-        policies, chosen = engine.policy_targets, engine.chosen_moves
+        counts, policies, chosen = found.visits, found.policy_targets, found.chosen_moves
         ended = []
         for i, (state, record) in enumerate(zip(states, records, strict=True)):
             if full[i]:
-                record.add(state, policies[i], engine.version)
+                record.add(state, policies[i], found.version)
             record.moves += 1
             state.play(self.choice.pick(counts[i], len(state.moves), self.rng, int(chosen[i])))
             if state.done:

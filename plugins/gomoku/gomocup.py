@@ -39,6 +39,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from framework.contracts import SearchRequest, SearchResult
+
 from .gomocup_values import INFO_RANGES, TIME_KEYS, ProtocolError, number_pair, quoted, whole_number
 from .kernels import WIN
 from .rules import GameState, Gomoku
@@ -304,11 +306,12 @@ class GomocupBrain:
         assert state is not None
         if state.done:
             raise ProtocolError("the game is over")
-        counts, simulations, seconds = self._search(state)
+        found, seconds = self._search(state)
+        counts, simulations = found.visits[0], found.simulations
         legal = np.flatnonzero(state.legal)
-        chosen = int(self.engine.chosen_moves[0]) if len(self.engine.chosen_moves) else -1
+        chosen = int(found.chosen_moves[0])
         action = chosen if chosen >= 0 else int(legal[np.argmax(counts[legal])])
-        value = float(self.engine.root_values[0]) if len(self.engine.root_values) else 0.0
+        value = float(found.values[0])
         outcome = state.play(action)
         self._say(
             f"MESSAGE value {value:+.3f} simulations {simulations} in {seconds:.2f} s"
@@ -316,26 +319,26 @@ class GomocupBrain:
         )
         self._say(self._xy(action))
 
-    def _search(self, state: GameState) -> tuple[np.ndarray, int, float]:
+    def _search(self, state: GameState) -> tuple[SearchResult, float]:
+        """The search's result and the seconds it took."""
         engine = self.engine
         started = time.perf_counter()
         budget = self._budget_s()
-        before = engine.simulations
         deadline = None if budget is None else started + budget
         target = self.num_simulations
         if budget is not None:  # a tree as large as the time allows, not as num_simulations asks
             expected = FIRST_TIMED if self._rate is None else int(4 * self._rate * budget) + FIRST_TIMED
             target = max(1, min(target, expected))
-        counts = engine.search([state], add_noise=False, deadline=deadline, simulations=[target])[0]
+        found = engine.search([state], SearchRequest(simulations=target, deadline=deadline))
         seconds = time.perf_counter() - started
-        simulations = engine.simulations - before
-        decided = len(engine.root_values) and abs(float(engine.root_values[0])) > 0.99
+        simulations = found.simulations
+        decided = abs(float(found.values[0])) > 0.99
         if seconds > 0.01 and simulations > 0 and not decided:  # a won position's search runs fast
             # The fastest rate seen (each new one at most 4x the last): a search slowed by a busy
             # machine must not shrink the next tree, or that search ends early at its size.
             rate = simulations / seconds
             self._rate = rate if self._rate is None else max(self._rate, min(rate, 4 * self._rate))
-        return counts, simulations, seconds
+        return found, seconds
 
     def _budget_s(self) -> float | None:
         """Seconds this move may take: from INFO timeout_turn and the match's time left (None: no limit)."""

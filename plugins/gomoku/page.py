@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
+from framework.contracts import SearchRequest
 from framework_plugins.web.page_server import NO_TOKEN, PageServer
 
 from .http_guard import MAX_BODY_BYTES, add_security_headers, api_error, read_body
@@ -319,13 +320,13 @@ class PlayServer:
         if self.closing:
             raise RuntimeError("the server is stopping")
         began = time.perf_counter()
-        visits = np.asarray(engine.search([root], add_noise=False, simulations=[self.simulations]))[0]
-        value = float(engine.root_values[0])
+        found = engine.search([root], SearchRequest(simulations=self.simulations))
+        visits, value = np.asarray(found.visits[0]), float(found.values[0])
         if not np.isfinite(value):  # JSON has no NaN; the page would fail to read the whole state
             log.warning("the search's root value is %s; the page shows 0", value)
             value = 0.0
         value = float(np.clip(value, -1.0, 1.0))
-        chosen = int(engine.chosen_moves[0])
+        chosen = int(found.chosen_moves[0])
         return np.rint(visits).astype(np.int64), value, time.perf_counter() - began, chosen
 
     # --- what the page draws --------------------------------------------------------------

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from framework.contracts import SearchRequest, SearchResult
 from framework.errors import ConfigError
 from framework.schedules import final_value
 
@@ -57,10 +58,8 @@ class PuctSearch:
     ) -> None:
         self.cfg, self.game, self.evaluation = cfg, game, evaluation
         self.rng = np.random.default_rng(seed)
-        self.num_simulations = round(final_value(cfg.num_simulations, name="search.num_simulations"))
-        """Simulations per move (a self-play runner sets it by its schedule)."""
-        self.dirichlet_epsilon = final_value(cfg.dirichlet_epsilon, name="search.dirichlet_epsilon")
-        """Weight of the start node's noise (a self-play runner sets it by its schedule)."""
+        self._num_simulations = round(final_value(cfg.num_simulations, name="search.num_simulations"))
+        self._dirichlet_epsilon = final_value(cfg.dirichlet_epsilon, name="search.dirichlet_epsilon")
         # Numbers of fixed types: the compiled kernels are typed once.
         self.params = SearchParams(
             c_puct=float(cfg.c_puct),
@@ -92,11 +91,6 @@ class PuctSearch:
         self._gathered = Gathered(game.n_actions)
         self._none = self._gathered.none
         """No answer: what the first turn of a search finishes."""
-        self._last_values = np.zeros(0, dtype=np.float32)
-        self._last_policies = np.zeros((0, game.n_actions), dtype=np.float32)
-        self._last_chosen = np.zeros(0, dtype=np.int64)
-        self.version = 0
-        """The weights' version the last search began with: every answer it used was of it or newer."""
         self.simulations = 0
         """Simulations run since the search was built (for sims/s)."""
         self.search_seconds = 0.0
@@ -117,52 +111,40 @@ class PuctSearch:
             self.tree_threads = self.walk.threads
 
     @property
-    def root_values(self) -> np.ndarray:
-        """The last searched roots' values, from the view of their player to move, [B]."""
-        return self._last_values
+    def num_simulations(self) -> int:
+        """Simulations per root of a request that gives none (the schedule's last value, where
+        `search.num_simulations` is one: a self-play runner asks for its schedule's own)."""
+        return self._num_simulations
 
     @property
-    def policy_targets(self) -> np.ndarray:
-        """The last searched roots' improved policies, [B, A]: the visit shares (PUCT), or the
-        completed-Q policy (a Gumbel root)."""
-        return self._last_policies
+    def dirichlet_epsilon(self) -> float:
+        """Weight of the start node's noise in a request that gives none."""
+        return self._dirichlet_epsilon
 
-    @property
-    def chosen_moves(self) -> np.ndarray:
-        """The move the last search chose for each root, [B] (a Gumbel root: sequential halving's
-        winner); -1 where the caller picks from the visit counts (PUCT)."""
-        return self._last_chosen
-
-    def search(
-        self,
-        roots: Sequence[BoardState],
-        *,
-        add_noise: bool | Sequence[bool] = False,
-        deadline: float | None = None,
-        simulations: Sequence[int] | None = None,
-        dirichlet_epsilon: float | None = None,
-    ) -> np.ndarray:
-        """Visit counts [len(roots), n_actions] of each root's moves after the search; with a
-        `deadline` (time.perf_counter()), no leaf is selected after it once every root has a visited
-        move, and the search ends as the leaves in flight are answered. `add_noise` and
-        `simulations` may be given per root (default: num_simulations each); the noise's weight is
-        `dirichlet_epsilon` (default: the search's own)."""
-        started = time.perf_counter()
-        self._deadline = deadline
+    def search(self, roots: Sequence[BoardState], request: SearchRequest | None = None) -> SearchResult:
+        """The search of `roots` that `request` asks for (see SearchRequest); with a deadline, no
+        leaf is selected after it once every root has a visited move, and the search ends as the
+        leaves in flight are answered."""
+        request = request or SearchRequest()
+        started, before = time.perf_counter(), self.simulations
+        self._deadline = request.deadline
         n = len(roots)
-        noise = np.broadcast_to(np.asarray(add_noise, dtype=bool), (n,))
+        noise = np.broadcast_to(np.asarray(request.add_noise, dtype=bool), (n,))
         targets = np.full(n, self.num_simulations, dtype=np.int64)
-        if simulations is not None:
-            targets[:] = np.maximum(np.asarray(simulations, dtype=np.int64), 1)
-        epsilon = self.dirichlet_epsilon if dirichlet_epsilon is None else float(dirichlet_epsilon)
+        if request.simulations is not None:
+            targets[:] = np.maximum(np.asarray(request.simulations, dtype=np.int64), 1)
+        epsilon = (
+            self.dirichlet_epsilon if request.dirichlet_epsilon is None else float(request.dirichlet_epsilon)
+        )
         try:
-            return self._search(roots, noise, targets, epsilon)
+            visits, values, policies, chosen, version = self._search(roots, noise, targets, epsilon)
         finally:
             self._deadline = None
             self.search_seconds += time.perf_counter() - started
+        return SearchResult(visits, values, policies, chosen, version, self.simulations - before)
 
     def warm_up(self, root: BoardState) -> None:
-        self.search([root], add_noise=False, simulations=[2])
+        self.search([root], SearchRequest(simulations=2))
 
     def interrupt(self) -> None:
         """End the search under way (from another thread) as its deadline would: at once, once every
@@ -196,17 +178,16 @@ class PuctSearch:
 
     def _search(
         self, roots: Sequence[BoardState], noise: np.ndarray, targets: np.ndarray, epsilon: float
-    ) -> np.ndarray:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+        """(visits, values, policy targets, chosen moves, the weights' version it began with)."""
         if not roots:
-            self._last_values = np.zeros(0, dtype=np.float32)
-            self._last_policies = np.zeros((0, self.game.n_actions), dtype=np.float32)
-            self._last_chosen = np.zeros(0, dtype=np.int64)
-            return np.zeros((0, self.game.n_actions), dtype=np.float32)
+            empty = np.zeros((0, self.game.n_actions), dtype=np.float32)
+            return empty, np.zeros(0, dtype=np.float32), empty.copy(), np.zeros(0, dtype=np.int64), 0
         histories = [tuple(map(int, root.moves)) for root in roots]
         for i, (root, moves) in enumerate(zip(roots, histories, strict=True)):
             if len(moves) >= self.game.n_actions or getattr(root, "done", False):
                 raise ValueError(f"search: root {i} is a finished game ({len(moves)} moves)")
-        self.version = self.evaluation.begin()
+        version = self.evaluation.begin()
         tree = self._tree_for(len(roots), int(targets.max()))
         slots = assign_slots(self._slots, histories, reuse_tree=self.cfg.reuse_tree)
         self._place_roots(tree, slots, roots, histories)
@@ -219,12 +200,10 @@ class PuctSearch:
         elif noise.any():
             self._add_noise(tree, slots[noise], epsilon)
         self._simulate(tree, active)
-        self._last_values = (-tree.value_sum[:, 0] / np.maximum(tree.visits[:, 0], 1))[slots].astype(
-            np.float32
-        )
+        values = (-tree.value_sum[:, 0] / np.maximum(tree.visits[:, 0], 1))[slots].astype(np.float32)
         counts = kernels.root_child_visits(tree)[slots]
-        self._last_policies, self._last_chosen = self._results(tree, slots, counts)
-        return counts
+        policies, chosen = self._results(tree, slots, counts)
+        return counts, values, policies, chosen, version
 
     def _results(self, tree: Tree, slots: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(policy targets, chosen moves) of the searched roots."""

@@ -79,7 +79,7 @@ def test_a_trained_agent_plays_with_the_games_solver_unless_told() -> None:
         state = GameState.from_moves(game, moves)
         win = forced_win(state.board.copy(), state.to_play, game.params)
         assert win == game.from_xy(9, 6)
-        counts = player.engine().search([state], add_noise=False)[0]
+        counts = player.engine().search([state]).visits[0]
         assert counts[win] == counts.sum() == 16
     with load_trained("gomoku_15x15", ("search.forced_wins=false",)) as player:
         assert player.cfg.search.forced_wins is False
@@ -129,7 +129,7 @@ def test_a_network_trained_on_a_gpu_plays_on_the_machine_at_hand(tmp_path: Path)
         assert player.device == here and player.cfg.device == "auto"
         weights = next(player.agent.learner.best.parameters())  # type: ignore[attr-defined]
         assert weights.device.type == here
-        counts = player.engine().search([player.game.new_state()], add_noise=False)[0]
+        counts = player.engine().search([player.game.new_state()]).visits[0]
         assert counts.sum() == 8  # the network answers the search on this machine
     if here == "cpu":
         with pytest.raises(ConfigError, match="finds no CUDA GPU"):

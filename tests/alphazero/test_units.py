@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from framework.contracts import SearchRequest
 from framework_plugins.alphazero.arena import SearchPlayer
 from framework_plugins.alphazero.config import AlphaZeroConfig
 from framework_plugins.alphazero.learner import Learner
@@ -111,15 +112,10 @@ def test_playout_cap_randomisation_records_only_the_full_searches_made_with_nois
     calls: list[tuple[list[int], list[bool]]] = []
     search = search_engine.search
 
-    def spy(roots, *, add_noise=False, deadline=None, simulations=None, dirichlet_epsilon=None):  # type: ignore[no-untyped-def]
-        calls.append((list(simulations), list(add_noise)))
-        return search(
-            roots,
-            add_noise=add_noise,
-            deadline=deadline,
-            simulations=simulations,
-            dirichlet_epsilon=dirichlet_epsilon,
-        )
+    def spy(roots: Any, request: SearchRequest) -> Any:
+        assert isinstance(request.simulations, list) and isinstance(request.add_noise, list)
+        calls.append((list(request.simulations), list(request.add_noise)))
+        return search(roots, request)
 
     search_engine.search = spy  # type: ignore[method-assign]
     cap = PlayoutCap(full_fraction=0.25, fast_simulations=4)
@@ -239,19 +235,19 @@ def test_the_runner_plays_with_the_schedules_values_of_each_step() -> None:
     runner.configure(at[500])
     assert (runner.choice.temperature, runner.epsilon, runner.full_simulations) == (0.625, 0.0, 20)
     own = (search_engine.dirichlet_epsilon, search_engine.num_simulations)
-    calls: list[dict[str, Any]] = []
+    calls: list[SearchRequest] = []
     searched = search_engine.search
 
-    def spy(roots: Any, **given: Any) -> Any:
-        calls.append(given)
-        return searched(roots, **given)
+    def spy(roots: Any, request: SearchRequest) -> Any:
+        calls.append(request)
+        return searched(roots, request)
 
     search_engine.search = spy  # type: ignore[method-assign]
     runner.step()
-    assert calls[0]["simulations"] == [20, 20] and calls[0]["dirichlet_epsilon"] == 0.0  # the call says it
+    assert calls[0].simulations == [20, 20] and calls[0].dirichlet_epsilon == 0.0  # the request says it
     assert (search_engine.dirichlet_epsilon, search_engine.num_simulations) == own  # the search unchanged
-    counts = searched([GAME.new_state()], add_noise=True, simulations=[20], dirichlet_epsilon=0.0)
-    assert counts.sum() == 20  # the search runs the simulations it is asked
+    found = searched([GAME.new_state()], SearchRequest(simulations=20, add_noise=True, dirichlet_epsilon=0.0))
+    assert found.visits.sum() == 20  # the search runs the simulations it is asked
     # A trained agent plays with a schedule's last value.
     assert (
         local_search(search, game=GAME, evaluator_factory=uniform_evaluator(GAME), seed=0).num_simulations

@@ -59,24 +59,16 @@ class GatedEngine:
     def num_simulations(self) -> int:
         return self.engine.num_simulations
 
-    @property
-    def root_values(self) -> Any:
-        return self.engine.root_values
-
-    @property
-    def chosen_moves(self) -> Any:
-        return self.engine.chosen_moves
-
     def warm_up(self, root: Any) -> None:
         self.engine.warm_up(root)
 
     def interrupt(self) -> None:
         self.engine.interrupt()
 
-    def search(self, roots: Any, *, add_noise: bool = False, simulations: Any = None) -> Any:
+    def search(self, roots: Any, request: Any = None) -> Any:
         self.searching.set()
         assert self.go.wait(30), "the test never let the search go"
-        return self.engine.search(roots, add_noise=add_noise, simulations=simulations)
+        return self.engine.search(roots, request)
 
     def close(self) -> None:
         self.engine.close()

@@ -46,10 +46,10 @@ def test_a_sure_draw_anywhere_counts_the_contempt_against_the_roots_player(
     # whichever colour it is.
     sure_draw = wdl_evaluator(lambda p: 0.0, lambda p: 1.0)
     engine = make_engine(evaluator_factory=sure_draw, num_simulations=60, root=root, draw_contempt=contempt)
-    engine.search([GAME.new_state(), GameState.from_moves(GAME, [40])])
+    found = engine.search([GAME.new_state(), GameState.from_moves(GAME, [40])])
     tree = engine.tree
     assert tree is not None and (tree.n_nodes[:2] > 30).all()  # leaves at many depths were evaluated
-    np.testing.assert_allclose(engine.root_values, [-contempt, -contempt], atol=1e-6)
+    np.testing.assert_allclose(found.values, [-contempt, -contempt], atol=1e-6)
 
 
 def test_without_contempt_a_networks_draws_change_nothing() -> None:
@@ -57,8 +57,9 @@ def test_without_contempt_a_networks_draws_change_nothing() -> None:
     with_draws = make_engine(evaluator_factory=wdl_evaluator(value_of, lambda p: 0.6), num_simulations=80)
     without = make_engine(evaluator_factory=wdl_evaluator(value_of, lambda p: 0.0), num_simulations=80)
     states = [GameState.from_moves(GAME, [40, 41])]
-    np.testing.assert_array_equal(with_draws.search(states), without.search(states))
-    np.testing.assert_allclose(with_draws.root_values, without.root_values, atol=1e-6)
+    drawn, undrawn = with_draws.search(states), without.search(states)
+    np.testing.assert_array_equal(drawn.visits, undrawn.visits)
+    np.testing.assert_allclose(drawn.values, undrawn.values, atol=1e-6)
 
 
 def test_a_drawn_end_of_the_game_counts_the_contempt() -> None:
@@ -66,14 +67,14 @@ def test_a_drawn_end_of_the_game_counts_the_contempt() -> None:
     game = Gomoku(3, 3)
     draw = GameState.from_moves(game, [0, 1, 2, 4, 3, 5, 7, 6])
     engine = make_engine(game, num_simulations=30, draw_contempt=0.4)
-    counts = engine.search([draw])
-    assert counts[0, 8] == 30
+    found = engine.search([draw])
+    assert found.visits[0, 8] == 30
     # The root's own evaluation (0) is one visit, the drawn end the other 30.
-    np.testing.assert_allclose(engine.root_values, [30 * -0.4 / 31], atol=1e-6)
+    np.testing.assert_allclose(found.values, [30 * -0.4 / 31], atol=1e-6)
     # Two plies ahead: white must take cell 6 (cell 8 lets black complete the left column), and
     # black's reply draws: the draw is the root's player's loss of 0.4 there too.
     engine = make_engine(game, num_simulations=200, draw_contempt=0.4)
-    counts = engine.search([GameState.from_moves(game, [0, 1, 2, 4, 3, 5, 7])])
+    counts = engine.search([GameState.from_moves(game, [0, 1, 2, 4, 3, 5, 7])]).visits
     assert counts[0].argmax() == 6
     tree = engine.tree
     assert tree is not None
@@ -112,8 +113,8 @@ def test_with_contempt_the_root_plays_for_the_win_over_a_sure_draw(root: str) ->
         engine = make_engine(
             evaluator_factory=evaluator, num_simulations=200, root=root, draw_contempt=contempt
         )
-        counts = engine.search([GAME.new_state()])
-        chosen[contempt] = int(engine.chosen_moves[0]) if root == "gumbel" else int(counts[0].argmax())
+        found = engine.search([GAME.new_state()])
+        chosen[contempt] = int(found.chosen_moves[0]) if root == "gumbel" else int(found.visits[0].argmax())
     assert chosen[0.0] == centre
     assert chosen[0.3] != centre
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from framework.contracts import SearchRequest
 from framework.errors import ConfigError
 from framework_plugins.gomoku.rules import GameState
 from framework_plugins.mcts.gumbel import considered_visits
@@ -59,11 +60,12 @@ def test_the_schedule_halves_the_considered_moves_phase_by_phase() -> None:
 
 def test_a_gumbel_root_spends_its_simulations_by_sequential_halving() -> None:
     engine = gumbel_engine(evaluator(index_logits(GAME)), num_simulations=10, gumbel_considered=4)
-    counts = engine.search([GAME.new_state()])[0]
+    found = engine.search([GAME.new_state()])
+    counts = found.visits[0]
     # No noise: the 4 moves best by prior (the highest cells), then the best 2 of them by value.
     assert np.flatnonzero(counts).tolist() == [77, 78, 79, 80]
     assert counts[[77, 78, 79, 80]].tolist() == [1, 1, 4, 4]
-    assert engine.chosen_moves.tolist() == [80]
+    assert found.chosen_moves.tolist() == [80]
 
 
 def test_sequential_halving_keeps_the_considered_move_whose_value_is_best() -> None:
@@ -71,9 +73,9 @@ def test_sequential_halving_keeps_the_considered_move_whose_value_is_best() -> N
     factory = evaluator(index_logits(GAME), value_after={77: -0.9})
     engine = gumbel_engine(factory, num_simulations=10, gumbel_considered=4)
     state = GAME.new_state()
-    counts = engine.search([state])[0]
-    assert counts[77] == 4 and engine.chosen_moves[0] == 77
-    policy = engine.policy_targets[0]
+    found = engine.search([state])
+    assert found.visits[0][77] == 4 and found.chosen_moves[0] == 77
+    policy = found.policy_targets[0]
     prior = softmax_over_empty(index_logits(GAME), state.board)
     assert policy.argmax() == 77 and policy[77] > 5 * prior[77]  # its mass moves to the good move
     assert policy.sum() == pytest.approx(1.0, abs=1e-5)
@@ -82,9 +84,9 @@ def test_sequential_halving_keeps_the_considered_move_whose_value_is_best() -> N
 def test_the_policy_target_is_the_prior_where_every_move_is_worth_the_same() -> None:
     engine = gumbel_engine(evaluator(index_logits(GAME)), num_simulations=32)
     state = GameState.from_moves(GAME, [40, 41])
-    engine.search([state])
+    found = engine.search([state])
     expected = softmax_over_empty(index_logits(GAME), state.board)
-    np.testing.assert_allclose(engine.policy_targets[0], expected, atol=1e-5)
+    np.testing.assert_allclose(found.policy_targets[0], expected, atol=1e-5)
 
 
 def test_with_one_considered_move_the_root_plays_a_sample_of_the_policy() -> None:
@@ -94,40 +96,41 @@ def test_with_one_considered_move_the_root_plays_a_sample_of_the_policy() -> Non
     engine = gumbel_engine(evaluator(logits), num_simulations=2, gumbel_considered=1, seed=3)
     draws = []
     for _ in range(4):
-        engine.search([GAME.new_state()] * 500, add_noise=True)
-        draws.append(engine.chosen_moves.copy())
+        draws.append(engine.search([GAME.new_state()] * 500, SearchRequest(add_noise=True)).chosen_moves)
     chosen = np.concatenate(draws)
     frequencies = np.bincount(chosen, minlength=3)[:3] / len(chosen)
     np.testing.assert_allclose(frequencies, [0.6, 0.3, 0.1], atol=0.04)
     # Without noise the search is deterministic: the policy's best move.
-    engine.search([GAME.new_state()] * 3)
-    assert engine.chosen_moves.tolist() == [0, 0, 0]
+    assert engine.search([GAME.new_state()] * 3).chosen_moves.tolist() == [0, 0, 0]
 
 
 @pytest.mark.parametrize("name", list(TACTICS))
 def test_a_gumbel_root_that_considers_every_move_solves_the_tactic(name: str) -> None:
     black, white, answer = TACTICS[name]
     engine = gumbel_engine(evaluator(np.zeros(GAME.n_actions)), num_simulations=200, gumbel_considered=81)
-    engine.search([position(black, white)])
-    assert GAME.to_xy(int(engine.chosen_moves[0])) == answer
+    found = engine.search([position(black, white)])
+    assert GAME.to_xy(int(found.chosen_moves[0])) == answer
 
 
 def test_each_search_starts_a_new_tree_and_counts_only_its_own_simulations() -> None:
     engine = gumbel_engine(evaluator(index_logits(GAME)), num_simulations=24)
     state = GAME.new_state()
-    first = engine.search([state])[0]
-    state.play(int(engine.chosen_moves[0]))
-    assert engine.search([state])[0].sum() == first.sum() == 24
+    found = engine.search([state])
+    first = found.visits[0]
+    state.play(int(found.chosen_moves[0]))
+    assert engine.search([state]).visits[0].sum() == first.sum() == 24
 
 
 @pytest.mark.parametrize("root", ["puct", "gumbel"])
 def test_each_root_gets_its_own_simulations_and_noise(root: str) -> None:
     engine = make_engine(root=root, num_simulations=30, seed=1)
     states = [GAME.new_state(), GameState.from_moves(GAME, [40]), GameState.from_moves(GAME, [10])]
-    counts = engine.search(states, add_noise=[False, True, False], simulations=[5, 30, 12])
+    counts = engine.search(
+        states, SearchRequest(add_noise=[False, True, False], simulations=[5, 30, 12])
+    ).visits
     assert counts.sum(axis=1).tolist() == [5, 30, 12]
     quiet = make_engine(root=root, num_simulations=30, seed=2)
-    alone = quiet.search([states[0], states[2]], simulations=[5, 12])
+    alone = quiet.search([states[0], states[2]], SearchRequest(simulations=[5, 12])).visits
     np.testing.assert_array_equal(counts[[0, 2]], alone)  # the roots without noise are searched as without
 
 

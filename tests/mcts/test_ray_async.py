@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from framework.contracts import BEST
+from framework.contracts import BEST, SearchRequest
 from framework.errors import ConfigError
 from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.mcts.config import RayAsyncConfig, SequentialConfig
@@ -123,10 +123,12 @@ def test_batch_of_one_with_one_in_flight_is_the_sequential_search() -> None:
     ray_engine = engine(seed=7, num_simulations=120, batch_size=1, async_inflight_limit=1)
     try:
         for move in range(3):
-            expected = seq.search(states, add_noise=True)
-            got = ray_engine.search(states, add_noise=True)
+            seq_found = seq.search(states, SearchRequest(add_noise=True))
+            expected = seq_found.visits
+            ray_engine_found = ray_engine.search(states, SearchRequest(add_noise=True))
+            got = ray_engine_found.visits
             np.testing.assert_array_equal(got, expected)
-            np.testing.assert_allclose(ray_engine.root_values, seq.root_values, rtol=1e-6)
+            np.testing.assert_allclose(ray_engine_found.values, seq_found.values, rtol=1e-6)
             for i, state in enumerate(states):
                 state.play(int(expected[i].argmax()) if move else int(np.argsort(expected[i])[-2]))
     finally:
@@ -150,9 +152,10 @@ def test_a_networks_draw_probabilities_reach_the_tree_through_the_inference_serv
             draw_contempt=contempt,
         )
         try:
-            np.testing.assert_array_equal(ray_engine.search(states), seq.search(states))
-            np.testing.assert_allclose(ray_engine.root_values, seq.root_values, rtol=1e-6)
-            values[contempt] = seq.root_values.copy()
+            over_ray, in_process = ray_engine.search(states), seq.search(states)
+            np.testing.assert_array_equal(over_ray.visits, in_process.visits)
+            np.testing.assert_allclose(over_ray.values, in_process.values, rtol=1e-6)
+            values[contempt] = in_process.values
         finally:
             ray_engine.close()
     assert (values[0.3] < values[0.0] - 0.05).all()
@@ -167,7 +170,7 @@ def test_invariants_hold_at_every_turn_of_the_pipeline(root: str) -> None:
     checker = Checker(target)
     eng.debug_hook = checker
     try:
-        counts = eng.search(roots(6), add_noise=True)
+        counts = eng.search(roots(6), SearchRequest(add_noise=True)).visits
         assert counts.shape == (6, GAME.n_actions)  # flat action indices
         np.testing.assert_array_equal(counts.sum(1), target)
         forest = eng.tree
@@ -213,9 +216,8 @@ def test_an_exception_mid_search_rolls_back_pending_and_cancels_refs_in_flight()
         assert "cancelled" in outcomes, outcomes  # queued on the actor: dropped
         # The engine searches on afterwards, its budgets intact (to fewer simulations: each batch of
         # this evaluator takes 0.2 s).
-        eng.num_simulations = 48
         eng.debug_hook = Checker(48)
-        counts = eng.search(roots(3))
+        counts = eng.search(roots(3), SearchRequest(simulations=48)).visits
         np.testing.assert_array_equal(counts.sum(1), 48)
     finally:
         eng.close()
@@ -224,7 +226,7 @@ def test_an_exception_mid_search_rolls_back_pending_and_cancels_refs_in_flight()
 def test_noise_goes_into_start_nodes_only() -> None:
     eng = engine(lambda: Uniform(), num_simulations=150, batch_size=8, dirichlet_epsilon=1.0)
     try:
-        eng.search(roots(2), add_noise=True)
+        eng.search(roots(2), SearchRequest(add_noise=True))
         forest = eng.tree
         assert forest is not None
         for b, state in enumerate(roots(2)):
@@ -339,8 +341,9 @@ def test_a_search_each_plugin_makes_over_its_service_keeps_the_search_contract(n
         assert isinstance(inference, contracts.InferenceService)
         search = plugin.make(game=GAME, inference=inference, model=BEST, seed=0)
         assert isinstance(search, contracts.SearchEngine)
-        search.num_simulations = 20
-        assert search.search(roots(2)).sum(1).tolist() == [20, 20]
+        found = search.search(roots(2), contracts.SearchRequest(simulations=20))
+        assert isinstance(found, contracts.SearchResult) and found.visits.sum(1).tolist() == [20, 20]
+        assert found.simulations == 40 and found.values.shape == (2,) and found.chosen_moves.shape == (2,)
         search.close()
     finally:
         inference.close()

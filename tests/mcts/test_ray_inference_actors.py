@@ -57,7 +57,7 @@ def test_a_killed_inference_actor_is_restarted_counted_once_and_the_search_compl
     )
     hook, state = _kill_actor_at(5)
     eng.debug_hook = hook
-    counts = eng.search(roots(4))
+    counts = eng.search(roots(4)).visits
     assert state["killed"]
     np.testing.assert_array_equal(counts.sum(1), 150)
     # Every batch in flight failed with the actor: one death all the same.
@@ -100,17 +100,16 @@ def test_weights_carry_a_version_and_every_actor_answers_with_the_current_ones()
     first, second = _net_evaluator(0), _net_evaluator(1)
     eng = engine(lambda: first, num_simulations=60, batch_size=4, inference_actors=2, max_inflight_batches=2)
     inference = service(eng)
-    eng.search(roots(4))
-    assert eng.version == 1  # the first weights, published when the service started
+    assert eng.search(roots(4)).version == 1  # the first weights, published when the service started
     served = inference.client.where()
     assert len({a["pid"] for a in served}) == 2
     assert all(a["batches"] >= 2 for a in served), served  # each actor took a share of the batches
     if sys.platform.startswith("linux"):  # glibc keeps the forwards' freed memory in CPU actors
         assert all(a["kept_memory"] for a in served), served
     assert inference.publish(BEST, second.weights()) == 2
-    counts = eng.search(roots(4))
-    np.testing.assert_array_equal(counts.sum(1), 60)
-    assert eng.version == 2
+    found = eng.search(roots(4))
+    np.testing.assert_array_equal(found.visits.sum(1), 60)
+    assert found.version == 2
     assert [a["versions"][BEST] for a in inference.client.where()] == [2, 2]
     planes = np.stack([s.planes() for s in roots(2)]).astype(np.float32)
     want_logits, want_values = second(planes)
@@ -151,7 +150,7 @@ def test_a_restarted_inference_actor_answers_its_first_batch_with_the_current_we
     assert answer.version == 4
     np.testing.assert_allclose(answer.logits, trained(planes)[0], rtol=1e-5, atol=1e-5)
     # The search goes on with it, every answer of the current version.
-    counts = eng.search(roots(3))
-    np.testing.assert_array_equal(counts.sum(1), 30)
-    assert eng.version == 4
+    found = eng.search(roots(3))
+    np.testing.assert_array_equal(found.visits.sum(1), 30)
+    assert found.version == 4
     ray.get(inference.client.actors[0].where.remote(), timeout=30)

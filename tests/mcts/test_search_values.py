@@ -80,14 +80,14 @@ def test_the_tactics_are_what_they_say() -> None:
 def test_the_uniform_evaluator_solves_the_tactic_within_a_small_budget(name: str) -> None:
     black, white, answer = TACTICS[name]
     state = position(black, white)
-    counts = make_engine(num_simulations=200).search([state])[0]
+    counts = make_engine(num_simulations=200).search([state]).visits[0]
     assert counts.argmax() == GAME.from_xy(*answer), f"{name}: chose {GAME.to_xy(int(counts.argmax()))}"
     assert counts[GAME.from_xy(*answer)] > 0.5 * 200
 
 
 def test_tactics_are_solved_together_in_one_batch() -> None:
     states = [position(b, w) for b, w, _ in TACTICS.values()]
-    counts = make_engine(num_simulations=200).search(states)
+    counts = make_engine(num_simulations=200).search(states).visits
     chosen = [GAME.to_xy(int(a)) for a in counts.argmax(axis=1)]
     assert chosen == [answer for _, _, answer in TACTICS.values()]
 
@@ -96,8 +96,8 @@ def test_tactics_are_solved_together_in_one_batch() -> None:
 def test_a_root_whose_mover_wins_at_once_is_worth_nearly_plus_one(name: str) -> None:
     black, white, _ = TACTICS[name]
     engine = make_engine(num_simulations=400)
-    engine.search([position(black, white)])
-    assert engine.root_values[0] > 0.8
+    found = engine.search([position(black, white)])
+    assert found.values[0] > 0.8
 
 
 @pytest.mark.parametrize(
@@ -119,8 +119,8 @@ def test_a_root_whose_mover_cannot_stop_a_win_is_worth_nearly_minus_one(
     state = position(black, white)
     assert winning_move(state.board, state.to_play, GAME.params) == -1, "precondition: no win for the mover"
     engine = make_engine(num_simulations=400)
-    engine.search([state])
-    assert engine.root_values[0] < -0.9
+    found = engine.search([state])
+    assert found.values[0] < -0.9
 
 
 def test_root_values_are_from_the_view_of_each_roots_player_to_move() -> None:
@@ -128,8 +128,10 @@ def test_root_values_are_from_the_view_of_each_roots_player_to_move() -> None:
     # black is to move, -0.5 when white is); nothing ends within the budget.
     recorder = Recorder(value_of=lambda planes: 0.5 if planes[3].all() else -0.5)
     engine = make_engine(evaluator_factory=recorder.factory, num_simulations=40)
-    engine.search([GAME.new_state(), GameState.from_moves(GAME, [40]), GameState.from_moves(GAME, [40, 41])])
-    np.testing.assert_allclose(engine.root_values, [0.5, -0.5, 0.5], atol=1e-6)
+    found = engine.search(
+        [GAME.new_state(), GameState.from_moves(GAME, [40]), GameState.from_moves(GAME, [40, 41])]
+    )
+    np.testing.assert_allclose(found.values, [0.5, -0.5, 0.5], atol=1e-6)
 
 
 def test_terminal_leaves_are_backed_up_without_the_evaluator() -> None:
@@ -140,11 +142,12 @@ def test_terminal_leaves_are_backed_up_without_the_evaluator() -> None:
     draw = GameState.from_moves(game, [0, 1, 2, 4, 3, 5, 7, 6])
     recorder = Recorder(game)
     engine = make_engine(game, recorder.factory, num_simulations=30)
-    counts = engine.search([win, draw])
+    found = engine.search([win, draw])
+    counts = found.visits
     assert len(recorder.positions) == 2  # the two roots, nothing else
     assert counts[0, 1] == 30 and counts[1, 8] == 30
     # The roots' own evaluations (0) count as one visit each.
-    np.testing.assert_allclose(engine.root_values, [30 / 31, 0.0], atol=1e-6)
+    np.testing.assert_allclose(found.values, [30 / 31, 0.0], atol=1e-6)
 
 
 def test_the_evaluator_never_sees_a_finished_position() -> None:
@@ -190,7 +193,7 @@ def test_a_side_that_is_behind_does_not_spread_its_visits_over_every_move(
         return logits, np.full(len(planes), 0.7, np.float32)  # good for the side to move at a leaf
 
     engine = make_engine(evaluator_factory=lambda: evaluate, num_simulations=100, fpu_value=fpu_value)
-    counts = engine.search([GameState.from_moves(GAME, [40])])[0]
+    counts = engine.search([GameState.from_moves(GAME, [40])]).visits[0]
     singletons = int((counts == 1).sum())
     if most_singletons is None:
         assert singletons > 60, counts  # the failure the option exists for
@@ -212,12 +215,13 @@ def wins_to_stop(planes: np.ndarray, game: Gomoku = GAME) -> int:
 def test_with_forced_blocks_a_four_is_blocked_with_every_simulation(root: str, name: str) -> None:
     black, white, answer = TACTICS[name]
     engine = make_engine(num_simulations=50, forced_blocks=True, root=root)
-    counts = engine.search([position(black, white)])[0]
+    found = engine.search([position(black, white)])
+    counts = found.visits[0]
     block = GAME.from_xy(*answer)
     assert counts[block] == counts.sum() == 50
-    assert engine.policy_targets[0][block] == 1.0
+    assert found.policy_targets[0][block] == 1.0
     if root == "gumbel":
-        assert engine.chosen_moves[0] == block
+        assert found.chosen_moves[0] == block
 
 
 def test_with_forced_blocks_the_evaluator_never_sees_two_wins_to_stop_and_blocks_come_first() -> None:
@@ -261,13 +265,14 @@ def test_with_forced_wins_a_root_plays_its_win_by_fours_with_every_simulation(ro
     win = forced_win(state.board.copy(), state.to_play, GAME.params)
     assert win == GAME.from_xy(4, 1) and winning_move(state.board, state.to_play, GAME.params) == -1
     engine = make_engine(num_simulations=64, forced_wins=True, root=root)
-    counts = engine.search([state])[0]
+    found = engine.search([state])
+    counts = found.visits[0]
     assert counts[win] == counts.sum() == 64
-    assert engine.policy_targets[0][win] == 1.0
+    assert found.policy_targets[0][win] == 1.0
     if root == "gumbel":
-        assert engine.chosen_moves[0] == win
+        assert found.chosen_moves[0] == win
     # Without the solver the uniform search spreads its visits.
-    counts = make_engine(num_simulations=64, root=root).search([state])[0]
+    counts = make_engine(num_simulations=64, root=root).search([state]).visits[0]
     assert counts[win] < 32
 
 
@@ -282,11 +287,12 @@ def test_with_forced_wins_the_evaluator_never_sees_a_won_position_and_the_search
     for solver in (False, True):
         recorder = Recorder()
         engine = make_engine(evaluator_factory=recorder.factory, num_simulations=300, forced_wins=solver)
-        counts = engine.search(roots)
+        found = engine.search(roots)
+        counts = found.visits
         seen[solver] = sum(forced_for_mover(p) for p in np.concatenate(recorder.batches[1:]))
         if solver:
             assert int(counts[0].argmax()) in blocks
-            assert engine.root_values[1] > 0.5
+            assert found.values[1] > 0.5
             tree = engine.tree
             assert tree is not None
             # Each of the defender's moves that leaves white its win is a lost leaf, visited once.

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from framework.contracts import SearchRequest
 from framework.errors import ConfigError
 from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.mcts.config import SequentialConfig
@@ -199,15 +200,16 @@ def test_visit_counts_sum_to_num_simulations_for_every_root_of_a_batch(cfg: dict
         position([(1, 2), (2, 2), (3, 2), (4, 2)], [(0, 2), (6, 6), (2, 7)]),  # white to move
     ]
     engine = make_engine(num_simulations=64, **cfg)
-    counts = engine.search(roots)
+    found = engine.search(roots)
+    counts = found.visits
     assert counts.shape == (4, 81)
     assert counts.sum(axis=1).tolist() == [64] * 4
     assert engine.simulations == 4 * 64
-    assert engine.root_values.shape == (4,)
+    assert found.values.shape == (4,)
 
 
 def test_a_single_simulation_visits_a_single_move() -> None:
-    counts = make_engine(num_simulations=1).search([GAME.new_state(), position(*FORCED)])
+    counts = make_engine(num_simulations=1).search([GAME.new_state(), position(*FORCED)]).visits
     assert counts.sum(axis=1).tolist() == [1, 1]
     assert (np.count_nonzero(counts, axis=1) == 1).all()
 
@@ -217,7 +219,7 @@ def test_occupied_cells_get_no_visits_and_no_prior() -> None:
     black, white = [(8, 8), (6, 8), (4, 8), (8, 6)], [(7, 8), (5, 8), (3, 8)]
     roots = [position(black, white), position(*FORCED)]
     engine = make_engine(evaluator_factory=index_evaluator(), num_simulations=200)
-    counts = engine.search(roots)
+    counts = engine.search(roots).visits
     assert engine.tree is not None
     for i, root in enumerate(roots):
         occupied = root.board != 0
@@ -228,7 +230,7 @@ def test_occupied_cells_get_no_visits_and_no_prior() -> None:
 
 
 def test_an_empty_batch_returns_no_counts() -> None:
-    counts = make_engine().search([])
+    counts = make_engine().search([]).visits
     assert counts.shape == (0, 81)
 
 
@@ -258,7 +260,7 @@ def assert_non_root_priors_are_the_policy(engine: PuctSearch, b: int) -> None:
 def test_noise_changes_the_root_priors_and_no_other_node_s() -> None:
     root = position([(4, 4), (5, 5)], [(4, 5), (3, 3)])
     engine = make_engine(evaluator_factory=index_evaluator(), num_simulations=200, dirichlet_epsilon=0.25)
-    engine.search([root], add_noise=True)
+    engine.search([root], SearchRequest(add_noise=True))
     forest = engine.tree
     assert forest is not None
     b = tree_of(engine, root)
@@ -273,7 +275,7 @@ def test_noise_changes_the_root_priors_and_no_other_node_s() -> None:
 def test_without_noise_the_root_priors_are_the_evaluators_softmax() -> None:
     root = position([(4, 4), (5, 5)], [(4, 5), (3, 3)])
     engine = make_engine(evaluator_factory=index_evaluator(), num_simulations=50)
-    engine.search([root], add_noise=False)
+    engine.search([root])
     assert engine.tree is not None
     expected = softmax_over_empty(index_logits(GAME), root.board)
     np.testing.assert_allclose(engine.tree.prior[tree_of(engine, root), 0], expected, rtol=1e-5, atol=1e-7)
@@ -283,10 +285,10 @@ def test_noise_goes_into_the_kept_root_after_a_move_once(monkeypatch: pytest.Mon
     engine = make_engine(evaluator_factory=index_evaluator(), num_simulations=300, dirichlet_alpha=0.3)
     seen = spy_on_roots(monkeypatch, engine)
     state = position(*FORCED)
-    engine.search([state], add_noise=True)
+    engine.search([state], SearchRequest(add_noise=True))
     for move in FORCED_MOVES:
         state.play(move)
-    engine.search([state], add_noise=True)
+    engine.search([state], SearchRequest(add_noise=True))
     b = tree_of(engine, state)
     assert seen[1]["visits"][b] > 100, "precondition: the kept subtree is large"
     policy = softmax_over_empty(index_logits(GAME), state.board)
@@ -300,7 +302,7 @@ def test_noise_goes_into_the_kept_root_after_a_move_once(monkeypatch: pytest.Mon
     # The nodes under it, kept or new, are not noised.
     assert_non_root_priors_are_the_policy(engine, b)
     # Searching the same position again does not noise it again.
-    engine.search([state], add_noise=True)
+    engine.search([state], SearchRequest(add_noise=True))
     np.testing.assert_array_equal(engine.tree.prior[tree_of(engine, state), 0], prior)
 
 
@@ -314,7 +316,7 @@ def test_reuse_keeps_the_grandchild_s_statistics_and_counts_its_visits(
     engine = make_engine(num_simulations=n)
     seen = spy_on_roots(monkeypatch, engine)
     state = position(*FORCED)
-    counts = engine.search([state])
+    counts = engine.search([state]).visits
     b = tree_of(engine, state)
     move = int(counts[0].argmax())
     reply = int(child_visits(engine, b, child(engine, b, 0, move)).argmax())
@@ -329,7 +331,7 @@ def test_reuse_keeps_the_grandchild_s_statistics_and_counts_its_visits(
     state.play(move)
     state.play(reply)
     before = engine.simulations
-    counts = engine.search([state])
+    counts = engine.search([state]).visits
     b = tree_of(engine, state)
     assert seen[1]["visits"][b] == kept_visits
     np.testing.assert_array_equal(seen[1]["children"][b], kept_children)
@@ -348,7 +350,7 @@ def test_without_reuse_the_tree_restarts_after_a_move(monkeypatch: pytest.Monkey
     for move in FORCED_MOVES:
         state.play(move)
     before = engine.simulations
-    counts = engine.search([state])
+    counts = engine.search([state]).visits
     b = tree_of(engine, state)
     assert seen[1]["visits"][b] == 1  # just expanded
     assert not seen[1]["children"][b].any()
@@ -369,7 +371,7 @@ def test_a_new_game_resets_its_tree_and_the_continued_game_keeps_its_own(
     # an empty board.
     for i, new_game in enumerate((GameState.from_moves(GAME, [40, 41, 30]), GAME.new_state())):
         before = engine.simulations
-        counts = engine.search([continued, new_game])
+        counts = engine.search([continued, new_game]).visits
         kept, fresh = tree_of(engine, continued), tree_of(engine, new_game)
         assert seen[-1]["visits"][fresh] == 1 and not seen[-1]["children"][fresh].any()
         # The continued game's subtree is kept (the second time, it is the same root again).
@@ -389,7 +391,7 @@ def test_a_larger_batch_later_keeps_the_subtrees_of_the_games_before(monkeypatch
     state.play(move)
     state.play(reply)
     others = [GAME.new_state(), GameState.from_moves(GAME, [40])]
-    counts = engine.search([*others, state])
+    counts = engine.search([*others, state]).visits
     assert counts.sum(axis=1).tolist() == [n, n, n]
     assert seen[1]["visits"][tree_of(engine, state)] == kept_visits
     assert [seen[1]["visits"][tree_of(engine, s)] for s in others] == [1, 1]
@@ -413,7 +415,7 @@ def test_games_with_the_same_history_each_keep_their_own_subtree(monkeypatch: py
         for move in FORCED_MOVES:
             game.play(move)
     before = engine.simulations
-    counts = engine.search(games)
+    counts = engine.search(games).visits
     assert counts.sum(axis=1).tolist() == [n, n, n]
     assert sorted(int(seen[1]["visits"][b]) for b in range(3)) == sorted(kept)
     assert engine.simulations - before == sum(n - (v - 1) for v in kept)
@@ -424,7 +426,7 @@ def test_a_shorter_game_is_a_new_game(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = spy_on_roots(monkeypatch, engine)
     engine.search([GameState.from_moves(GAME, [40, 41, 42])])
     state = GameState.from_moves(GAME, [40, 41])
-    counts = engine.search([state])
+    counts = engine.search([state]).visits
     assert seen[1]["visits"][tree_of(engine, state)] == 1 and counts.sum() == 100
 
 
@@ -441,7 +443,7 @@ def test_games_passed_in_another_order_keep_their_subtrees(monkeypatch: pytest.M
     for state, (move, reply, _) in zip((first, second), lines, strict=True):
         state.play(move)
         state.play(reply)
-    counts = engine.search([second, first])
+    counts = engine.search([second, first]).visits
     assert counts.sum(axis=1).tolist() == [n, n]
     assert seen[1]["visits"][tree_of(engine, first)] == lines[0][2]
     assert seen[1]["visits"][tree_of(engine, second)] == lines[1][2]
@@ -506,7 +508,7 @@ def test_close_drops_the_trees_and_the_service_keeps_its_one_evaluator(
     assert engine.tree is None
     for move in FORCED_MOVES:
         state.play(move)
-    counts = engine.search([state])
+    counts = engine.search([state]).visits
     assert recorder.made == 1  # the evaluator is the inference service's, made once
     assert seen[1]["visits"][tree_of(engine, state)] == 1  # and a fresh tree
     assert counts.sum() == 100
@@ -548,15 +550,15 @@ def test_the_constructor_refuses_bad_config_values_naming_the_key(key: str, valu
 )
 def test_the_constructor_accepts_values_at_the_edges_of_their_ranges(key: str, value: object) -> None:
     engine = make_engine(**{"num_simulations": 1, key: value})
-    assert engine.search([GAME.new_state()]).sum() == 1
+    assert engine.search([GAME.new_state()]).visits.sum() == 1
 
 
 def test_the_same_seed_gives_the_same_noised_search() -> None:
     root = position([(4, 4)], [])
     runs = [
-        make_engine(evaluator_factory=index_evaluator(), seed=s, num_simulations=100).search(
-            [root], add_noise=True
-        )
+        make_engine(evaluator_factory=index_evaluator(), seed=s, num_simulations=100)
+        .search([root], SearchRequest(add_noise=True))
+        .visits
         for s in (3, 3, 4)
     ]
     np.testing.assert_array_equal(runs[0], runs[1])

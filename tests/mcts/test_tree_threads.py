@@ -12,6 +12,7 @@ import numba
 import numpy as np
 import pytest
 
+from framework.contracts import SearchRequest
 from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.mcts.config import SequentialConfig
 from framework_plugins.mcts.engines import local_search
@@ -62,8 +63,9 @@ def played(n: int, moves: int, threads: int, groups: int | None, **cfg: Any) -> 
     states, out = roots(n), []
     try:
         for _ in range(moves):
-            counts = eng.search(states, add_noise=True)
-            out.append((counts, eng.root_values.copy(), eng.policy_targets.copy()))
+            found = eng.search(states, SearchRequest(add_noise=True))
+            counts = found.visits
+            out.append((counts, found.values.copy(), found.policy_targets.copy()))
             for i, state in enumerate(states):
                 state.play(int(counts[i].argmax()))
     finally:
@@ -95,7 +97,7 @@ def test_a_network_gives_the_same_visits_on_one_thread_and_on_several() -> None:
     for threads in (1, 2):
         eng = engine(lambda: evaluator_for(net, "cpu", "torch"), threads=threads, num_simulations=50)
         try:
-            visits.append(eng.search(roots(12), add_noise=True))
+            visits.append(eng.search(roots(12), SearchRequest(add_noise=True)).visits)
             assert eng.perf_metrics()["perf/tree_threads"] == usable_threads(threads)
         finally:
             eng.close()
@@ -126,7 +128,7 @@ def test_the_network_evaluates_one_group_while_this_thread_walks_another() -> No
     eng = engine(lambda: evaluator, groups=2, num_simulations=12)
     eng.debug_hook = lambda search, tree: walked.set()
     try:
-        counts = eng.search(roots(8))
+        counts = eng.search(roots(8)).visits
     finally:
         eng.close()
     np.testing.assert_array_equal(counts.sum(1), 12)
@@ -164,7 +166,7 @@ def test_a_failing_network_leaves_nothing_pending_and_the_search_goes_on(threads
         assert eng.tree is not None
         assert (eng.tree.pending_visits == 0).all()
         assert eng.clamped == 0
-        counts = eng.search(roots(12))
+        counts = eng.search(roots(12)).visits
         np.testing.assert_array_equal(counts.sum(1), 40)
         assert (eng.tree.pending_visits == 0).all() and eng.clamped == 0
     finally:
@@ -190,7 +192,7 @@ def test_invariants_hold_at_every_turn_and_an_interruption_leaves_nothing_pendin
             eng.search(roots(16))
         assert eng.tree is not None and (eng.tree.pending_visits == 0).all()
         eng.debug_hook = None
-        np.testing.assert_array_equal(eng.search(roots(16)).sum(1), 30)
+        np.testing.assert_array_equal(eng.search(roots(16)).visits.sum(1), 30)
     finally:
         eng.close()
 
@@ -214,7 +216,7 @@ def test_an_interrupt_from_another_thread_ends_the_search_with_every_root_visite
     stopper = threading.Thread(target=lambda: started.wait(30) and eng.interrupt())
     stopper.start()
     found: list[np.ndarray] = []
-    searching = threading.Thread(target=lambda: found.append(eng.search(roots(n_roots))), daemon=True)
+    searching = threading.Thread(target=lambda: found.append(eng.search(roots(n_roots)).visits), daemon=True)
     try:
         searching.start()
         searching.join(120)

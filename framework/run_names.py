@@ -20,6 +20,7 @@ their own, and runs of one config (a rerun, its other seeds) share it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -30,8 +31,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from framework import registry
 from framework.columns import text_width
 from framework.provenance import flatten
+from framework.values import OPERATIONAL
 
 #: Root keys that say how a run is carried out, measured, tracked or shown, not what it trains:
 #: an override of one is not part of the run's name or of its config hash.
@@ -208,6 +211,28 @@ def config_overrides(overrides: Sequence[str]) -> list[tuple[str, str | None]]:
         elif sep:
             found[key] = value.strip().strip("'\"")
     return sorted(found.items())
+
+
+def named_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
+    """The overrides a name may say: less those of its plugins' keys that say how the run is shown or
+    reached (a schema field with `framework.values.SHOWN` metadata: the fighter's open_browser)."""
+    from framework import config
+
+    shown: set[str] = set()
+    for section, kind in config.PLUGIN_SECTIONS.items():
+        node = cfg.get(section)
+        name = node.get("name") if isinstance(node, DictConfig) else None
+        if not name:
+            continue
+        try:
+            schema = registry.load(kind, str(name)).Config
+        except Exception:  # a plugin that does not load: its run is refused elsewhere
+            continue
+        if dataclasses.is_dataclass(schema):
+            shown |= {
+                f"{section}.{f.name}" for f in dataclasses.fields(schema) if f.metadata.get(OPERATIONAL)
+            }
+    return [o for o in overrides if o.partition("=")[0].lstrip("+~") not in shown]
 
 
 def preset_of(overrides: Sequence[str]) -> DictConfig | None:

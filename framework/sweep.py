@@ -34,7 +34,7 @@ from framework.contracts import SweepSummarySpec, Tracker
 from framework.contracts.tracker import SUMMARY_SPEC_TAG
 from framework.errors import ConfigError
 from framework.provenance import flatten
-from framework.run_names import child_run_name, parent_run_name  # noqa: F401 (a job's name: app.task)
+from framework.run_names import child_run_name, named_overrides, parent_run_name  # noqa: F401 (a job's name: app.task)
 from framework.sweepers import sweeper_plugin
 
 #: Environment variables that hand the sweep's parent run and swept keys to its jobs (in-process or spawned).
@@ -144,7 +144,9 @@ class SweepParentRun(Callback):
         self._tracker = section.plugin(section.cfg)
         overrides = " ".join(task_overrides(config.hydra.overrides.task))
         self._run_id = self._tracker.start_parent(
-            run_name=parent_run_name(config, swept, task_overrides(config.hydra.overrides.task), study),
+            run_name=parent_run_name(
+                config, swept, named_overrides(config, task_overrides(config.hydra.overrides.task)), study
+            ),
             tags={
                 "framework.sweep_dir": str(config.hydra.sweep.dir),
                 "framework.overrides": overrides[:5000],

@@ -121,6 +121,11 @@ def bounds(
 
 #: A field's metadata declaring that it holds a host: `field(default="127.0.0.1", metadata=HOST)`.
 HOST: Mapping[str, Any] = {CHECK: Host()}
+#: A schema field's metadata (alone or merged into another's) for a key that says how a run is shown
+#: or reached (a page's port, whether a browser opens), not what it trains: like the root's
+#: tracking or progress keys, an override of it is not part of the run's name (framework.run_names).
+OPERATIONAL = "framework.operational"
+SHOWN: Mapping[str, Any] = {OPERATIONAL: True}
 
 
 def declared(f: Field[Any]) -> Bounds | Host | None:

@@ -91,6 +91,17 @@ def test_differently_configured_runs_are_named_for_the_overrides_that_change_wha
     assert len({_shown(name, NAME_PX) for name in budget}) == 2, budget  # apart in MLflow's column
 
 
+def test_how_a_plugin_shows_or_serves_the_run_is_not_named() -> None:
+    """A plugin key marked SHOWN (the fighter's page: whether a browser opens, its port) is no part of
+    what the run trains, as the root's tracking and progress keys are not."""
+    from framework.run_names import named_overrides
+
+    overrides = ["env=fighter", "agent=ppo", "env.open_browser=false", "env.port=8080", "env.n_envs=4"]
+    cfg = _config(*overrides)
+    assert named_overrides(cfg, overrides) == ["env=fighter", "agent=ppo", "env.n_envs=4"]
+    assert run_name(cfg, "fighter", named_overrides(cfg, overrides)) == "sb3-ppo-s0 envs=4 fighter"
+
+
 def test_an_override_that_sets_the_presets_own_value_is_not_named() -> None:
     """rl-zoo3's PPO for CartPole trains 20 epochs on 8 envs: `n_epochs=20` changes nothing."""
     overrides = ("agent=ppo", f"{EPOCHS}=20", "env.n_envs=4")

@@ -4,7 +4,7 @@
 from dataclasses import dataclass, field
 from typing import List
 
-from framework.values import HOST, bounds
+from framework.values import HOST, SHOWN, bounds
 
 TRANSPORTS = ("inprocess", "python", "browser")
 SIGNALING = ("builtin", "peerjs")
@@ -20,27 +20,27 @@ class FighterConfig:
     transport: str = "browser"
     """Where the game runs: browser (the JavaScript game page over WebRTC), python (the twin behind
     an aiortc peer: WebRTC without a browser) or inprocess (the Python twin, no network)."""
-    headless: bool = False
+    headless: bool = field(default=False, metadata=SHOWN)
     """browser transport: false prints the page's URL and opens your browser (evaluation then plays
     on the in-process twin, so only one page is yours to watch); true launches a headless Chromium."""
-    pin_chromium: bool = True
+    pin_chromium: bool = field(default=True, metadata=SHOWN)
     """browser transport, headless=true: run Chromium on one CPU (of those the trainer may use, the
     highest-numbered; each further Chromium of the run on another where there is one). A message
     crosses several of Chromium's threads each way, cheaply on one CPU: one arena steps ~1.2x
     faster on 2 cores. false: Chromium runs on every CPU."""
-    open_browser: bool = True
+    open_browser: bool = field(default=True, metadata=SHOWN)
     """browser transport, headless=false: open the page in your browser (false: only print its
     address, e.g. to open it on another screen; it is printed either way)."""
-    host: str = field(default="127.0.0.1", metadata=HOST)
+    host: str = field(default="127.0.0.1", metadata={**HOST, **SHOWN})
     """Address the game page and its signaling endpoint are served on."""
-    port: int = field(default=0, metadata=bounds(ge=0, le=65535))
+    port: int = field(default=0, metadata={**bounds(ge=0, le=65535), **SHOWN})
     """Port of the first training env's page (0: any free port); others take free ports."""
     signaling: str = "builtin"
     """How the game client reaches the trainer: builtin (the page server's offer/answer endpoint) or
     peerjs (through the PeerJS server at peerjs_url, with PeerJS ids, as PeerJS pages do)."""
-    peerjs_url: str = "http://127.0.0.1:9000/"
+    peerjs_url: str = field(default="http://127.0.0.1:9000/", metadata=SHOWN)
     """signaling=peerjs: the PeerJS server (`npx peer --port 9000`), http://HOST:PORT/PATH."""
-    peerjs_key: str = "peerjs"
+    peerjs_key: str = field(default="peerjs", metadata=SHOWN)
     """signaling=peerjs: the PeerJS server's --key."""
     connect_timeout_s: float = field(default=120.0, metadata=bounds(gt=0))
     """Longest wait for the game client to connect, and for your page to come back after it was

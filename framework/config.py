@@ -7,7 +7,9 @@ each plugin's in its `Config`. A conf package registers the schemas its YAML fil
 """
 
 # Optional[...] rather than `X | None`: OmegaConf 2.3 cannot read PEP 604 unions.
+import dataclasses
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, make_dataclass
 from typing import Any, Optional
 
@@ -17,7 +19,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from framework import contracts, registry
 from framework.errors import ConfigError, check_choice, did_you_mean, not_an_integer
-from framework.values import HOST, bounds, check_values, resolved
+from framework.values import HOST, OPERATIONAL, bounds, check_values, resolved
 
 __all__ = [
     "HOST",
@@ -217,3 +219,42 @@ def typed(node: DictConfig, schema: type, section: str, name: str) -> Any:
     typed_cfg = OmegaConf.to_object(merged)
     check_values(schema, typed_cfg, f"{section}.")
     return typed_cfg
+
+
+#: What a key absent from a config is read as.
+_ABSENT = object()
+
+
+def named_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
+    """The overrides a name may say: less those of its plugins' keys that say how the run is shown or
+    reached (a schema field with `framework.values.SHOWN` metadata: the fighter's open_browser)."""
+    shown: set[str] = set()
+    for section, kind in PLUGIN_SECTIONS.items():
+        node = cfg.get(section)
+        name = node.get("name") if isinstance(node, DictConfig) else None
+        if not name:
+            continue
+        try:
+            schema = registry.load(kind, str(name)).Config
+        except Exception:  # a plugin that does not load: its run is refused elsewhere
+            continue
+        if dataclasses.is_dataclass(schema):
+            shown |= {
+                f"{section}.{f.name}" for f in dataclasses.fields(schema) if f.metadata.get(OPERATIONAL)
+            }
+    return [o for o in overrides if o.partition("=")[0].lstrip("+~") not in shown]
+
+
+def same_in(preset: DictConfig | None, cfg: DictConfig, key: str) -> bool:
+    """Whether `key` has the same value in `preset` as in `cfg` (a key one of them lacks does not)."""
+    if preset is None:
+        return False
+    try:
+        before, after = (_plain(OmegaConf.select(c, key, default=_ABSENT)) for c in (preset, cfg))
+    except Exception:  # an interpolation one of them cannot resolve
+        return False
+    return before is not _ABSENT and before == after
+
+
+def _plain(value: Any) -> Any:
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value

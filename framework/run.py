@@ -308,7 +308,7 @@ def _run_name(
     own values of the swept keys (`given`), what it shares with its siblings; a name given from code
     stays as given."""
     cfg = plan.cfg
-    overrides = run_names.named_overrides(cfg, overrides)
+    overrides = config.named_overrides(cfg, overrides)
     if plan.resume is not None:
         if plan.resume.run_id:
             with contextlib.suppress(LookupError):

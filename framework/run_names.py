@@ -20,7 +20,6 @@ their own, and runs of one config (a rerun, its other seeds) share it.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
@@ -31,10 +30,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from framework import registry
 from framework.columns import text_width
+from framework.config import same_in
 from framework.provenance import flatten
-from framework.values import OPERATIONAL
 
 #: Root keys that say how a run is carried out, measured, tracked or shown, not what it trains:
 #: an override of one is not part of the run's name or of its config hash.
@@ -63,8 +61,6 @@ MOST_CHARS = 100
 NAME_PX = 122 * 0.95
 CHILD_NAME_PX = 98 * 0.95
 CHILD_VALUES_PX = CHILD_NAME_PX - 12
-#: What a key absent from a config is read as.
-_ABSENT = object()
 #: A swept value as wide as most (`1e-4` and `10` around it), for choosing a sweep's labels.
 TYPICAL_VALUE = "100"
 #: A value an Optuna study draws, as a name shows it (3 significant digits).
@@ -213,28 +209,6 @@ def config_overrides(overrides: Sequence[str]) -> list[tuple[str, str | None]]:
     return sorted(found.items())
 
 
-def named_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
-    """The overrides a name may say: less those of its plugins' keys that say how the run is shown or
-    reached (a schema field with `framework.values.SHOWN` metadata: the fighter's open_browser)."""
-    from framework import config
-
-    shown: set[str] = set()
-    for section, kind in config.PLUGIN_SECTIONS.items():
-        node = cfg.get(section)
-        name = node.get("name") if isinstance(node, DictConfig) else None
-        if not name:
-            continue
-        try:
-            schema = registry.load(kind, str(name)).Config
-        except Exception:  # a plugin that does not load: its run is refused elsewhere
-            continue
-        if dataclasses.is_dataclass(schema):
-            shown |= {
-                f"{section}.{f.name}" for f in dataclasses.fields(schema) if f.metadata.get(OPERATIONAL)
-            }
-    return [o for o in overrides if o.partition("=")[0].lstrip("+~") not in shown]
-
-
 def preset_of(overrides: Sequence[str]) -> DictConfig | None:
     """The config the command line composes without the values it sets (`config_overrides`), its
     groups kept, as Hydra composes a sweep's job: the preset they change. None where it sets no
@@ -250,21 +224,6 @@ def preset_of(overrides: Sequence[str]) -> DictConfig | None:
         return GlobalHydra.instance().config_loader().load_sweep_config(HydraConfig.instance().cfg, kept)  # type: ignore[arg-type]
     except Exception:  # every override is named then
         return None
-
-
-def same_in(preset: DictConfig | None, cfg: DictConfig, key: str) -> bool:
-    """Whether `key` has the same value in `preset` as in `cfg` (a key one of them lacks does not)."""
-    if preset is None:
-        return False
-    try:
-        before, after = (_plain(OmegaConf.select(c, key, default=_ABSENT)) for c in (preset, cfg))
-    except Exception:  # an interpolation one of them cannot resolve
-        return False
-    return before is not _ABSENT and before == after
-
-
-def _plain(value: Any) -> Any:
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
 def config_hash(cfg: DictConfig) -> str:

@@ -30,11 +30,12 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from framework import config
 from framework.columns import refuse
+from framework.config import named_overrides
 from framework.contracts import SweepSummarySpec, Tracker
 from framework.contracts.tracker import SUMMARY_SPEC_TAG
 from framework.errors import ConfigError
 from framework.provenance import flatten
-from framework.run_names import child_run_name, named_overrides, parent_run_name  # noqa: F401 (a job's name: app.task)
+from framework.run_names import child_run_name, parent_run_name  # noqa: F401 (a job's name: app.task)
 from framework.sweepers import sweeper_plugin
 
 #: Environment variables that hand the sweep's parent run and swept keys to its jobs (in-process or spawned).

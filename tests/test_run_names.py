@@ -94,7 +94,7 @@ def test_differently_configured_runs_are_named_for_the_overrides_that_change_wha
 def test_how_a_plugin_shows_or_serves_the_run_is_not_named() -> None:
     """A plugin key marked SHOWN (the fighter's page: whether a browser opens, its port) is no part of
     what the run trains, as the root's tracking and progress keys are not."""
-    from framework.run_names import named_overrides
+    from framework.config import named_overrides
 
     overrides = ["env=fighter", "agent=ppo", "env.open_browser=false", "env.port=8080", "env.n_envs=4"]
     cfg = _config(*overrides)

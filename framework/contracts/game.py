@@ -20,6 +20,8 @@ class BoardState(Protocol):
     """+1 or -1: whose move it is."""
     moves: Sequence[int]
     """The actions played so far, in order (a search engine matches a new root to its last tree by them)."""
+    done: bool
+    """Whether the game has ended (a finished game is no root to search)."""
 
 
 class Evaluator(Protocol):
@@ -64,6 +66,12 @@ class BoardGame(Protocol):
 
     @property
     def name(self) -> str: ...
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        """The rules' settings, as a checkpoint records them (a network trained on one game does not
+        resume on another): JSON values."""
+        ...
+
     @property
     def n_actions(self) -> int: ...
     @property

@@ -233,11 +233,7 @@ class AlphaZeroAgent:
     # -- the steps ---------------------------------------------------------------------------------
 
     def _setup(self, game: Any, ctx: RunContext) -> None:
-        spec = {
-            "board_size": game.board_shape[0],
-            "n_in_row": getattr(game, "n_in_row", 0),
-            "rule": getattr(game, "rule", ""),
-        }
+        spec = dict(game.spec)
         if self.game_spec and self.game_spec != spec:
             raise ConfigError(
                 f"the checkpoint was trained on {self.game_spec}, and this run's game is {spec}"

@@ -8,6 +8,7 @@ protocols). Black moves first. A move is checked for a win through that move onl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +56,10 @@ class Gomoku:
     def name(self) -> str:
         exact = ", exactly" if self.rule == "exact" else ""
         return f"gomoku {self.board_size}x{self.board_size}{exact} {self.n_in_row} in a row"
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return {"board_size": self.board_size, "n_in_row": self.n_in_row, "rule": self.rule}
 
     @property
     def n_actions(self) -> int:

@@ -185,7 +185,7 @@ class PuctSearch:
             return empty, np.zeros(0, dtype=np.float32), empty.copy(), np.zeros(0, dtype=np.int64), 0
         histories = [tuple(map(int, root.moves)) for root in roots]
         for i, (root, moves) in enumerate(zip(roots, histories, strict=True)):
-            if len(moves) >= self.game.n_actions or getattr(root, "done", False):
+            if len(moves) >= self.game.n_actions or root.done:
                 raise ValueError(f"search: root {i} is a finished game ({len(moves)} moves)")
         version = self.evaluation.begin()
         tree = self._tree_for(len(roots), int(targets.max()))

@@ -89,15 +89,21 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
+#: A job's own environment in a launcher's job line (`#3 : lr=0.01 ++hydra.job.env_set.X='{...}'`):
+#: a sweeper's plumbing (an Optuna trial's storage and number), left to the log file.
+_ENV_SET = re.compile(r" ?\+{0,2}hydra\.job\.env_set\.\w+=(?:'(?:[^'\\]|\\.)*'|\S+)")
+
+
 class LogFormatter(logging.Formatter):
     """The console's log lines (conf/config.yaml's `hydra.job_logging`, `hydra.hydra_logging`):
     each record that does not fit WIDTH wrapped like every other line, the lines after its first
     indented (one long only by a path stays whole, to be copied); a traceback it carries as it is."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
+        message = _ENV_SET.sub("", super().formatMessage(record))
         return "\n".join(
             line
-            for paragraph in super().formatMessage(record).splitlines()
+            for paragraph in message.splitlines()
             for line in ([paragraph] if fits(paragraph) else wrap(paragraph, WIDTH, indent="  "))
         )
 

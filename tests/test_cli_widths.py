@@ -218,3 +218,18 @@ def test_wrapping_keeps_a_command_and_an_address_whole() -> None:
     lines = wrap(f"[21:06:20][WARNING] {path} holds a checkpoint of run {'f' * 32}: " + "y " * 30, 100)
     assert lines[0].startswith(f"[21:06:20][WARNING] {path} holds a checkpoint"), lines
     assert len(lines) == 2 and not too_wide("\n".join(lines)), lines
+
+
+def test_a_launchers_job_line_leaves_a_sweepers_environment_to_the_log_file() -> None:
+    """An Optuna trial's job line carries its trial in `hydra.job.env_set` (a JSON object with the
+    study's storage, 240 columns): the console shows the job's own values, the log file all."""
+    from framework.columns import LogFormatter
+
+    trial = """'{"sweeper":"optuna","number":3,"study":"it\\'s","storage":"sqlite:////tmp/optuna.db"}'"""
+    message = (
+        f"\t#3 : agent.hyperparams.learning_rate=0.0025 ++hydra.job.env_set.FRAMEWORK_TRIAL={trial} seed=0"
+    )
+    record = logging.LogRecord("hydra", logging.INFO, __file__, 1, message, None, None)
+    assert (
+        LogFormatter("%(message)s").format(record) == "\t#3 : agent.hyperparams.learning_rate=0.0025 seed=0"
+    )

@@ -64,7 +64,14 @@ class FighterVectorEnv(gym.vector.VectorEnv):
         if seed is not None:
             seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
             self._rngs = [seeding.np_random(s)[0] for s in seeds]
-        self.packed = self.transport.reset([self._game_seed(i) for i in range(self.num_envs)], self.opponent)
+        seeds = [self._game_seed(i) for i in range(self.num_envs)]
+        try:
+            self.packed = self.transport.reset(seeds, self.opponent)
+        except PeerGone:  # a page took over (or was reloaded) before the first step
+            if self.reconnect_timeout_s <= 0:
+                raise
+            self.transport.reconnect(self.reconnect_timeout_s)
+            self.packed = self.transport.reset(seeds, self.opponent)
         self._totals[:] = 0
         return self.observe(self.packed), {}
 
@@ -89,7 +96,19 @@ class FighterVectorEnv(gym.vector.VectorEnv):
             infos["final_obs"] = final_obs
             infos["_final_obs"] = terminated.copy()
             seeds = [self._game_seed(i) for i in finished]
-            self.packed = self.transport.reset(seeds, self.opponent, arenas=finished)
+            try:
+                self.packed = self.transport.reset(seeds, self.opponent, arenas=finished)
+            except PeerGone:  # lost as the ended rounds restart: every round starts anew
+                if self.reconnect_timeout_s <= 0:
+                    raise
+                self.transport.reconnect(self.reconnect_timeout_s)
+                truncated = ~terminated
+                for i in np.flatnonzero(truncated):
+                    final_obs[i] = obs[i].copy()
+                infos["_final_obs"] = np.ones(n, dtype=bool)
+                infos["reconnected"] = np.ones(n, dtype=bool)
+                obs, _ = self.reset()
+                return obs, rewards, terminated, truncated, infos
             self._totals[finished] = 0
             obs[finished] = self.observe(self.packed[finished])
         return obs, rewards, terminated, np.zeros(n, dtype=bool), infos

@@ -499,3 +499,19 @@ def test_an_evaluation_is_shown_on_the_training_page_until_training_steps_again(
         assert status["phase"] == "training" and status["steps"] == 4
     finally:
         venv.close()
+
+
+def test_a_takeover_before_the_first_step_of_the_arenas_lets_training_start_with_the_new_client(
+    transport: WebRTCTransport,
+) -> None:
+    """The page opened by hand before the trainer's own client (env.headless=true): it takes over
+    before the vector env's first reset, which goes on with it rather than failing the run."""
+    from framework_plugins.fighter.vector import FighterVectorEnv
+
+    Rogue(transport, honest())
+    wait_for(lambda: transport.connection.takeovers == 1, 20, "the takeover")
+    env = FighterVectorEnv(4, transport=transport, opponent="aggressive", reconnect_timeout_s=30)
+    obs, _ = env.reset(seed=0)  # the first request meets the takeover: reconnected, then reset
+    assert obs.shape[0] == 4
+    for _ in range(5):
+        assert not env.step(np.zeros(4, dtype=int))[3].any()

@@ -231,9 +231,7 @@ def _parallel(axes: Axes, objective: str, study: optuna.Study) -> Figure:
     columns = len(axes.get_xticks())
     figure.set_size_inches(max(6.4, COLUMN_WIDTH_IN * columns + 1.5), HEIGHT_IN)
     axes.set_title(_title("parallel_coordinate", objective, study), y=1.03)
-    import numpy as np
     from matplotlib.collections import LineCollection
-    from matplotlib.colors import ListedColormap
     from matplotlib.ticker import MaxNLocator
     from optuna.distributions import IntDistribution
 
@@ -242,12 +240,7 @@ def _parallel(axes: Axes, objective: str, study: optuna.Study) -> Figure:
     axes.set_xticks(axes.get_xticks(), ticks, rotation=0, horizontalalignment="center")
     for lines in axes.collections:
         if isinstance(lines, LineCollection) and lines.get_array() is not None:
-            # Optuna's Blues (Blues_r minimising) has a near-white end, where the worst trial's line
-            # vanishes on the white ground: that end's first 40 % left out.
-            blues = lines.get_cmap()
-            light_first = sum(blues(0.0)[:3]) > sum(blues(1.0)[:3])
-            span = np.linspace(0.4, 1.0, 256) if light_first else np.linspace(0.0, 0.6, 256)
-            lines.set_cmap(ListedColormap(blues(span), name=f"{blues.name}_shown"))
+            _without_white(lines)  # the worst trial's line would vanish on the white ground
     integers = {
         name
         for t in study.get_trials(deepcopy=False)
@@ -265,7 +258,32 @@ def _parallel(axes: Axes, objective: str, study: optuna.Study) -> Figure:
         # A column's tick labels lie on the lines that cross it: on a light ground, they stay legible.
         for label in twin.get_yticklabels():
             label.set_bbox({"facecolor": "white", "alpha": 0.75, "edgecolor": "none", "pad": 1})
+    for ax in [axes, *twins]:  # the best and the worst trial's lines drawn whole, off the frame
+        _with_margin(ax, 0.04)
     return figure
+
+
+def _without_white(collection: Any) -> None:
+    """A collection coloured by Optuna's Blues (Blues_r minimising), less that map's near-white end
+    (its first 40 %): the points and lines it colours show on a white or grey ground."""
+    import numpy as np
+    from matplotlib.colors import ListedColormap
+
+    blues = collection.get_cmap()
+    light_first = sum(blues(0.0)[:3]) > sum(blues(1.0)[:3])
+    span = np.linspace(0.4, 1.0, 256) if light_first else np.linspace(0.0, 0.6, 256)
+    collection.set_cmap(ListedColormap(blues(span), name=f"{blues.name}_shown"))
+
+
+def _with_margin(ax: Axes, fraction: float) -> None:
+    """`ax`'s y range grown by `fraction` at each end (in log space on a log axis), so that every
+    axis of a parallel-coordinate plot keeps its place against the others."""
+    low, high = ax.get_ylim()
+    if ax.get_yscale() == "log":
+        a, b = math.log10(low), math.log10(high)
+        ax.set_ylim(10 ** (a - fraction * (b - a)), 10 ** (b + fraction * (b - a)))
+    else:
+        ax.set_ylim(low - fraction * (high - low), high + fraction * (high - low))
 
 
 def _slice(axes: Axes | Any, objective: str, study: optuna.Study) -> Figure:
@@ -291,6 +309,8 @@ def _slice(axes: Axes | Any, objective: str, study: optuna.Study) -> Figure:
         elif isinstance(ax.xaxis.get_units(), UnitData):  # categories: Optuna writes each as repr()
             ax.set_xticks(ax.get_xticks(), [t.get_text().strip("'") for t in ax.get_xticklabels()])
         for collection in ax.collections:
+            if collection.get_array() is not None:
+                _without_white(collection)  # trial 0's point would be white on the grey ground
             if collection.colorbar is not None:  # colour is the trial's number: whole numbers
                 collection.colorbar.locator = MaxNLocator(integer=True, min_n_ticks=1)
                 collection.colorbar.update_ticks()

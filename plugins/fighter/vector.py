@@ -103,8 +103,8 @@ class FighterVectorEnv(gym.vector.VectorEnv):
                     raise
                 self.transport.reconnect(self.reconnect_timeout_s)
                 truncated = ~terminated
-                for i in np.flatnonzero(truncated):
-                    final_obs[i] = obs[i].copy()
+                for arena in np.flatnonzero(truncated).tolist():
+                    final_obs[arena] = obs[arena].copy()
                 infos["_final_obs"] = np.ones(n, dtype=bool)
                 infos["reconnected"] = np.ones(n, dtype=bool)
                 obs, _ = self.reset()

@@ -15,6 +15,7 @@ from typing import Any
 
 from framework.columns import WIDTH, refuse, wrap
 from framework.commands import Parser
+from framework.run_names import NOT_CONFIG
 
 from . import local_views, report, seed_summary, summary_page
 from .seed_summary import SEED
@@ -25,10 +26,10 @@ from .sweep_summary import TABLE_CSV, TABLE_HTML
 PAGE, TABLE = "compare.html", "compare.csv"
 #: Runs of an experiment `compare` reads.
 MOST_RUNS = 5_000
-#: Params that say how a run was run, not what was run: never what sets configurations apart.
+#: Params that say how a run was run, measured or shown, not what was run: never what sets
+#: configurations apart (the keys a run's name leaves out, and the agents' logging).
 BOOKKEEPING = re.compile(
-    r"^(seed|resume|progress|device|threads|log_every_s|objective\.also|tracking\..*|checkpoint\..*"
-    r"|ray\..*|eval\.video.*|agent\.log_every_steps|agent\.save_buffer)$"
+    rf"^(seed|(?:{'|'.join(NOT_CONFIG)})(?:\..*)?|agent\.log_every_steps|agent\.save_buffer)$"
 )
 #: The settings a configuration's label names first.
 FIRST = ("env.name", "agent.name", "agent.algo")

@@ -41,6 +41,8 @@ def plot(
         if len(c.steps) > 1:
             ax.plot(c.steps, c.value, color=colour, label=_legend_label(config))
             ax.fill_between(c.steps, c.low, c.high, color=colour, alpha=0.2, linewidth=0)
+        elif len(c.steps) and config.n < 2:  # one evaluation of one run: a point, no interval
+            ax.plot(c.steps, c.value, "o", color=colour, label=_legend_label(config))
         elif len(c.steps):  # one evaluation each: a point and its interval, which a line would hide
             ax.errorbar(
                 c.steps, c.value, yerr=[c.value - c.low, c.high - c.value], fmt="o", color=colour,
@@ -51,7 +53,7 @@ def plot(
     ax.set_ylabel(f"{objective} (IQM over seeds)")
     ax.set_title(f"{objective}: IQM over seeds, 95 % interval shaded")
     ax.grid(alpha=0.3)
-    _legend(ax, len(found))
+    _legend(ax)
     paths.append(save(fig, folder / CURVES_PNG))
 
     every = np.concatenate([np.asarray(c.scores) for c in found])
@@ -69,7 +71,7 @@ def plot(
     ax.set_title("Performance profile over seeds (95 % band)")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
-    _legend(ax, len(found))
+    _legend(ax)
     paths.append(save(fig, folder / PROFILE_PNG))
 
     if len(found) > 1:
@@ -89,7 +91,7 @@ def plot(
         ax.invert_yaxis()
         ax.set_xlim(-0.04, 1.04)  # a point at 0 or 1 drawn whole
         ax.set_xlabel(f"P(a run of it beats a run of the other) on {objective}")
-        best = _short_label(leader(found).label, 50)
+        best = _short_label(leader(found).label, 34)
         ax.set_title(
             "Probability of improving on the best other configuration (95 % interval)\n"
             f"the other: the leader, {best}; for the leader, the next best",
@@ -100,12 +102,9 @@ def plot(
     return paths
 
 
-def _legend(ax: object, entries: int) -> None:
-    """Inside the plot for a few configurations; beside it for more, where it hides no curve."""
-    if entries <= 3:
-        ax.legend(fontsize=8, loc="best")  # type: ignore[attr-defined]
-    else:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # type: ignore[attr-defined]
+def _legend(ax: object) -> None:
+    """Beside the plot, where it hides no curve and no band."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # type: ignore[attr-defined]
 
 
 def save(fig: object, path: Path) -> Path:

@@ -244,10 +244,12 @@ def verdict(found: Sequence[Configuration], objective: str) -> str:
         )
     left_out = ""
     if lone:
-        has, stands = ("has", "stands") if lone == 1 else ("have", "stand")
         alone = [c.label for c in found if c.n < 2]
         named = ", ".join(alone[:3]) + (", …" if len(alone) > 3 else "")
-        left_out = f"; {lone} with one run ({named}) {has} no interval and {stands} out of it"
+        left_out = (
+            f"; {named} {'has a single run' if lone == 1 else 'have a single run each'}, so no interval, "
+            f"and {'is' if lone == 1 else 'are'} left out of the comparison"
+        )
     if len(spread) < 2:
         return (
             f"No configuration is best: {len(spread) or 'none'} of the {len(found)} ran over seeds, "
@@ -277,7 +279,7 @@ def section(found: Sequence[Configuration], objective: str, links: Mapping[str, 
     for config in found:
         chance = config.improvement
         improve = (
-            "" if chance is None else f"{_cell(chance.value)} [{_cell(chance.low)}, {_cell(chance.high)}]"
+            "" if chance is None else f"{_shown(chance.value)} [{_shown(chance.low)}, {_shown(chance.high)}]"
         )
         runs = " ".join(
             summary_page.run_link(address, links[r.run_id], r.params.get(SEED) or r.name)
@@ -289,8 +291,8 @@ def section(found: Sequence[Configuration], objective: str, links: Mapping[str, 
         body.append(
             f"<tr{' class=best' if config is best else ''}><td>{name}</td><td>{runs}</td>"
             f"<td class=n>{config.n}</td>"
-            f"<td class=n>{_cell(config.iqm.value)} {_interval(config)}</td>"
-            f"<td class=n>{_cell(config.mean)}</td><td class=n>{_cell(config.median)}</td>"
+            f"<td class=n>{_shown(config.iqm.value)} {_interval(config)}</td>"
+            f"<td class=n>{_shown(config.mean)}</td><td class=n>{_shown(config.median)}</td>"
             f"<td class=n>{improve}</td></tr>"
         )
     head = "".join(
@@ -334,7 +336,7 @@ def markdown(found: Sequence[Configuration], objective: str, links: Mapping[str,
         mark = "★ " if config is best else ""
         label = config.label.replace("|", "\\|")
         lines.append(
-            f"| {mark}{label} | {config.n} | {_cell(config.iqm.value)} {_interval(config)} "
+            f"| {mark}{label} | {config.n} | {_shown(config.iqm.value)} {_interval(config)} "
             f"| {improve} | {runs} |"
         )
     plots = [CURVES_PNG, PROFILE_PNG, *([IMPROVEMENT_PNG] if len(found) > 1 else [])]
@@ -346,7 +348,12 @@ def _interval(config: Configuration) -> str:
     """`[low, high]`, or what stands in its place for a single run."""
     if config.n < 2:
         return "(one run: no interval)"
-    return f"[{_cell(config.iqm.low)}, {_cell(config.iqm.high)}]"
+    return f"[{_shown(config.iqm.low)}, {_shown(config.iqm.high)}]"
+
+
+def _shown(v: float) -> str:
+    """A figure as the page and the description show it: 4 significant digits (the CSV keeps 6)."""
+    return f"{v:.4g}"
 
 
 def _cell(v: float) -> str:

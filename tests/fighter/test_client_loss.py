@@ -8,18 +8,13 @@ import json
 import logging
 import os
 import re
-import shutil
 import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,7 +27,6 @@ from framework_plugins.fighter.env import FightingEnv
 from framework_plugins.fighter.protocol import GAME_WIRE_LENGTH, MAX_MESSAGE_BYTES, decode, encode, pack_game
 from framework_plugins.fighter.transports import ClientLost, WebRTCTransport
 from framework_plugins.fighter.webrtc import FLOOD_LIMIT
-from tests.conftest import require_tool
 from tests.fighter.transport_checks import wait_for
 
 pytestmark = pytest.mark.slow
@@ -382,103 +376,6 @@ def test_hostile_replies_get_the_client_dropped_and_training_goes_on(
 
 
 # -- a run stopped by SIGTERM --------------------------------------------------------------------
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live process under `pid` (from /proc: a session of its own does not hide a child)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def mentions(pid: int, path: Path) -> bool:
-    try:
-        return str(path).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-@pytest.mark.parametrize(
-    "stop", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["ctrl-c", "sigterm", "sigkill"]
-)
-@pytest.mark.parametrize(
-    "transport_args",
-    [["env.transport=python"], ["env.transport=browser", "env.headless=true"]],
-    ids=["python", "headless"],
-)
-def test_a_stopped_or_killed_run_leaves_no_client_or_temporary_directory(
-    tmp_path: Path, transport_args: list[str], stop: signal.Signals
-) -> None:
-    """Ctrl-C (the run stops after its step) and SIGTERM (at once): the run ends KILLED and cleans
-    up; SIGKILL (as a crash): the clients notice that
-    their trainer is gone (the Python peer, Chromium's guard: their standard input closes) and end,
-    taking their temporary files with them."""
-    if "env.headless=true" in transport_args:
-        require_tool("chromium")
-    tmp = Path(tempfile.mkdtemp(prefix="fw-", dir="/tmp"))  # short: Chromium's socket paths are limited
-    process = subprocess.Popen(
-        [sys.executable, "-m", "framework", "env=fighter", *transport_args, "env.n_envs=1", "agent=ppo",
-         "total_steps=1000000", "eval.every_steps=0", "tracking=none"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)},
-        start_new_session=True,  # a terminal of its own: Ctrl-C reaches its whole process group
-    )  # fmt: skip
-    assert process.stdout is not None
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)  # type: ignore[arg-type]
-    reader.start()
-    try:
-        wait_for(lambda: any("run started" in line for line in lines), 120, "the run's start")
-        wait_for(lambda: len(descendants(process.pid)) > 0, 60, "the game client's start")
-        time.sleep(3)  # training
-        children = descendants(process.pid)
-        if stop == signal.SIGINT:
-            os.killpg(process.pid, stop)  # as a terminal sends Ctrl-C
-        else:
-            process.send_signal(stop)
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    reader.join(timeout=10)
-    output = "".join(lines)
-    if stop != signal.SIGKILL:
-        assert "KILLED" in output and process.returncode == 130, output[-3000:]
-    else:  # nobody cleaned up in the trainer: its clients do, within seconds
-        wait_for(lambda: not any(alive(pid) for pid in children), 20, "the clients' end")
-        left_files = lambda: [p for p in tmp.iterdir() if not p.name.startswith("torchinductor")]  # noqa: E731
-        wait_for(lambda: not left_files(), 10, "the removal of their temporary files")
-    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in children if alive(pid)}
-    assert children and not left, (left, output[-2000:])
-    # Nor anything that left the process tree on its own (Chromium's crash handlers do), found by
-    # the temporary directory its command line names.
-    strays = [
-        pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if alive(pid) and mentions(pid, tmp)
-    ]
-    assert not strays, [Path(f"/proc/{pid}/cmdline").read_bytes()[:120] for pid in strays]
-    # No profile, nothing of Chromium's or the peer's (torch's compile cache is torch's to keep).
-    assert not [p for p in tmp.iterdir() if not p.name.startswith("torchinductor")]
-    shutil.rmtree(tmp)
-    assert "Traceback" not in output
-    assert "aioice" not in output and "aiortc" not in output  # quiet libraries
 
 
 def test_an_evaluation_is_shown_on_the_training_page_until_training_steps_again() -> None:

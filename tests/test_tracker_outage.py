@@ -201,6 +201,7 @@ def test_a_run_outlives_a_lost_server_and_ends_finished_with_every_point(
         try:
             server.start()
             back_at = time.time()
+            outlived = p.poll() is None  # the run was still going when its server came back
         finally:
             p.send_signal(signal.SIGCONT)
         out.wait_for(lambda line: "answers again" in line, "the notice that the server is back")
@@ -214,7 +215,9 @@ def test_a_run_outlives_a_lost_server_and_ends_finished_with_every_point(
     assert (
         text.count("does not answer") == 1 and text.count("answers again") == 1
     )  # once each, not each retry
-    assert text.index("answers again") < text.index("Run FINISHED at step 12000")  # the run outlived it
+    # The run outlived the outage (its tracking process may say the server is back after the run's
+    # last line: on a quiet machine the steps left run out before its next try).
+    assert outlived and "Run FINISHED at step 12000" in text
     assert "python -m framework sync" not in text  # nothing was left to send
 
     journal = journal_of(text)

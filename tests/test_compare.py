@@ -233,3 +233,13 @@ def test_the_pages_table_shows_a_drawn_value_short_and_keeps_it_whole_in_its_too
 
     assert _shorter("0.004148466620832118") == "0.004148"
     assert (_shorter("0.99"), _shorter("10"), _shorter("adam")) == ("0.99", "10", "adam")
+
+
+def test_a_configurations_label_writes_a_drawn_value_short() -> None:
+    """An Optuna trial's value in a label as a run's name writes it (the CSV and params keep it whole)."""
+    from plugins.trackers import seed_summary
+
+    children = _children({"0.005553612471748995": [1.0, 2.0], "0.0001": [3.0, 4.0]})
+    found = seed_summary.configurations(children, ["agent.lr", "seed"], "max")
+    assert sorted(c.label for c in found) == ["lr=1e-4", "lr=5.55e-3"]
+    assert dict(found[-1].settings)["lr"] == "0.005553612471748995"

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from framework.run_names import short_value
+
 from . import seed_stats as ss
 
 if TYPE_CHECKING:
@@ -114,7 +116,7 @@ def configurations(
         settings = tuple((named.get(k, k), v) for k, v in zip(keys, values, strict=True))
         peers = [other for other in groups if all(other[i] == values[i] for i in lead)]
         shown = [
-            f"{name}={v}"
+            f"{name}={short_value(v)}"
             for i, (name, v) in enumerate(settings)
             if v != "" and (i in lead or len({peer[i] for peer in peers}) > 1)
         ]

@@ -18,7 +18,7 @@ common=(experiment=gomoku_15x15 device=cuda tracking=none progress=log log_every
         eval.every_steps=0 checkpoint.every_steps=1000000)
 declare -A engine=(
     [seq]="search=sequential"
-    [ray]="search=ray_async search.workers=8 search.batch_size=128"
+    [ray]="search=ray_async agent.workers=8 search.batch_size=128"
 )
 for name in $engines; do
     [[ -v "engine[$name]" ]] || { echo "$0: no engine '$name'; choose from: ${!engine[*]}" >&2; exit 2; }

@@ -22,7 +22,7 @@ medians too. Rows:
   after W ms, `--inflight` batches in flight, `--inflight-limit` batches' worth of leaves waiting
   at most; also its batch fill, mean batches in flight and the actor's time per batch;
 - with `--workers N`: self-play in N Ray workers of `--games` games each, sharing the actor(s)
-  (search.workers=N), measured over `--seconds` of the run's RayAsyncRunner, beside the best
+  (agent.workers=N), measured over `--seconds` of the run's RayAsyncRunner, beside the best
   in-process configuration measured again just before the workers start (nothing else running:
   first it waits, `--grace` at most, until the machine's other processes use under half a core,
   as Ray's freshly started idle workers import for seconds). The verdict is against the higher of
@@ -122,11 +122,12 @@ def main() -> None:
         VectorizeRunner,
         vectorize_runner,
     )
+    from framework_plugins.alphazero.workers import RayAsyncRunner, WorkerSettings
     from framework_plugins.gomoku.rules import Gomoku
-    from framework_plugins.mcts import ray_runtime
     from framework_plugins.mcts.config import InferenceConfig, RayAsyncConfig, SequentialConfig
     from framework_plugins.mcts.engines import RayAsyncSearch, local_search
     from framework_plugins.mcts.service import RayInference
+    from framework_plugins.ray_runtime import runtime as ray_runtime
 
     torch.set_num_threads(1)
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
@@ -197,9 +198,11 @@ def main() -> None:
 
     def make_workers(cfg: RayAsyncConfig, inference: RayInference, should_stop: Any) -> Any:
         make = functools.partial(vectorize_runner, game=game, choice=choice, n_games=args.games, noise=True)
-        source = RayAsyncSearch(cfg).self_play(inference, make, game=game, seed=4, should_stop=should_stop)
-        assert source is not None
-        return source
+        settings = WorkerSettings(args.workers, max_restarts=cfg.max_restarts)
+        plugin = RayAsyncSearch(cfg)
+        return RayAsyncRunner(
+            settings, inference, make, plugin=plugin, game=game, seed=4, should_stop=should_stop
+        )
 
     rng = np.random.default_rng(0)
     planes = {b: realistic_planes(game, b, rng, max_moves=game.n_actions // 3 - 1) for b in batches}

@@ -23,7 +23,6 @@ import functools
 import os
 import statistics
 import time
-from typing import Any
 
 GOAL = 0.8
 
@@ -36,11 +35,12 @@ def measure(nodes: int, args: argparse.Namespace, cores: list[int]) -> tuple[flo
 
     from framework_plugins.alphazero.network import PolicyValueNet, evaluator_for
     from framework_plugins.alphazero.selfplay import MoveChoice, vectorize_runner
+    from framework_plugins.alphazero.workers import RayAsyncRunner, WorkerSettings
     from framework_plugins.gomoku.rules import Gomoku
-    from framework_plugins.mcts import ray_runtime
     from framework_plugins.mcts.config import RayAsyncConfig
     from framework_plugins.mcts.engines import RayAsyncSearch
     from framework_plugins.mcts.service import RayInference
+    from framework_plugins.ray_runtime import runtime as ray_runtime
 
     everything = os.sched_getaffinity(0)
     cluster = None
@@ -69,7 +69,6 @@ def measure(nodes: int, args: argparse.Namespace, cores: list[int]) -> tuple[flo
             max_wait_ms=5.0,
             inference_actors=nodes,
             inference_num_gpus=0.0,
-            workers=nodes,
             max_restarts=0,
         )
         deadline = [time.perf_counter() + args.grace]
@@ -78,8 +77,14 @@ def measure(nodes: int, args: argparse.Namespace, cores: list[int]) -> tuple[flo
             make = functools.partial(
                 vectorize_runner, game=game, choice=MoveChoice(1.0, 8), n_games=args.games, noise=True
             )
-            source: Any = RayAsyncSearch(cfg).self_play(
-                inference, make, game=game, seed=0, should_stop=lambda: time.perf_counter() > deadline[0]
+            source = RayAsyncRunner(
+                WorkerSettings(nodes, max_restarts=0),
+                inference,
+                make,
+                plugin=RayAsyncSearch(cfg),
+                game=game,
+                seed=0,
+                should_stop=lambda: time.perf_counter() > deadline[0],
             )
             try:
                 spread = len({w["node_id"] for w in source.placement})

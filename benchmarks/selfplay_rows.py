@@ -106,7 +106,7 @@ def workers_rows(
         baseline.rates.append(best_side.measure(args.steps))
         baseline.ratios(float("nan"), baseline.rates[-1])
     row = Row(f"ray_async, {args.workers} workers x {args.games} games (bs={b} wait={w:g}ms {k})")
-    cfg = async_config(b, w, k, workers=args.workers)
+    cfg = async_config(b, w, k)
     deadline = [time.perf_counter() + args.grace]
     waiting = ["the inference actors to start"]
     source = inference = None

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field, fields, is_dataclass, make_dataclass
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from framework import contracts, registry
-from framework.errors import ConfigError, check_choice, did_you_mean, not_an_integer
+from framework import contracts, errors, registry
+from framework.errors import ConfigError, check_choice, did_you_mean, moved_message, not_an_integer
 from framework.values import HOST, OPERATIONAL, bounds, check_values, resolved
 
 __all__ = [
@@ -153,6 +153,8 @@ def store_schema(section: str, name: str, schema: type) -> None:
     defaults = OmegaConf.to_container(OmegaConf.structured(schema))
     assert isinstance(defaults, dict)
     SCHEMAS[(section, name)] = schema
+    for key, place in (getattr(schema, "MOVED", None) or {}).items():
+        errors.MOVED[f"{section}.{key}"] = place
     # A config outside any group, so that `--help` lists only the groups a user chooses from.
     ConfigStore.instance().store(name=schema_config_name(section, name), node={"name": name, **defaults})
 
@@ -204,6 +206,9 @@ def typed(node: DictConfig, schema: type, section: str, name: str) -> Any:
         key = str(e.full_key or e.key)
         leaf = key.rsplit(".", 1)[-1]
         valid = [f.name for f in fields(schema)]
+        place = moved(schema, leaf)
+        if place is not None:
+            raise ConfigError(moved_message(f"{section}.{key}", place)) from None
         hint = did_you_mean(leaf, valid, prefix=f"{section}.")
         raise ConfigError(
             f"Unknown config key {section}.{key} for {section} plugin {name!r}.{hint} "
@@ -223,6 +228,38 @@ def typed(node: DictConfig, schema: type, section: str, name: str) -> Any:
 
 #: What a key absent from a config is read as.
 _ABSENT = object()
+
+
+def moved(schema: Any, key: str) -> str | None:
+    """Where a key of a plugin's schema lives now (its `MOVED` table: {"workers": "agent.workers"});
+    None for a key that never moved."""
+    table = getattr(schema, "MOVED", None)
+    return table.get(key) if isinstance(table, dict) else None
+
+
+def migrate(saved: DictConfig) -> DictConfig:
+    """A saved run's config (resume=, play RUN) with each key its plugin's schema says has moved
+    (`MOVED`) at its new place: an older run's `search.workers=2` is `agent.workers=2`, unless the
+    new place holds a value already."""
+    for section, kind in PLUGIN_SECTIONS.items():
+        node = saved.get(section)
+        name = node.get("name") if isinstance(node, DictConfig) else None
+        if not name:
+            continue
+        try:
+            table = getattr(registry.load(kind, str(name)).Config, "MOVED", None) or {}
+        except Exception:  # a plugin that does not load: its run is refused elsewhere
+            continue
+        for key, place in table.items():
+            if key not in node:
+                continue
+            value = node[key]
+            with open_dict(node):
+                del node[key]
+            if OmegaConf.select(saved, place) is None:
+                with open_dict(saved):
+                    OmegaConf.update(saved, place, value, force_add=True)
+    return saved
 
 
 def named_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:

@@ -85,6 +85,11 @@ def not_an_integer(key: str, reason: str) -> str | None:
     return f"{key}={found['value']} must be an integer"
 
 
+#: Keys that moved, by their old full name (`search.workers`), to their new (`agent.workers`): what
+#: the plugins' schemas say (a schema's `MOVED` table, gathered as it is registered).
+MOVED: dict[str, str] = {}
+
+
 def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | None:
     """What to print for Hydra's own refusals (composition, overrides); None for anything else.
     `commands`: the command line's sub-commands, offered where a word is neither one nor an override."""
@@ -106,6 +111,9 @@ def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | N
     ):
         parent = cause.parent_node
         keys = [str(k) for k in parent] if isinstance(parent, DictConfig) else []
+        place = MOVED.get(str(cause.full_key))
+        if place is not None:
+            return moved_message(str(cause.full_key), place)
         return _unknown_key(str(cause.full_key), keys)
     if isinstance(cause, OmegaConfBaseException):
         reason = str(cause.msg or cause).strip().splitlines()[0]
@@ -122,6 +130,14 @@ def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | N
             "(python -m framework --help lists the commands and the config groups.)"
         )
     return " ".join(str(error).split())
+
+
+def moved_message(key: str, place: str) -> str:
+    """A key given where it no longer lives: its new place (a saved run's config is moved for it)."""
+    return (
+        f"{key} is {place} now: give {place}=VALUE instead "
+        f"(a run saved with {key} resumes and plays with it as {place})"
+    )
 
 
 def _first_line(error: BaseException) -> str:

@@ -58,6 +58,7 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
     state = read_state(checkpoint)
     saved = OmegaConf.load(checkpoint / CONFIG_FILE)
     assert isinstance(saved, DictConfig)
+    config.migrate(saved)
     if run_id is None:
         run_id = _tracked_run_of(saved, cfg, overrides, state.get("run_id"), target)
         if run_id is not None:

@@ -243,7 +243,8 @@ def ray_session() -> Iterator[RaySession]:
     Its 8 logical CPUs let a test place an inference actor and several self-play workers on this
     2-core machine; the engines under test join it (ray_runtime.ensure keeps a live connection).
     """
-    from framework_plugins.mcts import ray_reaper, ray_runtime
+    from framework_plugins.ray_runtime import reaper as ray_reaper
+    from framework_plugins.ray_runtime import runtime as ray_runtime
 
     ray_runtime.prefer_loopback()
     import ray

@@ -1,4 +1,4 @@
-"""The run's Ray (plugins/mcts/ray_runtime.py): an address is checked to be Ray before the run starts,
+"""The run's Ray (plugins/ray_runtime/runtime.py): an address is checked to be Ray before the run starts,
 what the search asks for is held to what the Ray has, waits on Ray give up at a stop request, and a
 local Ray leaves no session directory behind."""
 
@@ -21,7 +21,8 @@ import pytest
 
 from framework import machine
 from framework.errors import ConfigError
-from framework_plugins.mcts import ray_reaper, ray_runtime
+from framework_plugins.ray_runtime import reaper as ray_reaper
+from framework_plugins.ray_runtime import runtime as ray_runtime
 from tests.conftest import REPO
 
 
@@ -91,10 +92,10 @@ def test_more_cpus_than_the_machine_has_are_refused_naming_ray_num_cpus(no_ray: 
     asked = machine.cpus() + 1
     with pytest.raises(ConfigError) as refused:
         ray_runtime.check_capacity(
-            cpus=asked, gpus=0, memory_bytes=2**20, what="3 self-play workers", keys="search.workers=3"
+            cpus=asked, gpus=0, memory_bytes=2**20, what="3 self-play workers", keys="agent.workers=3"
         )
     assert str(refused.value) == (
-        f"search.workers=3: 3 self-play workers ask for {asked} CPUs; the local Ray has {machine.cpus()} "
+        f"agent.workers=3: 3 self-play workers ask for {asked} CPUs; the local Ray has {machine.cpus()} "
         "CPUs (this machine's CPUs): ask for less, or let the local Ray share its CPUs between them: "
         f"ray.num_cpus={asked}"
     )
@@ -113,7 +114,7 @@ def test_more_memory_than_is_free_is_refused_in_gib(no_ray: None) -> None:
     assert 0 < free < 2**50
     with pytest.raises(ConfigError) as refused:
         ray_runtime.check_capacity(
-            cpus=1, gpus=0, memory_bytes=free * 2, what="1000 self-play workers", keys="search.workers=1000"
+            cpus=1, gpus=0, memory_bytes=free * 2, what="1000 self-play workers", keys="agent.workers=1000"
         )
     message = str(refused.value)
     assert f"ask for {machine.gib(free * 2)} of memory; the local Ray has" in message
@@ -149,7 +150,7 @@ def test_a_local_ray_is_not_sized_past_the_machine_by_what_actors_reserve() -> N
     # In a process of its own: this test session's Ray would otherwise be the one ensure() returns.
     code = (
         "import time; from types import SimpleNamespace as N\n"
-        "from framework_plugins.mcts import ray_runtime as r\n"
+        "from framework_plugins.ray_runtime import runtime as r\n"
         "r.configure(N())\n"
         f"try:\n    r.ensure(min_cpus={machine.cpus() + 0.5})\n"
         "except r.ConfigError as e:\n    print(e, r.owned(), r.sys.modules['ray'].is_initialized())\n"
@@ -180,7 +181,7 @@ def test_a_process_that_exits_at_once_has_its_ray_ended_by_the_reaper_without_th
     owner = textwrap.dedent(
         """
         import os, subprocess, sys
-        from framework_plugins.mcts import ray_reaper
+        from framework_plugins.ray_runtime import reaper as ray_reaper
         reaper = ray_reaper.watch()
         # A process named as Ray's workers are; its output not ours (run() would wait for its end).
         ray = subprocess.Popen(["bash", "-c", 'exec -a "ray::Worker" sleep 60'],

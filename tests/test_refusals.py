@@ -226,6 +226,21 @@ def test_inference_actors_asking_for_gpus_the_machine_lacks_are_refused_before_t
         "total_steps=300",
     )
     assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
-    assert "search.inference_num_gpus=64: 1 self-play worker(s) and 1 inference actor(s) ask for" in r.stderr
+    assert "search.inference_num_gpus=64: 1 inference actor(s) ask for 64 GPUs" in r.stderr
     assert "64 GPUs; the local Ray has 0 GPUs" in r.stderr
+    assert_no_run(tmp_path)
+
+
+def test_self_play_workers_the_machine_cannot_hold_are_refused_by_the_agents_keys(
+    cli, tmp_path: Path
+) -> None:
+    # The agent's workers and the search's inference actor, counted together before any Ray starts.
+    r = cli("experiment=gomoku_6x6", "search=ray_async", "agent.workers=1000", "total_steps=300")
+    assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
+    said = " ".join(r.stderr.split())
+    assert said.startswith(
+        "Error: agent.workers=1000 agent.worker_num_cpus=1 "
+        "search.inference_actors=1 search.inference_num_cpus=1: "
+        "1000 self-play worker(s) and 1 inference actor(s) ask for 1001 CPUs"
+    ), said
     assert_no_run(tmp_path)

@@ -53,6 +53,7 @@ from framework.contracts.search import (
     SearchRequest,
     SearchResult,
     SelfPlaySource,
+    SharedInference,
 )
 from framework.contracts.service import RunService
 from framework.contracts.sweeper import SweeperPlugin, Trial
@@ -91,6 +92,7 @@ __all__ = [
     "SearchRequest",
     "SearchResult",
     "SelfPlaySource",
+    "SharedInference",
     "SolvingGame",
     "SpacesEnvPlugin",
     "SweepSummarySpec",

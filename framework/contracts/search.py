@@ -179,28 +179,35 @@ class DrawWeighingSearch(Protocol):
 
 @runtime_checkable
 class DistributedSearch(Protocol):
-    """A search plugin that can run self-play in workers of its own (Ray actors, say)."""
+    """A search plugin whose inference service other processes join (Ray actors, say): an agent that
+    plays self-play in workers of its own makes each worker's search with `join`."""
 
-    @property
-    def workers(self) -> int:
-        """The workers its self-play runs in (0: the run's process plays)."""
-        ...
-
-    def self_play(
-        self,
-        inference: Any,
-        make_runner: Callable[[Any, int], SelfPlaySource],
-        *,
-        game: BoardGame,
-        seed: int,
-        should_stop: Callable[[], bool],
-    ) -> SelfPlaySource | None:
-        """A source whose workers each play `make_runner(their search, their seed)` over the run's
-        inference service; None when the config plays in this process. `make_runner` must be
-        picklable (a module-level function or a partial of one)."""
+    def expect_workers(self, count: int, *, num_cpus: float, keys: str) -> None:
+        """`count` processes of `num_cpus` CPUs each that the caller will start beside the service's
+        own (on its Ray): counted in what the service asks of its cluster, and refused now, a
+        ConfigError naming `keys` with the search's own, when the cluster cannot hold them all.
+        A later call replaces the earlier."""
         ...
 
     def join(self, address: Any, *, game: BoardGame, model: str, seed: int) -> SearchEngine:
         """In another process (a worker): a search of `game` over the run's inference service at
         `address` (the service's own `address`, picklable), evaluating with `model`."""
         ...
+
+
+@runtime_checkable
+class SharedInference(Protocol):
+    """An inference service other processes join, at its `address` (a DistributedSearch's)."""
+
+    @property
+    def address(self) -> Any:
+        """What a worker joins the service with (picklable)."""
+        ...
+
+    def publish(self, model: str, weights: Mapping[str, np.ndarray]) -> int: ...
+    def version(self, model: str) -> int: ...
+    def perf_metrics(self) -> dict[str, float]:
+        """Its own figures (perf/inference_restarts, ...): the actors' restarts counted so far."""
+        ...
+
+    def close(self) -> None: ...

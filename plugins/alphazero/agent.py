@@ -29,7 +29,7 @@ from framework.schedules import build_schedule
 
 from . import gating
 from .background import BackgroundLearning
-from .collector import SelfPlayCollector
+from .collector import SelfPlayCollector, worker_count
 from .config import RUNNERS, VALUE_HEADS, AlphaZeroConfig
 from .learner import WEIGHTS_FILE, Learner
 from .matches import MatchResult
@@ -85,17 +85,29 @@ class AlphaZeroAgent:
                 "gomocup, a benchmark's matches): self-play searches both sides of its games, so it "
                 "trains with search.draw_contempt=0"
             )
-        workers = search.workers if isinstance(search, DistributedSearch) else 0
+        workers = worker_count(self.cfg, search)
+        if workers and not isinstance(search, DistributedSearch):
+            raise ConfigError(
+                f"agent.workers={workers} plays self-play in Ray workers that join the run's inference "
+                "service, and this search keeps its service in the run's process: use search=ray_async, "
+                "or agent.workers=0"
+            )
         if self.cfg.background_training and workers:
             raise ConfigError(
-                f"agent.background_training=true trains beside the run's own self-play, and search.workers="
+                f"agent.background_training=true trains beside the run's own self-play, and agent.workers="
                 f"{workers} plays it in Ray workers, beside the training already: drop "
-                "agent.background_training, or set search.workers=0"
+                "agent.background_training, or set agent.workers=0"
             )
         if self.cfg.runner == "single" and workers:
             raise ConfigError(
-                f"agent.runner=single plays one game in the run's process, and search.workers={workers} asks "
-                "for self-play in Ray workers: use agent.runner=vectorize, or search.workers=0"
+                f"agent.runner=single plays one game in the run's process, and agent.workers={workers} asks "
+                "for self-play in Ray workers: use agent.runner=vectorize, or agent.workers=0"
+            )
+        if isinstance(search, DistributedSearch):
+            search.expect_workers(
+                workers,
+                num_cpus=self.cfg.worker_num_cpus,
+                keys=f"agent.workers={workers} agent.worker_num_cpus={self.cfg.worker_num_cpus:g}",
             )
 
     def evaluator(self) -> Evaluator:

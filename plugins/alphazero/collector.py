@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from framework.contracts import DistributedSearch, Measured, RunContext, SelfPlaySource
+from framework.contracts import DistributedSearch, Measured, RunContext, SelfPlaySource, SharedInference
 from framework.errors import ConfigError
 from framework.schedules import Schedule, build_schedule
 
@@ -38,6 +38,14 @@ def schedules(agent: AlphaZeroConfig, search: Any, total_steps: int) -> dict[str
         }
     except ValueError as e:
         raise ConfigError(str(e)) from None
+
+
+def worker_count(cfg: AlphaZeroConfig, search: Any) -> int:
+    """agent.workers, or its default: 1 with a search whose inference service workers can join
+    (a DistributedSearch), else 0."""
+    if cfg.workers is not None:
+        return int(cfg.workers)
+    return 1 if isinstance(search, DistributedSearch) else 0
 
 
 #: agent.parallel_games when it is null, where the network runs on a CPU and on a GPU.
@@ -81,8 +89,11 @@ class SelfPlayCollector:
                 game, ctx.search, choice, rng, noise=cfg.noise, cap=cap, openings=starts
             )
             return
-        plugin = ctx.search_plugin
-        if isinstance(plugin, DistributedSearch):
+        plugin, workers = ctx.search_plugin, worker_count(cfg, ctx.search_plugin)
+        if workers:
+            from .workers import RayAsyncRunner, WorkerSettings
+
+            assert isinstance(plugin, DistributedSearch) and isinstance(ctx.inference, SharedInference)
             make = functools.partial(
                 vectorize_runner,
                 game=game,
@@ -92,8 +103,14 @@ class SelfPlayCollector:
                 cap=cap,
                 openings=starts,
             )
-            self.workers = plugin.self_play(
-                ctx.inference, make, game=game, seed=int(rng.integers(2**31)), should_stop=ctx.stop.is_set
+            self.workers = RayAsyncRunner(
+                WorkerSettings.of(cfg, workers),
+                ctx.inference,
+                make,
+                plugin=plugin,
+                game=game,
+                seed=int(rng.integers(2**31)),
+                should_stop=ctx.stop.is_set,
             )
         self.runner = self.workers or VectorizeRunner(
             game,

@@ -26,6 +26,17 @@ class AlphaZeroConfig:
     """Games the vectorize runner plays at once (the batch of roots each search gets, the network's
     batch with it); null: 32 where the network runs on a CPU, 512 on a GPU (enough leaves a call
     to keep it busy, and trees to keep the run's threads so)."""
+    workers: Optional[int] = field(default=None, metadata=bounds(ge=0))
+    """Self-play workers: Ray actors, each playing parallel_games games with its own trees over the
+    run's inference service, while the run's process trains; 0: self-play runs in the run's own
+    process, between training phases. null: 1 with a search whose inference service workers can
+    join (search=ray_async), else 0."""
+    worker_num_cpus: float = field(default=1.0, metadata=bounds(gt=0))
+    """CPUs Ray reserves for each self-play worker."""
+    worker_max_restarts: int = field(default=3, metadata=bounds(ge=0))
+    """Times Ray restarts a self-play worker that died (its unfinished games lost), before the run fails."""
+    worker_timeout_s: float = field(default=600.0, metadata=bounds(gt=0))
+    """How long the run waits for any self-play worker to finish a move before it fails saying so."""
     temperature: Any = field(default=1.0, metadata=bounds(ge=0))
     """Self-play: moves are drawn from visit counts^(1/temperature) for the first temperature_moves
     moves of a game, then the most visited move is played. A number, or a schedule over the run's

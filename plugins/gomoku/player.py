@@ -8,7 +8,7 @@ that holds its checkpoint). The command line may change how the agent searches
 trained as (`env.*`, `agent.*`) stays as it ran. Unless told, it searches `PLAY_SIMULATIONS` a move
 (or the run's own number, where larger), not the small trees self-play searched; it plays on this
 machine's GPU where it has one, else its CPU (`device=auto`), and starts no self-play workers
-(`search.workers=0`): the run's device and workers name the machine it trained on, and a network
+(`agent.workers=0`): the run's device and workers name the machine it trained on, and a network
 trained on a GPU with many workers plays anywhere. It searches with the game's solver where the
 game has one (`search.forced_wins=true`: it never misses a win by continuous fours, nor walks into
 one), unless the command line says `search.forced_wins=false`.
@@ -193,6 +193,7 @@ def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, comma
     state = read_state(checkpoint)
     saved = OmegaConf.load(checkpoint / CONFIG_FILE)
     assert isinstance(saved, DictConfig)
+    config.migrate(saved)
     cfg = _with_overrides(saved, overrides)
     chosen = {key for key, _ in overrides}
     _as_player(cfg, chosen=chosen)
@@ -241,9 +242,9 @@ def _as_player(cfg: DictConfig, *, chosen: set[str]) -> None:
     _play_simulations(cfg, chosen="search.num_simulations" in chosen)
     if "device" not in chosen:
         cfg.device = "auto"
-    search = cfg.get("search")
-    if "search.workers" not in chosen and isinstance(search, DictConfig) and "workers" in search:
-        search.workers = 0  # a player's search runs in its own process: no games to self-play
+    agent = registry.load("agent", str(cfg.agent.name)).Config
+    if "agent.workers" not in chosen and "workers" in {f.name for f in fields(agent)}:
+        cfg.agent.workers = 0  # a player's search runs in its own process: no games to self-play
 
 
 def _with_solver(cfg: DictConfig, search: config.Section, game: Any) -> None:

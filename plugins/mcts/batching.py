@@ -17,8 +17,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .inference import RayInferenceClient, actor_errors
-from .restarts import settle
+from framework_plugins.ray_runtime.restarts import actor_errors, settle
+
+from .inference import RayInferenceClient
 
 log = logging.getLogger("framework")
 

@@ -1,7 +1,7 @@
 """The search engines' config schemas: every key, its default and its description (`search.<key>`)."""
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 from framework.values import bounds
 
@@ -81,6 +81,12 @@ class SequentialConfig:
 
 @dataclass
 class RayAsyncConfig(SequentialConfig):
+    #: Keys that live elsewhere now (framework.config.moved): self-play workers are the agent's.
+    MOVED: ClassVar[dict[str, str]] = {
+        "workers": "agent.workers",
+        "worker_num_cpus": "agent.worker_num_cpus",
+    }
+
     batch_size: int = field(default=32, metadata=bounds(ge=1))
     """Leaves per inference call: a batch is sent when this many wait, or after max_wait_ms."""
     max_wait_ms: float = field(default=5.0, metadata=bounds(ge=0))
@@ -103,13 +109,7 @@ class RayAsyncConfig(SequentialConfig):
     """CPUs Ray reserves for each inference actor (also its torch threads on a CPU)."""
     inference_num_gpus: Optional[float] = field(default=None, metadata=bounds(ge=0))
     """GPUs per inference actor (null: 1 when the cluster has one, else 0); fractions share a GPU."""
-    workers: int = field(default=1, metadata=bounds(ge=0))
-    """Self-play workers (Ray actors, each playing agent.parallel_games games with its own trees, all
-    sharing the inference actors) while the run's process trains; 0: self-play runs in the run's
-    own process, between training phases."""
-    worker_num_cpus: float = field(default=1.0, metadata=bounds(gt=0))
-    """CPUs Ray reserves for each self-play worker."""
     max_restarts: int = field(default=3, metadata=bounds(ge=0))
-    """Times Ray restarts an inference actor or a self-play worker that died, before the run fails."""
+    """Times Ray restarts an inference actor that died, before the run fails."""
     inference_timeout_s: float = field(default=120.0, metadata=bounds(gt=0))
     """How long a batch sent to an inference actor may go unanswered before the search fails."""

@@ -7,7 +7,6 @@ derives from the other.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -28,10 +27,7 @@ if TYPE_CHECKING:
         DistributedSearch,
         Evaluator,
         SearchPlugin,
-        SelfPlaySource,
     )
-
-    from .distributed import RayAsyncRunner
 
 
 class SequentialSearch:
@@ -62,7 +58,7 @@ class SequentialSearch:
 
 
 class RayAsyncSearch:
-    """PUCT with virtual loss; leaves batched to Ray inference actors, pipelined; self-play in Ray workers."""
+    """PUCT with virtual loss; leaves batched to Ray inference actors, pipelined; workers may join them."""
 
     Config: ClassVar[type] = RayAsyncConfig
 
@@ -70,7 +66,9 @@ class RayAsyncSearch:
         validate_search(cfg)
         validate_ray_async(cfg)
         self.cfg = cfg
-        check_resources(cfg)
+        self.workers = Workers()
+        """The processes an agent will start beside the service (its self-play workers)."""
+        check_resources(cfg, self.workers)
 
     def start_inference(
         self,
@@ -80,12 +78,10 @@ class RayAsyncSearch:
         threads: int = 1,
         should_stop: Callable[[], bool],
     ) -> RayInference:
-        from . import ray_runtime
+        from framework_plugins.ray_runtime import runtime as ray_runtime
 
         cfg = self.cfg
-        ray_runtime.ensure(
-            min_cpus=cfg.workers * cfg.worker_num_cpus + cfg.inference_actors * cfg.inference_num_cpus
-        )
+        ray_runtime.ensure(min_cpus=self.workers.cpus + cfg.inference_actors * cfg.inference_num_cpus)
         return RayInference.start(cfg, source, should_stop=should_stop)
 
     def make(self, *, game: BoardGame, inference: Any, model: str = BEST, seed: int) -> PuctSearch:
@@ -95,30 +91,9 @@ class RayAsyncSearch:
     def draw_contempt(self) -> float:
         return float(self.cfg.draw_contempt)
 
-    @property
-    def workers(self) -> int:
-        return int(self.cfg.workers)
-
-    def self_play(
-        self,
-        inference: Any,
-        make_runner: Callable[[Any, int], SelfPlaySource],
-        *,
-        game: BoardGame,
-        seed: int,
-        should_stop: Callable[[], bool],
-    ) -> RayAsyncRunner | None:
-        """Self-play in `search.workers` Ray actors over the run's inference service (None with
-        workers=0: the run's process plays)."""
-        if self.cfg.workers < 1:
-            return None
-        from .distributed import RayAsyncRunner
-
-        worker = copy.copy(self)  # what a worker makes its search with: this plugin, less its workers
-        worker.cfg = dataclasses.replace(self.cfg, workers=0)
-        return RayAsyncRunner(
-            self.cfg, inference, make_runner, plugin=worker, game=game, seed=seed, should_stop=should_stop
-        )
+    def expect_workers(self, count: int, *, num_cpus: float, keys: str) -> None:
+        self.workers = Workers(count, num_cpus, keys)
+        check_resources(self.cfg, self.workers)
 
     def join(
         self, address: RayServiceAddress, *, game: BoardGame, model: str = BEST, seed: int
@@ -132,22 +107,36 @@ class RayAsyncSearch:
 WORKER_MEMORY, ACTOR_MEMORY = 450 << 20, 500 << 20
 
 
-def check_resources(cfg: RayAsyncConfig) -> None:
+@dataclasses.dataclass(frozen=True)
+class Workers:
+    """Processes an agent starts beside the inference service (DistributedSearch.expect_workers)."""
+
+    count: int = 0
+    num_cpus: float = 0.0
+    keys: str = ""
+    """The settings that ask for them (agent.workers=4 agent.worker_num_cpus=1)."""
+
+    @property
+    def cpus(self) -> float:
+        return self.count * self.num_cpus
+
+
+def check_resources(cfg: RayAsyncConfig, workers: Workers) -> None:
     """Refuse, before anything starts, workers and inference actors the run's Ray cannot hold."""
-    from . import ray_runtime
+    from framework_plugins.ray_runtime import runtime as ray_runtime
 
     gpus_each = cfg.inference_num_gpus or 0.0
+    actors = f"{cfg.inference_actors} inference actor(s)"
+    keys = f"search.inference_actors={cfg.inference_actors} "
+    keys += f"search.inference_num_cpus={cfg.inference_num_cpus:g}"
+    if gpus_each:
+        keys += f" search.inference_num_gpus={gpus_each:g}"
     ray_runtime.check_capacity(
-        cpus=cfg.workers * cfg.worker_num_cpus + cfg.inference_actors * cfg.inference_num_cpus,
+        cpus=workers.cpus + cfg.inference_actors * cfg.inference_num_cpus,
         gpus=cfg.inference_actors * gpus_each,
-        memory_bytes=cfg.workers * WORKER_MEMORY + cfg.inference_actors * ACTOR_MEMORY,
-        what=f"{cfg.workers} self-play worker(s) and {cfg.inference_actors} inference actor(s)",
-        keys=(
-            f"search.workers={cfg.workers} search.worker_num_cpus={cfg.worker_num_cpus:g} "
-            f"search.inference_actors={cfg.inference_actors} "
-            f"search.inference_num_cpus={cfg.inference_num_cpus:g}"
-            + (f" search.inference_num_gpus={gpus_each:g}" if gpus_each else "")
-        ),
+        memory_bytes=workers.count * WORKER_MEMORY + cfg.inference_actors * ACTOR_MEMORY,
+        what=f"{workers.count} self-play worker(s) and {actors}" if workers.count else actors,
+        keys=f"{workers.keys} {keys}" if workers.count else keys,
     )
 
 
@@ -190,9 +179,9 @@ def validate_ray_async(cfg: RayAsyncConfig) -> None:
             f"search.async_inflight_limit={cfg.async_inflight_limit} must be >= 1, "
             "or null (one batch per root)"
         )
-    check_at_least("search", cfg, 0, "max_wait_ms", "virtual_loss", "workers", "max_restarts")
-    if cfg.inference_num_cpus <= 0 or cfg.worker_num_cpus <= 0:
-        raise ConfigError("search.inference_num_cpus and search.worker_num_cpus must be > 0")
+    check_at_least("search", cfg, 0, "max_wait_ms", "virtual_loss", "max_restarts")
+    if cfg.inference_num_cpus <= 0:
+        raise ConfigError(f"search.inference_num_cpus={cfg.inference_num_cpus:g} must be > 0")
     if cfg.inference_num_gpus is not None and cfg.inference_num_gpus < 0:
         raise ConfigError(f"search.inference_num_gpus={cfg.inference_num_gpus} must be >= 0, or null (auto)")
     if cfg.inference_timeout_s <= 0:

@@ -19,9 +19,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import ray_runtime
+from framework_plugins.ray_runtime import runtime as ray_runtime
+from framework_plugins.ray_runtime.restarts import actor_errors, incarnation_here
+
 from .keeper import start_keeper
-from .restarts import incarnation_here
 
 log = logging.getLogger("framework")
 
@@ -189,13 +190,6 @@ class InferenceActor:
 
 def _left(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
-
-
-def actor_errors() -> tuple[type[BaseException], ...]:
-    """The errors a call to a dead or restarting actor raises."""
-    from ray import exceptions
-
-    return (exceptions.RayActorError, exceptions.ActorUnavailableError)
 
 
 def compact(planes: np.ndarray) -> np.ndarray:

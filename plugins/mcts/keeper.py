@@ -19,8 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from framework.errors import ExplainedError
-
-from .restarts import SLICE_S, Incarnations, incarnation_here, said, settle
+from framework_plugins.ray_runtime.restarts import SLICE_S, Incarnations, incarnation_here, said, settle
 
 log = logging.getLogger("framework")
 

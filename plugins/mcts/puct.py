@@ -159,6 +159,8 @@ class PuctSearch:
         walk = self.walk
         if not sims:
             return metrics
+        if not isinstance(self.evaluation, InProcess):  # pending visits: a pipelined evaluation's
+            metrics["perf/pending_clamped"] = float(self.clamped)  # over the search's life
         metrics["perf/tree_threads"] = float(self.tree_threads)
         if walk is not None:
             evaluation = self.evaluation

@@ -21,12 +21,12 @@ import numpy as np
 
 from framework.contracts import BEST, PortableEvaluator
 from framework.errors import ExplainedError
+from framework_plugins.ray_runtime.restarts import Incarnations, said, settle
 
 from .batching import BatchInferenceManager
 from .evaluation import InProcess, Pipelined
 from .inference import RayInferenceClient, start_inference_actors
 from .keeper import Entry, KeeperGuard
-from .restarts import Incarnations, said, settle
 
 if TYPE_CHECKING:
     from framework.contracts import Evaluator
@@ -251,6 +251,13 @@ class RayInference:
         """The weights keeper's deaths seen by the process that started it (0 elsewhere)."""
         return self.guard.deaths if self.guard is not None else 0
 
+    def perf_metrics(self) -> dict[str, float]:
+        """The restarts of its actors and of its weights keeper, counted so far (every actor asked)."""
+        return {
+            "perf/inference_restarts": float(self.check_actors()),
+            "perf/weights_keeper_restarts": float(self.keeper_deaths),
+        }
+
     def close(self) -> None:
         """Stop the actors and the keeper (the process that started them only)."""
         import ray
@@ -299,3 +306,10 @@ class RayInference:
                     f"the weights keeper {self.address.keeper} took no weights for "
                     f"{self.cfg.inference_timeout_s:.0f} s (search.inference_timeout_s)"
                 ) from None
+
+
+if TYPE_CHECKING:
+    from framework.contracts import InferenceService, SharedInference
+
+    _local: type[InferenceService] = LocalInference
+    _shared: type[SharedInference] = RayInference

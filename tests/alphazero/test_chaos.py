@@ -239,8 +239,8 @@ def test_a_run_whose_actors_are_killed_alone_and_together_finishes_counting_each
 
     chaos.run(script)
     try:
-        r = cli(*RUN, "total_steps=5000", f"ray.address={ray_session.address}", "search.workers=2",
-                "search.max_restarts=4", timeout=540)  # fmt: skip
+        r = cli(*RUN, "total_steps=5000", f"ray.address={ray_session.address}", "agent.workers=2",
+                "agent.worker_max_restarts=4", "search.max_restarts=4", timeout=540)  # fmt: skip
     finally:
         chaos.end()
     client, run = finished_run(tmp_path, r, chaos)
@@ -272,7 +272,7 @@ def test_an_inference_actor_killed_past_max_restarts_fails_the_run_in_one_line(
         # No training: the workers' searches, not the run's own checks, find the actor dead for good
         # (each worker's calls then fail with the error Ray reported as unhandled when not retrieved).
         r = cli(*RUN, "total_steps=100000", "agent.min_replay=1000000", f"ray.address={ray_session.address}",
-                "search.workers=2", "search.max_restarts=1", timeout=300)  # fmt: skip
+                "agent.workers=2", "search.max_restarts=1", timeout=300)  # fmt: skip
     finally:
         chaos.end()
     assert not chaos.failures, chaos.failures

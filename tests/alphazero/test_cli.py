@@ -213,8 +213,17 @@ def test_training_and_gates_in_the_background_train_gate_checkpoint_and_resume(c
         (["experiment=gomoku_6x6", "search.num_simulations=0"], "search.num_simulations=0 must be >= 1"),
         (["experiment=gomoku_6x6", "agent.runner=parallel"], "agent.runner='parallel' is not valid"),
         (
-            ["experiment=gomoku_6x6", "agent.runner=single", "search=ray_async", "search.workers=1"],
-            "agent.runner=single plays one game in the run's process, and search.workers=1",
+            ["experiment=gomoku_6x6", "agent.runner=single", "search=ray_async", "agent.workers=1"],
+            "agent.runner=single plays one game in the run's process, and agent.workers=1",
+        ),
+        (
+            ["experiment=gomoku_6x6", "search=ray_async", "search.workers=2"],
+            "search.workers is agent.workers now: give agent.workers=VALUE instead",
+        ),
+        (
+            ["experiment=gomoku_6x6", "agent.workers=2"],
+            "agent.workers=2 plays self-play in Ray workers that join the run's inference service, and "
+            "this search keeps its service in the run's process: use search=ray_async, or agent.workers=0",
         ),
         (
             ["experiment=gomoku_6x6", "+agent.temperature={kind: linear, start: 1.0}"],
@@ -247,9 +256,9 @@ def test_training_and_gates_in_the_background_train_gate_checkpoint_and_resume(c
                 "experiment=gomoku_6x6",
                 "agent.background_training=true",
                 "search=ray_async",
-                "search.workers=1",
+                "agent.workers=1",
             ],
-            "agent.background_training=true trains beside the run's own self-play, and search.workers=1",
+            "agent.background_training=true trains beside the run's own self-play, and agent.workers=1",
         ),
         (["experiment=gomoku_6x6", "search.draw_contempt=1.5"], "search.draw_contempt=1.5 must be in [0, 1]"),
         (

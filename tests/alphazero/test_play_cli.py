@@ -193,7 +193,7 @@ def test_sigterm_stops_a_brain_that_started_its_own_ray_as_ctrl_c_does(
 ) -> None:
     """search=ray_async with a local Ray of its own (ray.init replaces SIGTERM's handler): SIGTERM
     from a Gomocup manager still ends the brain in order, status 130, its Ray's processes gone."""
-    from framework_plugins.mcts.ray_reaper import ray_descendants
+    from framework_plugins.ray_runtime.reaper import ray_descendants
 
     cwd, _ = trained
     brain = Brain(cwd, "outputs/run", "search=ray_async", "search.num_simulations=16", "ray.num_cpus=2")

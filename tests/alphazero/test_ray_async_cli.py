@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from framework_plugins.mcts import ray_reaper, ray_runtime
+from framework_plugins.ray_runtime import reaper as ray_reaper
+from framework_plugins.ray_runtime import runtime as ray_runtime
 from tests.alphazero.test_cli import SHORT
 from tests.conftest import CliResult, start_cli
 
@@ -51,7 +52,7 @@ def only_run(tmp_path: Path) -> tuple[MlflowClient, Any]:
 def test_self_play_in_ray_workers_trains_gates_evaluates_and_logs_the_tuning_figures(
     cli: Any, tmp_path: Path, ray_session: Any
 ) -> None:
-    r = cli(*RAY_ASYNC, f"ray.address={ray_session.address}", "search.workers=2", "hydra.run.dir=outputs/run")
+    r = cli(*RAY_ASYNC, f"ray.address={ray_session.address}", "agent.workers=2", "hydra.run.dir=outputs/run")
     assert r.returncode == 0, r.output[-3000:]
     assert "self-play: 2 Ray worker(s) on 1 node" in r.output
     _, run = only_run(tmp_path)
@@ -79,7 +80,7 @@ BRIEF = [
     "checkpoint.every_steps=0",
     "search=ray_async",
     "search.inference_num_cpus=0.5",
-    "search.workers=0",
+    "agent.workers=0",
     "hydra.run.dir=outputs/run",
 ]
 
@@ -218,8 +219,8 @@ def test_a_second_sigterm_aborts_at_once_and_leaves_no_ray_behind(
 def test_a_run_killed_outright_leaves_no_ray_process_or_session_directory_behind(
     tmp_path: Path, ray_tmp: Path
 ) -> None:
-    """SIGKILL: the run cannot stop its Ray; its reaper (plugins/mcts/ray_reaper.py) does."""
-    from framework_plugins.mcts.ray_reaper import ray_descendants
+    """SIGKILL: the run cannot stop its Ray; its reaper (plugins/ray_runtime/reaper.py) does."""
+    from framework_plugins.ray_runtime.reaper import ray_descendants
 
     p, _ = _start_until_self_play(tmp_path)
     ray_processes = set(ray_descendants(p.pid))
@@ -247,13 +248,13 @@ def test_a_two_node_cluster_gets_a_self_play_worker_on_each_node(cli: Any, tmp_p
     try:
         cluster.add_node(num_cpus=2)
         cluster.wait_for_nodes()
-        brief = [a for a in BRIEF if not a.startswith(("total_steps=", "search.workers="))]
+        brief = [a for a in BRIEF if not a.startswith(("total_steps=", "agent.workers="))]
         r = cli(
             *brief,  # a few moves: where the workers land is what this run shows
             "total_steps=64",
             "search.batch_size=8",
             f"ray.address={cluster.address}",
-            "search.workers=2",
+            "agent.workers=2",
             env={"RAY_AUTH_MODE": "token"},
         )
         assert r.returncode == 0, r.output[-3000:]

@@ -149,7 +149,10 @@ def test_a_run_that_self_played_in_many_workers_plays_without_them(tmp_path: Pat
     run = gpu_run(tmp_path, **{**defaults, "name": "ray_async", "workers": 8, "batch_size": 128})
     with load_trained(str(run)) as player:  # no engine made: no Ray started
         assert player.cfg.search.name == "ray_async"
-        assert player.cfg.search.workers == 0 and player.cfg.search.batch_size == 128
+        # The run's search.workers (saved before workers were the agent's) read as agent.workers.
+        assert player.cfg.agent.workers == 0 and "workers" not in player.cfg.search
+        assert player.cfg.search.batch_size == 128
         assert not player.searches.started
-    with pytest.raises(ConfigError, match="8 self-play worker"):
-        load_trained(str(run), ("search.workers=8", "ray.num_cpus=2"))
+    # More than the test session's Ray (8 CPUs) holds too, where this process is connected to it.
+    with pytest.raises(ConfigError, match="9 inference actor"):
+        load_trained(str(run), ("search.inference_actors=9", "ray.num_cpus=2"))

@@ -4,16 +4,14 @@ and of the run's inference service.
 No over-computation (a root's visits plus pending never pass the target), pending visits never
 negative and all taken back, also when a search fails mid-way (the refs in flight cancelled);
 noise at start nodes only; a batch of the wrong size fails the search; flat action indices; the
-sequential search visit for visit with batch_size=1 and async_inflight_limit=1; self-play workers
-that go on when one is killed. The inference actors' weights, deaths and restarts:
-test_ray_inference_actors.py.
+sequential search visit for visit with batch_size=1 and async_inflight_limit=1. The inference
+actors' weights, deaths and restarts: test_ray_inference_actors.py; the AlphaZero agent's self-play
+workers over the service: tests/alphazero/test_workers.py.
 """
 
 from __future__ import annotations
 
 import functools
-import os
-import signal
 import sys
 import time
 from typing import Any
@@ -270,64 +268,13 @@ def test_planes_of_zeros_and_ones_travel_as_uint8_and_others_as_they_are() -> No
         ("batch_size", 0, "search.batch_size=0 must be >= 1"),
         ("async_inflight_limit", 0, "search.async_inflight_limit=0 must be >= 1"),
         ("max_wait_ms", -1.0, "search.max_wait_ms=-1.0 must be >= 0"),
-        ("workers", -2, "search.workers=-2 must be >= 0"),
+        ("max_restarts", -2, "search.max_restarts=-2 must be >= 0"),
         ("num_simulations", 0, "search.num_simulations=0 must be >= 1"),
     ],
 )
 def test_bad_values_are_refused_by_name(key: str, value: Any, said: str) -> None:
     with pytest.raises(ConfigError, match=said.replace(".", r"\.")):
         RayAsyncSearch(RayAsyncConfig(**{key: value}))
-
-
-def _runner(eng: Any, seed: int, *, n_games: int) -> Any:
-    from framework_plugins.alphazero.selfplay import MoveChoice, VectorizeRunner
-
-    rng = np.random.default_rng(seed)
-    return VectorizeRunner(GAME, eng, MoveChoice(1.0, 4), rng, n_games=n_games, noise=True)
-
-
-def test_self_play_workers_play_on_when_one_is_killed_and_the_death_is_counted_once(
-    capfd: pytest.CaptureFixture[str],
-) -> None:
-    cfg = RayAsyncConfig(num_simulations=30, batch_size=8, workers=2, max_restarts=2, worker_num_cpus=1)
-    eng = engine(**{k: getattr(cfg, k) for k in ("num_simulations", "batch_size", "workers", "max_restarts")})
-    source = RayAsyncSearch(cfg).self_play(
-        service(eng), functools.partial(_runner, n_games=4), game=GAME, seed=3, should_stop=lambda: False
-    )
-    assert source is not None
-    try:
-        source.configure({"temperature": 1.0, "dirichlet_epsilon": 0.25, "num_simulations": 30})
-        moves, games = 0, []
-        while moves < 40:
-            m, finished = source.step()
-            moves, games = moves + m, games + finished
-        victim = source.placement[0]["pid"]
-        os.kill(victim, signal.SIGKILL)
-        deadline = time.monotonic() + 120
-        after = 0
-        while after < 200 or not any(source.deaths):
-            assert time.monotonic() < deadline, "self-play stalled after a worker was killed"
-            m, finished = source.step()
-            after += m
-            games += finished
-        for _ in range(6):  # the calls queued on the killed worker all failed: still one death
-            m, finished = source.step()
-            games += finished
-        assert source.deaths == [1, 0]
-        assert source._wait_alive(0)["pid"] != victim
-        # The workers find the inference actors by name: Ray has no handles among a restartable
-        # worker's arguments to warn about.
-        assert "constructor arguments in the object store" not in capfd.readouterr().err
-        assert games, "no game finished"
-        assert all(len(g) >= 9 for g in games)  # whole games: 5 in a row needs 9 moves
-        # Every position was searched with the service's one version (an evaluator without weights: 0).
-        assert {v for g in games for v in g.versions} == {service(eng).version(BEST)} == {0}
-        metrics = source.perf_metrics()
-        assert metrics["perf/selfplay_workers"] == 2 and metrics["perf/batch_fill"] > 0
-        assert metrics["perf/worker_restarts"] == 1
-        assert source.simulations > 0
-    finally:
-        source.close()
 
 
 @pytest.mark.parametrize("name", ["sequential", "ray_async"])

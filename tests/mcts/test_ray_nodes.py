@@ -10,7 +10,8 @@ import subprocess
 import sys
 import textwrap
 
-from framework_plugins.mcts import ray_reaper, ray_runtime
+from framework_plugins.ray_runtime import reaper as ray_reaper
+from framework_plugins.ray_runtime import runtime as ray_runtime
 from tests.conftest import REPO
 
 # In its own process: the test session's Ray is a one-node Ray, and this needs a driver of the cluster.

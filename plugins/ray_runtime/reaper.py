@@ -12,7 +12,7 @@ and removes the local Ray's session directory: the one the run names on the pipe
 run killed while Ray was starting). Nothing else under the run is touched: the tracking process
 ends its own run, and the session directories of other Rays on this machine stay.
 
-    python -m framework_plugins.mcts.ray_reaper OWNER_PID  (started by watch(); reads stdin to EOF)
+    python -m framework_plugins.ray_runtime.reaper OWNER_PID  (started by watch(); reads stdin to EOF)
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ GRACE_S = 5.0
 def watch() -> subprocess.Popen[bytes]:
     """Start the reaper for this process; keep the returned handle (its stdin is the pipe) open."""
     return subprocess.Popen(
-        [sys.executable, "-m", "framework_plugins.mcts.ray_reaper", str(os.getpid())],
+        [sys.executable, "-m", "framework_plugins.ray_runtime.reaper", str(os.getpid())],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

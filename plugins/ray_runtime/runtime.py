@@ -24,7 +24,7 @@ from typing import Any
 from framework import machine
 from framework.errors import ConfigError
 
-from . import ray_address
+from . import address as ray_address
 
 log = logging.getLogger("framework")
 
@@ -175,7 +175,7 @@ def ensure(min_cpus: float = 0.0) -> Any:
                         f"local Ray has {num_cpus} ({_cpus_from()}); ask for fewer, or let it share its "
                         f"CPUs between them: ray.num_cpus={math.ceil(min_cpus)}"
                     )
-                from . import ray_reaper
+                from . import reaper as ray_reaper
 
                 _reaper = ray_reaper.watch()
                 context = _init_local(ray, num_cpus=num_cpus, num_gpus=_settings.get("num_gpus"))
@@ -350,7 +350,7 @@ def shutdown(*, at_once: bool = False) -> None:
     global _owned, _joined, _reaper, _session_dir
     ray = sys.modules.get("ray")
     if at_once and _owned and _reaper is not None:
-        from . import ray_reaper
+        from . import reaper as ray_reaper
 
         ray_reaper.end_now(_reaper)
         return
@@ -361,7 +361,7 @@ def shutdown(*, at_once: bool = False) -> None:
                 ray.shutdown()
         _owned = _joined = False
         if _reaper is not None:
-            from . import ray_reaper
+            from . import reaper as ray_reaper
 
             reaper, _reaper = _reaper, None
             ray_reaper.stop(reaper)  # and what Ray left running after its shutdown ends now

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, ClassVar, Optional
 
 from framework.values import bounds
 
-from . import ray_runtime as runtime
+from . import runtime
 
 
 # Optional[...] in the schema: OmegaConf 2.3 cannot read PEP 604 unions.

@@ -25,6 +25,13 @@ log = logging.getLogger("framework")
 SLICE_S = 0.25
 
 
+def actor_errors() -> tuple[type[BaseException], ...]:
+    """The errors a call to a dead or restarting actor raises."""
+    from ray import exceptions
+
+    return (exceptions.RayActorError, exceptions.ActorUnavailableError)
+
+
 def incarnation_here() -> int:
     """The incarnation of the actor running this code: 1 at its first start, n + 1 after Ray's n-th
     restart of it.

@@ -1,9 +1,9 @@
-"""Distributed self-play for `search=ray_async`: `search.workers` Ray actors (`RaySelfPlayWorker`),
-each playing its own games with its own trees over the run's inference service (`RayAsyncRunner`,
-in the run's process, gathers their games).
+"""Distributed self-play: `agent.workers` Ray actors (`RaySelfPlayWorker`), each playing its own
+games with its own trees over the run's inference service, which each joins through the search
+plugin (DistributedSearch.join); `RayAsyncRunner`, in the run's process, gathers their games.
 
 Each call to a worker carries the runner's settings of the moment (the schedules' temperature,
-Dirichlet ε and simulations). A worker that dies is restarted by Ray (`search.max_restarts`):
+Dirichlet ε and simulations). A worker that dies is restarted by Ray (`agent.worker_max_restarts`):
 the death is counted once (by its incarnation), its unfinished games are discarded, and calls go
 to it again once it answers. Workers are spread over the cluster's nodes.
 """
@@ -17,20 +17,21 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from framework.contracts import BEST
+from framework.contracts import BEST, Measured
 from framework.errors import ExplainedError
-
-from . import ray_runtime
-from .batching import InferenceStats, inference_metrics
-from .inference import actor_errors
-from .puct import PuctSearch
-from .restarts import SLICE_S, Incarnations, incarnation_here, settle
-from .service import RayInference, RayServiceAddress
+from framework_plugins.ray_runtime import runtime as ray_runtime
+from framework_plugins.ray_runtime.restarts import (
+    SLICE_S,
+    Incarnations,
+    actor_errors,
+    incarnation_here,
+    settle,
+)
 
 if TYPE_CHECKING:
-    from framework.contracts import BoardGame, DistributedSearch, SelfPlaySource
+    from framework.contracts import BoardGame, DistributedSearch, SelfPlaySource, SharedInference
 
-    from .config import RayAsyncConfig
+    from .config import AlphaZeroConfig
 
 log = logging.getLogger("framework")
 
@@ -38,6 +39,22 @@ log = logging.getLogger("framework")
 CALLS_PER_WORKER = 4
 #: How long closing waits for the calls of the workers it stopped to end.
 SETTLE_S = 10.0
+#: Figures of a worker's search that add up over calls and workers; the others are means.
+SUMS = ("perf/inference_failures",)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSettings:
+    """The agent's settings of its workers."""
+
+    count: int
+    num_cpus: float = 1.0
+    max_restarts: int = 3
+    timeout_s: float = 600.0
+
+    @classmethod
+    def of(cls, cfg: AlphaZeroConfig, count: int) -> WorkerSettings:
+        return cls(count, cfg.worker_num_cpus, cfg.worker_max_restarts, cfg.worker_timeout_s)
 
 
 @dataclasses.dataclass
@@ -48,10 +65,9 @@ class PlayResult:
     records: list[Any]
     simulations: int
     seconds: float
-    stats: InferenceStats
+    figures: dict[str, float]
+    """The worker's search's figures over the call (SearchEngine.perf_metrics)."""
     incarnation: int
-    clamped: int
-    """Pending visits found already at 0 when taken back, over the worker's life (a bookkeeping error: 0)."""
 
 
 class RaySelfPlayWorker:
@@ -61,7 +77,7 @@ class RaySelfPlayWorker:
         self,
         plugin: DistributedSearch,
         game: BoardGame,
-        service: RayServiceAddress,
+        address: Any,
         make_runner: Callable[[Any, int], SelfPlaySource],
         seed: int,
     ) -> None:
@@ -71,9 +87,7 @@ class RaySelfPlayWorker:
         self.incarnation = incarnation_here()
         if self.incarnation > 1:
             seed += 1_000_003 * self.incarnation  # a restarted worker plays new games
-        engine = plugin.join(service, game=game, model=BEST, seed=seed)
-        assert isinstance(engine, PuctSearch)  # its figures (inference stats, clamped visits) are read
-        self.engine = engine
+        self.engine = plugin.join(address, game=game, model=BEST, seed=seed)
         self.runner = make_runner(self.engine, seed)
 
     def play(self, steps: int, settings: Mapping[str, float]) -> PlayResult:
@@ -89,9 +103,8 @@ class RaySelfPlayWorker:
             records=records,
             simulations=self.engine.simulations - sims,
             seconds=time.perf_counter() - started,
-            stats=self.engine.evaluation.take_stats() or InferenceStats(),
+            figures=self.engine.perf_metrics(),
             incarnation=self.incarnation,
-            clamped=self.engine.clamped,
         )
 
     def where(self) -> dict[str, Any]:
@@ -112,8 +125,8 @@ class RayAsyncRunner:
 
     def __init__(
         self,
-        cfg: RayAsyncConfig,
-        inference: RayInference,
+        cfg: WorkerSettings,
+        inference: SharedInference,
         make_runner: Callable[[Any, int], SelfPlaySource],
         *,
         plugin: DistributedSearch,
@@ -121,21 +134,21 @@ class RayAsyncRunner:
         seed: int,
         should_stop: Callable[[], bool],
     ) -> None:
-        """`plugin` is what each worker makes its search with (`plugin.join`): the search plugin,
-        less its workers."""
+        """`plugin` is what each worker makes its search with (`plugin.join`), over `inference`
+        (the run's service, started by `plugin`); `make_runner` must be picklable."""
         ray = ray_runtime.ensure()
         self.cfg, self.inference, self.should_stop = cfg, inference, should_stop
-        self.timeout_s = 5 * cfg.inference_timeout_s
+        self.timeout_s = cfg.timeout_s
         ray_runtime.check_fits(
-            "a self-play worker", cfg.worker_num_cpus, 0, f"search.worker_num_cpus={cfg.worker_num_cpus:g}"
+            "a self-play worker", cfg.num_cpus, 0, f"agent.worker_num_cpus={cfg.num_cpus:g}"
         )
         prefix = f"framework-selfplay-{uuid.uuid4().hex[:12]}"
-        names = [f"{prefix}-{i}" for i in range(cfg.workers)]
+        names = [f"{prefix}-{i}" for i in range(cfg.count)]
         remote = ray.remote(RaySelfPlayWorker)
         self.workers = [
             remote.options(
                 name=name,
-                num_cpus=cfg.worker_num_cpus,
+                num_cpus=cfg.num_cpus,
                 max_restarts=cfg.max_restarts,
                 max_task_retries=0,
                 scheduling_strategy="SPREAD",
@@ -147,12 +160,12 @@ class RayAsyncRunner:
         )
         self.incarnations.should_stop = should_stop
         self.settings: dict[str, float] = {}
-        self.stats = InferenceStats()
         self.simulations = 0
-        self.clamped: dict[tuple[int, int], int] = {}
-        """Each worker incarnation's clamped pending visits."""
-        self._sims_mark = 0
-        self._search_s = 0.0
+        self.clamped: dict[tuple[int, int], float] = {}
+        """Each worker incarnation's pending visits found already at 0 when taken back, over its
+        life (a bookkeeping error: 0)."""
+        self._results: list[PlayResult] = []
+        """The calls that ended since the last figures."""
         self._calls: dict[Any, int] = {}
         self._dropped: list[Any] = []
         """Calls of a worker that died, given up: retrieved later (settle), so none is left unretrieved."""
@@ -197,24 +210,21 @@ class RayAsyncRunner:
             moves += result.moves
             records += result.records
             self.simulations += result.simulations
-            self._search_s += result.seconds
-            self.stats.add(result.stats)
-            self.clamped[(i, result.incarnation)] = result.clamped
+            self.clamped[(i, result.incarnation)] = result.figures.get("perf/pending_clamped", 0.0)
+            self._results.append(result)
             self._submit(i)
         return moves, records
 
     def perf_metrics(self) -> dict[str, float]:
-        sims, self._sims_mark = self.simulations - self._sims_mark, self.simulations
-        seconds, self._search_s = self._search_s, 0.0
-        stats, self.stats = self.stats, InferenceStats()
-        metrics = inference_metrics(stats, sims, seconds / max(len(self.workers), 1))
+        results, self._results = self._results, []
+        metrics = fold(results, len(self.workers))
         metrics["perf/selfplay_workers"] = float(len(self.workers))
         # Every actor asked where it is: a restart no failed call has shown yet is counted too.
         for i in range(len(self.workers)):
             self._wait_alive(i)
         metrics["perf/worker_restarts"] = float(self.incarnations.total_deaths)
-        metrics["perf/inference_restarts"] = float(self.inference.check_actors())
-        metrics["perf/weights_keeper_restarts"] = float(self.inference.keeper_deaths)
+        if isinstance(self.inference, Measured):
+            metrics.update(self.inference.perf_metrics())
         metrics["perf/pending_clamped"] = float(sum(self.clamped.values()))
         return metrics
 
@@ -258,8 +268,7 @@ class RayAsyncRunner:
                 return ready
             if time.monotonic() > deadline:
                 raise TimeoutError(
-                    f"no self-play worker finished a move in {self.timeout_s:.0f} s "
-                    "(5 × search.inference_timeout_s)"
+                    f"no self-play worker finished a move in {self.timeout_s:g} s (agent.worker_timeout_s)"
                 )
 
     def _wait_alive(self, i: int, error: BaseException | None = None) -> dict[str, Any]:
@@ -291,6 +300,28 @@ class RayAsyncRunner:
 
     def _submit(self, i: int) -> None:
         self._calls[self.workers[i].play.remote(1, self.settings)] = i
+
+
+def fold(results: list[PlayResult], workers: int) -> dict[str, float]:
+    """The figures of workers' calls as one search's: simulations a second over the workers
+    together, counts added up (SUMS), the other figures the means of the calls' by their
+    simulations."""
+    sims, seconds = sum(r.simulations for r in results), sum(r.seconds for r in results)
+    metrics: dict[str, float] = {}
+    if sims and seconds > 0:
+        metrics["perf/search_sims_per_s"] = sims / (seconds / max(workers, 1))
+    weights: dict[str, float] = {}
+    for result in results:
+        for key, value in result.figures.items():
+            if key in SUMS:
+                metrics[key] = metrics.get(key, 0.0) + value
+            elif key != "perf/search_sims_per_s" and result.simulations:
+                metrics[key] = metrics.get(key, 0.0) + value * result.simulations
+                weights[key] = weights.get(key, 0.0) + result.simulations
+    for key, weight in weights.items():
+        metrics[key] /= weight
+    metrics.pop("perf/pending_clamped", None)  # each worker's over its life: the runner adds them up
+    return metrics
 
 
 def _explained(error: Any) -> BaseException:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import atexit
 import http.client
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -18,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests import cli_zygote
 
 # Ray's token authentication (its default) spelled out before any test imports Ray: a cluster of
 # several nodes (ray.cluster_utils.Cluster) needs it said, and Ray reads it when it is imported.
@@ -192,9 +197,113 @@ class CliResult:
         return " ".join(self.output.split())
 
 
+class Zygote:
+    """This test process's zygote (tests/cli_zygote.py), started on first use; one command line at
+    a time (another, meanwhile, runs in a new interpreter)."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+        self.env: dict[str, str] = {}
+        self.usable = not os.environ.get("FRAMEWORK_TESTS_NO_ZYGOTE")
+        """Set FRAMEWORK_TESTS_NO_ZYGOTE=1 to run every command line in a new interpreter."""
+        self.lock = threading.Lock()
+        self._buffer = b""
+
+    def run(
+        self, args: list[str], *, cwd: Path, env: dict[str, str], timeout: float
+    ) -> tuple[int, str, str] | None:
+        """(exit status, stdout, stderr) of `python -m framework ARGS` forked; None where it cannot be."""
+        if not self.usable or not self.lock.acquire(blocking=False):
+            return None
+        try:
+            if not self._started() or not cli_zygote.forkable(env, self.env):
+                return None
+            return self._run(args, cwd=cwd, env=env, timeout=timeout)
+        finally:
+            self.lock.release()
+
+    def _started(self) -> bool:
+        if self.process is not None and self.process.poll() is None:
+            return True
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.cli_zygote"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=Path(__file__).parent.parent,
+            env=env,
+        )
+        self.env, self._buffer = dict(env), b""
+        ready = self._answer(120.0)
+        self.usable = bool(ready and ready.get("ready"))
+        return self.usable
+
+    def _run(
+        self, args: list[str], *, cwd: Path, env: dict[str, str], timeout: float
+    ) -> tuple[int, str, str]:
+        import json
+
+        assert self.process is not None and self.process.stdin is not None
+        with tempfile.TemporaryDirectory(prefix="framework-cli-") as folder:
+            out, err = Path(folder, "stdout"), Path(folder, "stderr")
+            request = {"args": args, "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err)}
+            self.process.stdin.write((json.dumps(request) + "\n").encode())
+            self.process.stdin.flush()
+            started = self._answer(30.0)
+            assert started is not None, "the zygote did not fork"
+            ended = self._answer(timeout)
+            if ended is None:
+                os.kill(started["pid"], signal.SIGKILL)
+                self._answer(30.0)
+                raise subprocess.TimeoutExpired(
+                    [sys.executable, "-m", "framework", *args], timeout, out.read_bytes(), err.read_bytes()
+                )
+            return int(ended["code"]), out.read_text(errors="replace"), err.read_text(errors="replace")
+
+    def _answer(self, timeout: float) -> dict[str, Any] | None:
+        """The zygote's next line, or None when none comes within `timeout` seconds."""
+        import json
+        import select
+
+        assert self.process is not None and self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                self.usable = False
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+ZYGOTE = Zygote()
+atexit.register(ZYGOTE.close)
+
+
 def run_cli(*args: str, cwd: Path, timeout: float = 300, env: dict[str, str] | None = None) -> CliResult:
-    """`python -m framework ARGS` in `cwd`, as a user would type it."""
+    """`python -m framework ARGS` in `cwd`, as a user would type it: in a process of its own, forked
+    by this test process's zygote (tests/cli_zygote.py) where what it would import at start is the
+    zygote's already, else a new interpreter."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0", **(env or {})}
+    forked = ZYGOTE.run(list(args), cwd=cwd, env=full_env, timeout=timeout)
+    if forked is not None:
+        code, stdout, stderr = forked
+        return CliResult(code, stdout, unwrapped(stderr), stderr)
     p = subprocess.run(
         [sys.executable, "-m", "framework", *args],
         cwd=cwd,

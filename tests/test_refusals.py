@@ -244,3 +244,19 @@ def test_self_play_workers_the_machine_cannot_hold_are_refused_by_the_agents_key
         "1000 self-play worker(s) and 1 inference actor(s) ask for 1001 CPUs"
     ), said
     assert_no_run(tmp_path)
+
+
+def test_a_tracking_process_asked_nothing_ends_at_once_and_one_asked_something_ends_by_closing() -> None:
+    # A run refused before it is tracked closes a tracking process it asked nothing: nothing to
+    # flush, so its start (MLflow's import, a second or more) is not waited for.
+    import signal
+
+    from framework_plugins.trackers.tracking_process import TrackingProcess
+
+    idle = TrackingProcess("collections:OrderedDict")
+    idle.close()
+    assert idle.process.wait(timeout=10) == -signal.SIGKILL
+    asked = TrackingProcess("collections:OrderedDict")
+    assert asked.call("__len__", timeout=120) == 0
+    asked.close()
+    assert asked.process.wait(timeout=30) == 0  # ended by its CLOSE, once it had answered

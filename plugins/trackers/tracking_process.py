@@ -89,8 +89,12 @@ class TrackingProcess:
         return value
 
     def close(self, timeout: float = 30.0) -> None:
-        """Ask the process to flush and exit; once it has answered, nothing is left to wait for."""
-        if self.process.poll() is None:
+        """Ask the process to flush and exit; once it has answered, nothing is left to wait for. A
+        process asked nothing (a run refused before it was tracked) has nothing to flush: it ends at
+        once, its start (MLflow's import, a second or more) not waited for."""
+        if self.process.poll() is None and self._seq == 0:
+            self.process.kill()
+        elif self.process.poll() is None:
             try:
                 self.call(CLOSE, timeout=timeout)
             except TrackingError:

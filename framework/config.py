@@ -9,7 +9,7 @@ each plugin's in its `Config`. A conf package registers the schemas its YAML fil
 # Optional[...] rather than `X | None`: OmegaConf 2.3 cannot read PEP 604 unions.
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, make_dataclass
 from typing import Any, Optional
 
@@ -241,16 +241,8 @@ def migrate(saved: DictConfig) -> DictConfig:
     """A saved run's config (resume=, play RUN) with each key its plugin's schema says has moved
     (`MOVED`) at its new place: an older run's `search.workers=2` is `agent.workers=2`, unless the
     new place holds a value already."""
-    for section, kind in PLUGIN_SECTIONS.items():
-        node = saved.get(section)
-        name = node.get("name") if isinstance(node, DictConfig) else None
-        if not name:
-            continue
-        try:
-            table = getattr(registry.load(kind, str(name)).Config, "MOVED", None) or {}
-        except Exception:  # a plugin that does not load: its run is refused elsewhere
-            continue
-        for key, place in table.items():
+    for _, node, schema in _schemas(saved):
+        for key, place in (getattr(schema, "MOVED", None) or {}).items():
             if key not in node:
                 continue
             value = node[key]
@@ -265,7 +257,19 @@ def migrate(saved: DictConfig) -> DictConfig:
 def named_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
     """The overrides a name may say: less those of its plugins' keys that say how the run is shown or
     reached (a schema field with `framework.values.SHOWN` metadata: the fighter's open_browser)."""
-    shown: set[str] = set()
+    shown = {
+        f"{section}.{f.name}"
+        for section, _, schema in _schemas(cfg)
+        if dataclasses.is_dataclass(schema)
+        for f in dataclasses.fields(schema)
+        if f.metadata.get(OPERATIONAL)
+    }
+    return [o for o in overrides if o.partition("=")[0].lstrip("+~") not in shown]
+
+
+def _schemas(cfg: DictConfig) -> Iterator[tuple[str, DictConfig, Any]]:
+    """(section, its node, its plugin's schema) for each plugin section of `cfg` that names a
+    plugin; one that does not load is left out (its run is refused elsewhere)."""
     for section, kind in PLUGIN_SECTIONS.items():
         node = cfg.get(section)
         name = node.get("name") if isinstance(node, DictConfig) else None
@@ -275,11 +279,7 @@ def named_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
             schema = registry.load(kind, str(name)).Config
         except Exception:  # a plugin that does not load: its run is refused elsewhere
             continue
-        if dataclasses.is_dataclass(schema):
-            shown |= {
-                f"{section}.{f.name}" for f in dataclasses.fields(schema) if f.metadata.get(OPERATIONAL)
-            }
-    return [o for o in overrides if o.partition("=")[0].lstrip("+~") not in shown]
+        yield section, node, schema
 
 
 def same_in(preset: DictConfig | None, cfg: DictConfig, key: str) -> bool:

@@ -180,12 +180,21 @@ def test_a_runs_recorded_duration_is_its_real_one(tmp_path: Path) -> None:
         [sys.executable, "-m", "framework", "agent=ppo", "total_steps=8192", "eval.episodes=5"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    wall = time.time() - started
+    ended = time.time()
+    wall = ended - started
     assert p.returncode == 0, p.stderr[-3000:]
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     (run,) = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
+    stamps = [
+        m.timestamp for key in run.data.metrics for m in client.get_metric_history(run.info.run_id, key)
+    ]
+    # Within the process's life, around every point it logged: not when the tracking process got to
+    # them (its own start and its flush at the end lie outside); the interpreter's start and exit,
+    # slow on a loaded machine, lie outside too, hence no tight ratio to the process's wall time.
+    assert started * 1000 <= run.info.start_time <= min(stamps), (started, run.info.start_time, min(stamps))
+    assert max(stamps) <= run.info.end_time <= ended * 1000, (max(stamps), run.info.end_time, ended)
     recorded = (run.info.end_time - run.info.start_time) / 1000
-    assert wall > 4, "a run long enough for 20 % to mean something"
-    assert 0.8 * wall <= recorded <= 1.2 * wall, (recorded, wall)
+    assert wall > 4, "a run long enough for the bounds to mean something"
+    assert 0.5 * wall <= recorded <= wall, (recorded, wall)

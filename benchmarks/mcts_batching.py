@@ -114,7 +114,6 @@ def main() -> None:
     import ray
     import torch
 
-    from framework.contracts import BEST
     from framework_plugins.alphazero.network import PolicyValueNet, evaluator_for
     from framework_plugins.alphazero.selfplay import (
         MoveChoice,
@@ -123,6 +122,7 @@ def main() -> None:
         vectorize_runner,
     )
     from framework_plugins.alphazero.workers import RayAsyncRunner, WorkerSettings
+    from framework_plugins.boardgames import BEST
     from framework_plugins.gomoku.rules import Gomoku
     from framework_plugins.mcts.config import InferenceConfig, RayAsyncConfig, SequentialConfig
     from framework_plugins.mcts.engines import RayAsyncSearch, local_search

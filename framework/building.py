@@ -17,10 +17,7 @@ from framework.contracts import (
     EnvPlugin,
     EpisodeStatsEnvPlugin,
     EvaluatingAgent,
-    GameEnvPlugin,
     MetricNamingAgent,
-    SearchAgent,
-    SearchPlugin,
     Tracker,
     VariantEnvPlugin,
 )
@@ -47,27 +44,21 @@ def build_plugin(section: config.Section, kind: str) -> Any:
     return plugin
 
 
-def search_plugin(
-    section: config.Section, env: config.Section, env_plugin: EnvPlugin, agent_name: str, agent: Agent
-) -> SearchPlugin:
-    """The run's search plugin, its config checked; refuses what cannot search."""
-    if not isinstance(env_plugin, GameEnvPlugin):
-        if isinstance(agent, SearchAgent):
-            raise ConfigError(
-                f"agent={agent_name} plays by tree search over a board game's rules, and env={env.name} "
-                "gives none: choose a board game env (env=gomoku)"
-            )
-        raise ConfigError(
-            f"search={section.name} searches a board game's tree, and env={env.name} gives no game rules "
-            "(choose env=gomoku, or drop search= with ~search)"
+def added_plugins(
+    cfg: Any, env: config.Section, env_plugin: EnvPlugin, agent: config.Section, agent_plugin: Agent
+) -> dict[str, Any]:
+    """The run's plugins of the kinds plugin packages add (`search`), by kind, each refused by its
+    kind when the run's env or agent cannot go with it, before it is built."""
+    built = {}
+    for name, kind in registry.added_kinds().items():
+        section = config.plugin_section(cfg, name)
+        if section is None:
+            continue
+        kind.check(
+            section.name, env=env.name, env_plugin=env_plugin, agent=agent.name, agent_plugin=agent_plugin
         )
-    if not isinstance(agent, SearchAgent):
-        raise ConfigError(
-            f"search={section.name} needs an agent that plays by search (agent=alphazero); "
-            f"agent={agent_name} does not: drop search= (or use ~search)"
-        )
-    plugin: SearchPlugin = build_plugin(section, "search")
-    return plugin
+        built[name] = build_plugin(section, name)
+    return built
 
 
 def evaluation_metrics(env: EnvPlugin, agent: Agent) -> tuple[frozenset[str], bool]:

@@ -74,12 +74,12 @@ class ObjectiveConfig:
 @dataclass
 class FrameworkConfig:
     """The root config; `env`, `agent`, ... are validated against their plugin's schema. Each
-    service plugin adds its section (`ray`: root_schema)."""
+    service plugin adds its section (`ray`: root_schema), each kind a plugin package adds its own
+    (`search`)."""
 
     env: Any = None
     agent: Any = None
     buffer: Any = None
-    search: Any = None
     tracking: Any = None
     seed: int = field(default=0, metadata=bounds(ge=0, le=2**32 - 1))
     """Seed for numpy, torch, python and the environments (numpy's legacy generator takes 32 bits)."""
@@ -105,11 +105,11 @@ class FrameworkConfig:
 #: Every schema a conf package registered, by (section, plugin name).
 SCHEMAS: dict[tuple[str, str], type] = {}
 
+#: The core's plugin sections and the kind of plugin each names (`plugin_sections()`: every one).
 PLUGIN_SECTIONS = {
     "env": "env",
     "agent": "agent",
     "buffer": "buffer",
-    "search": "search",
     "tracking": "tracker",
 }
 PROGRESS_MODES = ("auto", "bar", "log", "off")
@@ -125,13 +125,21 @@ class Section:
     cfg: Any
 
 
+def plugin_sections() -> dict[str, str]:
+    """Every plugin section of a run's config and its kind: the core's, then the kinds plugin
+    packages add (each named as its section)."""
+    return {**PLUGIN_SECTIONS, **{name: name for name in registry.added_kinds()}}
+
+
 @functools.cache
 def root_schema() -> type:
-    """FrameworkConfig with a section for each service plugin, by its name (`ray`: its Config)."""
+    """FrameworkConfig with a section for each service plugin, by its name (`ray`: its Config), and
+    one for each kind a plugin package adds (`search`: the plugin's schema checks it)."""
     sections = [(name, registry.load("service", name).Config) for name in registry.names("service")]
-    if not sections:
+    extra: list[tuple[str, Any, Any]] = [(name, Any, field(default=None)) for name in registry.added_kinds()]
+    extra += [(name, schema, field(default_factory=schema)) for name, schema in sections]
+    if not extra:
         return FrameworkConfig
-    extra = [(name, schema, field(default_factory=schema)) for name, schema in sections]
     return make_dataclass("FrameworkConfig", extra, bases=(FrameworkConfig,))
 
 
@@ -180,7 +188,7 @@ def plugin_section(cfg: DictConfig, section: str) -> Section | None:
     node = cfg.get(section)
     if node is None:
         return None
-    kind = PLUGIN_SECTIONS[section]
+    kind = plugin_sections()[section]
     name = node.get("name")
     if not name:
         raise ConfigError(f"{section}.name is missing: it names the {kind} plugin to use")
@@ -190,9 +198,14 @@ def plugin_section(cfg: DictConfig, section: str) -> Section | None:
         where = registry.info(kind, name)
         raise registry.RegistryError(
             f"The {kind} plugin {name!r} ({where.value}, from {where.distribution} {where.version}) does "
-            f"not satisfy framework.contracts.{contracts.CONTRACTS[kind].__name__}: " + "; ".join(problems)
+            f"not satisfy {_qualified(contracts.contract_of(kind))}: " + "; ".join(problems)
         )
     return Section(name, plugin, typed(node, plugin.Config, section, name))
+
+
+def _qualified(contract: type) -> str:
+    """`framework.contracts.Agent`: a contract by the package that exports it."""
+    return f"{contract.__module__.rpartition('.')[0]}.{contract.__name__}"
 
 
 def typed(node: DictConfig, schema: type, section: str, name: str) -> Any:
@@ -270,7 +283,7 @@ def named_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
 def _schemas(cfg: DictConfig) -> Iterator[tuple[str, DictConfig, Any]]:
     """(section, its node, its plugin's schema) for each plugin section of `cfg` that names a
     plugin; one that does not load is left out (its run is refused elsewhere)."""
-    for section, kind in PLUGIN_SECTIONS.items():
+    for section, kind in plugin_sections().items():
         node = cfg.get(section)
         name = node.get("name") if isinstance(node, DictConfig) else None
         if not name:

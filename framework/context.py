@@ -14,15 +14,12 @@ from omegaconf import DictConfig
 
 from framework.checkpoint import Checkpointer
 from framework.contracts import (
-    BEST,
     Agent,
     BestEpisodeReplay,
     Buffer,
     EnvPlugin,
     EvaluatingAgent,
-    InferenceService,
-    SearchEngine,
-    SearchPlugin,
+    RunPart,
     Tracker,
     VariantEnvPlugin,
 )
@@ -35,7 +32,6 @@ from framework.evaluation import (
     untrained_metrics,
 )
 from framework.progress import ProgressDisplay
-from framework.searches import RunSearches
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -61,8 +57,8 @@ class RunContext:
     run_dir: Path
     start_step: int = 0
     buffer: Buffer | None = None
-    searches: RunSearches | None = None
-    """The run's search plugin and its inference service (a run with search=...)."""
+    parts: dict[str, RunPart] = field(default_factory=dict)
+    """What the run holds of each added kind's plugin, by kind (`search`: the run's searches)."""
     stop: threading.Event = field(default_factory=threading.Event)
     resume_from: Path | None = None
     trial: Trial | None = None
@@ -75,7 +71,6 @@ class RunContext:
     _perf_mark: tuple[float, int] = (0.0, 0)
     _eval_every: int = 0
     _eval_at_start: bool = False
-    _search: SearchEngine | None = None
     _objective_missing_said: bool = False
 
     def __post_init__(self) -> None:
@@ -102,42 +97,11 @@ class RunContext:
         seed = evaluation_seed(self.seed) if evaluation else self.seed + index
         return self.env_plugin.make(seed=seed, index=index, evaluation=evaluation, render_mode=render_mode)
 
-    @property
-    def search_plugin(self) -> SearchPlugin | None:
-        """The run's search plugin (a config with search=...), else None."""
-        return None if self.searches is None else self.searches.plugin
-
-    @property
-    def search(self) -> SearchEngine | None:
-        """The run's own search (model "best", the run's seed), made on first use; None without search=."""
-        if self._search is None and self.searches is not None:
-            self._search = self.searches.make(seed=self.seed)
-        return self._search
-
-    @property
-    def inference(self) -> InferenceService:
-        """The run's inference service (started on first use, once, by the search plugin)."""
-        return self._searches().inference
-
-    def make_search(self, model: str = BEST, *, seed: int) -> SearchEngine:
-        """Another search over the run's inference service, with `model`'s weights (a candidate
-        network under gating, say); the run closes it with the others on every exit path."""
-        return self._searches().make(model, seed=seed)
-
-    def interrupt_searches(self) -> None:
-        """End the run's searches under way (the run is stopping): a self-play move, a gate's or an
-        evaluation's turn ends now, not after its simulations."""
-        if self.searches is not None:
-            self.searches.interrupt()
-
-    def close_search(self, search: SearchEngine) -> None:
-        """Close a search made by make_search before the run ends."""
-        self._searches().forget(search)
-
-    def _searches(self) -> RunSearches:
-        if self.searches is None:
-            raise RuntimeError("this run has no search config (search=...)")
-        return self.searches
+    def interrupt_parts(self) -> None:
+        """End what the run's parts have under way (the run is stopping): a self-play move, a
+        gate's or an evaluation's turn ends now, not after its simulations."""
+        for part in self.parts.values():
+            part.interrupt()
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         self.tracker.log_metrics(metrics, step)
@@ -271,10 +235,13 @@ class RunContext:
         )
 
     def close(self) -> None:
-        """Release what the run holds: its searches and inference service, the eval env, the display."""
-        self._search = None
-        if self.searches is not None:
-            self.searches.close()
+        """Release what the run holds: its parts (searches and their service), the eval env, the display."""
+        parts, self.parts = self.parts, {}
+        for name, part in parts.items():
+            try:
+                part.close()
+            except Exception:
+                log.exception("could not close the run's %s", name)
         if self._eval_env is not None:
             self._eval_env.close()
             self._eval_env = None

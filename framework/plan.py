@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from omegaconf import DictConfig
 
 from framework import config
-from framework.building import build_plugin, search_plugin
+from framework.building import added_plugins, build_plugin
 from framework.checkpoint import AGENT_DIR
-from framework.contracts import Agent, Buffer, CheckedAgent, EnvPlugin, SearchPlugin
+from framework.contracts import Agent, Buffer, CheckedAgent, EnvPlugin
 from framework.errors import ConfigError
 from framework.resume import ResumePoint
 
@@ -27,7 +27,8 @@ class Plan:
     env: EnvPlugin
     agent: Agent
     buffer: Buffer | None
-    search: SearchPlugin | None
+    parts: dict[str, object]
+    """Its plugins of the kinds plugin packages add (`search`), by kind."""
     plugins: dict[str, str]
     device: str
     resume: ResumePoint | None
@@ -46,20 +47,22 @@ def built(cfg: DictConfig, device: Callable[[], str], resume: ResumePoint | None
     # Cheapest first, so that a mistake is refused before the agent's libraries are imported.
     env = _required(cfg, "env")
     env_plugin: EnvPlugin = build_plugin(env, "env")
-    buffer, search = config.plugin_section(cfg, "buffer"), config.plugin_section(cfg, "search")
+    buffer = config.plugin_section(cfg, "buffer")
     built_buffer: Buffer | None = build_plugin(buffer, "buffer") if buffer else None
     agent = _required(cfg, "agent")
     built_agent: Agent = build_plugin(agent, "agent")
-    built_search = search_plugin(search, env, env_plugin, agent.name, built_agent) if search else None
+    parts = added_plugins(cfg, env, env_plugin, agent, built_agent)
     plugins = {"env": env.name, "agent": agent.name}
-    plugins.update({s: v.name for s, v in (("buffer", buffer), ("search", search)) if v is not None})
+    if buffer is not None:
+        plugins["buffer"] = buffer.name
+    plugins.update({kind: str(cfg[kind].name) for kind in parts})
     return Plan(
         cfg=cfg,
         env_name=env.name,
         agent_name=agent.name,
         env=env_plugin,
         buffer=built_buffer,
-        search=built_search,
+        parts=parts,
         agent=built_agent,
         plugins=plugins,
         device=device(),
@@ -73,7 +76,7 @@ def check_plan(plan: Plan) -> None:
     cfg, resume = plan.cfg, plan.resume
     if isinstance(plan.agent, CheckedAgent):
         try:
-            plan.agent.check_run(env=plan.env, buffer=plan.buffer, search=plan.search)
+            plan.agent.check_run(env=plan.env, buffer=plan.buffer, parts=plan.parts)
         except ValueError as e:
             raise ConfigError(str(e)) from None
     from framework.building import check_objective

@@ -22,12 +22,12 @@ import yaml
 from framework import registry
 from framework.columns import refuse, width, wrap
 from framework.commands import Parser
-from framework.config import PLUGIN_SECTIONS, SCHEMAS
+from framework.config import SCHEMAS, plugin_sections
 from framework.values import field_docs
 
 #: `# requires: MODULE (how to install it)` in a config file: what it needs beyond the core's own.
 REQUIRES = re.compile(r"^#\s*requires:\s*(\S+)\s*(?:\((.*)\))?\s*$")
-SCHEMA_DEFAULT = re.compile(rf"^/schema_({'|'.join(PLUGIN_SECTIONS)})_(\w+)@_here_$")
+SCHEMA_DEFAULT = re.compile(r"^/schema_([a-z]+)_(\w+)@_here_$")
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,9 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument(
         "--kind",
-        choices=list(registry.GROUPS),
+        choices=list(registry.groups()),
         metavar="KIND",
-        help=f"only plugins of this kind: {', '.join(registry.GROUPS)}",
+        help=f"only plugins of this kind: {', '.join(registry.groups())}",
     )
     parser.add_argument(
         "--config", metavar="NAME", help="a plugin's (or a config's) keys, defaults and descriptions"
@@ -66,8 +66,8 @@ def main(argv: list[str]) -> int:
     files = config_files()
     rows = [("KIND", "NAME", "SELECTED BY", "DISTRIBUTION", "VERSION", "DESCRIPTION")]
     missing: dict[str, str] = {}
-    for kind in registry.GROUPS if args.kind is None else [args.kind]:
-        section = next((s for s, k in PLUGIN_SECTIONS.items() if k == kind), None)
+    for kind in registry.groups() if args.kind is None else [args.kind]:
+        section = next((s for s, k in plugin_sections().items() if k == kind), None)
         for name, entries in registry.discover(kind).items():
             chosen = sorted(
                 (f for f in files if f.section == section and f.plugin == name), key=lambda f: f.name
@@ -150,7 +150,7 @@ def config_files() -> list[ConfigFile]:
     for entries in registry.discover("conf").values():
         for entry in entries:
             for folder in _package_dirs(entry.value.split(":", 1)[0].strip()):
-                for section in PLUGIN_SECTIONS:
+                for section in plugin_sections():
                     for path in sorted((folder / section).glob("*.yaml")):
                         parsed = _read(path, section)
                         if parsed is not None:

@@ -12,12 +12,12 @@ from typing import Any
 
 from framework.errors import ConfigError
 
-#: Plugin kinds and the entry-point group each is registered under.
+#: The core's plugin kinds and the entry-point group each is registered under; a plugin package
+#: adds kinds of its own in `framework.kinds` (`groups()` lists them all).
 GROUPS: dict[str, str] = {
     "env": "framework.envs",
     "buffer": "framework.buffers",
     "agent": "framework.agents",
-    "search": "framework.search",
     "tracker": "framework.trackers",
     "sweeper": "framework.sweepers",
     "service": "framework.services",
@@ -47,10 +47,15 @@ class PluginInfo:
         return _docstring_line(self.value) or _summary(self.entry_point)
 
 
+#: Where a plugin package adds a kind: a `framework.contracts.PluginKind` by its name.
+KINDS_GROUP = "framework.kinds"
+
+
 def _check_kind(kind: str) -> str:
-    if kind not in GROUPS:
-        raise RegistryError(f"Unknown plugin kind {kind!r}; valid kinds: {', '.join(GROUPS)}")
-    return GROUPS[kind]
+    known = groups()
+    if kind not in known:
+        raise RegistryError(f"Unknown plugin kind {kind!r}; valid kinds: {', '.join(known)}")
+    return known[kind]
 
 
 @functools.cache
@@ -59,9 +64,28 @@ def _entry_points(group: str) -> tuple[EntryPoint, ...]:
     return tuple(entry_points(group=group))
 
 
+@functools.cache
+def added_kinds() -> dict[str, Any]:
+    """The kinds plugin packages add (`framework.kinds`), by name: each a PluginKind."""
+    found: dict[str, Any] = {}
+    for ep in _entry_points(KINDS_GROUP):
+        kind = ep.load()
+        if kind.name in GROUPS or kind.name in found:
+            owner = ep.dist.name if ep.dist is not None else ep.value
+            raise RegistryError(f"{owner} adds the plugin kind {kind.name!r}, which is already a kind")
+        found[kind.name] = kind
+    return found
+
+
+def groups() -> dict[str, str]:
+    """Every plugin kind, the core's then those plugin packages add, and its entry-point group."""
+    return {**GROUPS, **{name: kind.group for name, kind in added_kinds().items()}}
+
+
 def refresh() -> None:
     """Forget what was discovered, e.g. after installing a plugin into the running process."""
     _entry_points.cache_clear()
+    added_kinds.cache_clear()
 
 
 def discover(kind: str) -> dict[str, list[PluginInfo]]:
@@ -117,7 +141,7 @@ def load(kind: str, name: str) -> Any:
 def conflicts() -> list[str]:
     """One message per name registered by two or more distributions, across all kinds."""
     problems = []
-    for kind in GROUPS:
+    for kind in groups():
         for name, entries in discover(kind).items():
             if len(entries) > 1:
                 owners = " and ".join(f"{p.distribution} {p.version}" for p in entries)

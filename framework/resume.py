@@ -152,7 +152,7 @@ def _apply_resume_overrides(saved: DictConfig, cfg: DictConfig, overrides: Seque
         key = item.split("=", 1)[0].lstrip("+~")
         if key.startswith("hydra.") or key == "resume":
             continue
-        if key in config.PLUGIN_SECTIONS:
+        if key in config.plugin_sections():
             before = OmegaConf.select(saved, f"{key}.name")
             after = OmegaConf.select(cfg, f"{key}.name")
             if before != after and key != "tracking":

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from framework import __version__, config, endings, run_dirs, run_names, services, sweepers
+from framework import __version__, config, endings, registry, run_dirs, run_names, services, sweepers
 from framework.building import (
     build_plugin,
     null_tracker,
@@ -31,13 +31,7 @@ from framework.building import (
 )
 from framework.checkpoint import Checkpointer, DiskError
 from framework.context import RunContext
-from framework.contracts import (
-    Agent,
-    GameEnvPlugin,
-    RunWatchingEnvPlugin,
-    SearchAgent,
-    Tracker,
-)
+from framework.contracts import Agent, RunPart, RunWatchingEnvPlugin, Tracker
 from framework.contracts.sweeper import PRUNED_STATUS
 from framework.errors import ConfigError, ExplainedError, RunFailed
 from framework.interrupts import (
@@ -52,7 +46,6 @@ from framework.progress import ProgressDisplay
 from framework.provenance import flatten, resume_tags, run_tags
 from framework.resume import resume_point
 from framework.run_dirs import RunDirLock
-from framework.searches import RunSearches
 from framework.summary import RunSummary, say
 
 log = logging.getLogger("framework")
@@ -181,7 +174,7 @@ def _execute(
             run_dir,
             f" (resumed at step {resume.step} from {resume.checkpoint})" if resume else "",
         )
-        with stop_on_sigint(ctx.stop, STOPPING_NOTICE, on_stop=ctx.interrupt_searches):
+        with stop_on_sigint(ctx.stop, STOPPING_NOTICE, on_stop=ctx.interrupt_parts):
             agent.learn(ctx)
         step = ctx.progress.step
         if ctx.trial is not None and ctx.trial.pruned_at is not None:
@@ -265,7 +258,7 @@ def _context(plan: Plan, tracker: Tracker, run_dir: Path, stop: threading.Event)
         run_dir=run_dir,
         start_step=start_step,
         buffer=plan.buffer,
-        searches=_searches(plan, stop),
+        parts=_parts(plan, stop),
         stop=stop,
         resume_from=resume.checkpoint if resume else None,
         trial=sweepers.trial_of_this_job(str(cfg.objective.metric)),
@@ -286,19 +279,21 @@ def _end_pruned(ctx: RunContext, agent: Agent, summary: RunSummary) -> dict[str,
     return ctx.last_eval
 
 
-def _searches(plan: Plan, stop: threading.Event) -> RunSearches | None:
-    """The run's searches over the service its search plugin starts on first use."""
-    if plan.search is None:
-        return None
-    assert isinstance(plan.env, GameEnvPlugin) and isinstance(plan.agent, SearchAgent)
-    return RunSearches(
-        plan.search,
-        plan.env.game,
-        plan.agent.evaluator,
-        device=plan.device,
-        threads=run_threads(int(plan.cfg.threads)),
-        should_stop=stop.is_set,
-    )
+def _parts(plan: Plan, stop: threading.Event) -> dict[str, RunPart]:
+    """What the run hands its agent of each added kind's plugin (`search`: its searches)."""
+    kinds = registry.added_kinds()
+    return {
+        name: kinds[name].part(
+            plugin,
+            env_plugin=plan.env,
+            agent_plugin=plan.agent,
+            device=plan.device,
+            threads=run_threads(int(plan.cfg.threads)),
+            seed=int(plan.cfg.seed),
+            stop=stop,
+        )
+        for name, plugin in plan.parts.items()
+    }
 
 
 def _run_name(

@@ -18,7 +18,7 @@ import pytest
 import framework_conf
 from framework import registry
 from framework.columns import LogFormatter, fits, wrap
-from framework.config import PLUGIN_SECTIONS
+from framework.config import plugin_sections
 from tests.conftest import COLUMNS, run_cli, too_wide
 
 SCREEN = 30
@@ -37,7 +37,7 @@ def config_groups() -> dict[str, list[str]]:
 def plugin_names() -> list[str]:
     """Each installed plugin of a kind a config group selects (`sb3`, `dqn`, `mlflow`, ...); and `ppo`,
     a config that is not its plugin's name (its listing says what it sets itself)."""
-    return sorted({name for kind in PLUGIN_SECTIONS.values() for name in registry.names(kind)} | {"ppo"})
+    return sorted({name for kind in plugin_sections().values() for name in registry.names(kind)} | {"ppo"})
 
 
 def run_narrow(*args: str, cwd: Path) -> str:

@@ -15,7 +15,7 @@ from framework.app import compose
 from framework.values import field_docs
 
 # A conf entry point is a package of config files and a command a function: neither has a Protocol.
-KINDS = [kind for kind in registry.GROUPS if kind in contracts.CONTRACTS]
+KINDS = [kind for kind in registry.groups() if kind in contracts.CONTRACTS or kind in registry.added_kinds()]
 ENTRY_POINTS = [(kind, name) for kind in KINDS for name in registry.names(kind)]
 CONF = Path(importlib.import_module("framework_conf").__file__ or "").parent
 
@@ -62,15 +62,15 @@ def test_optional_capabilities_are_declared_protocols() -> None:
     gomoku = registry.load("env", "gomoku")
     assert contracts.capabilities("env", gomoku) == [
         "VariantEnvPlugin",
-        "GameEnvPlugin",
         "EpisodeStatsEnvPlugin",
+        "GameEnvPlugin",  # a capability the board games' package adds to env plugins
     ]
     alphazero, dqn = registry.load("agent", "alphazero"), registry.load("agent", "dqn")
     assert contracts.capabilities("agent", alphazero) == [
         "CheckedAgent",
-        "SearchAgent",
         "EvaluatingAgent",
         "MetricNamingAgent",
+        "SearchAgent",
     ]
     assert contracts.capabilities("agent", dqn) == ["CheckedAgent"]
     assert contracts.capabilities("buffer", registry.load("buffer", "memory_efficient")) == ["FrameBuffer"]
@@ -121,14 +121,17 @@ def test_registered_schemas_are_the_plugins_own() -> None:
     compose([])  # imports the conf packages, which register their schemas
     assert config.SCHEMAS
     for (section, name), schema in config.SCHEMAS.items():
-        assert registry.load(config.PLUGIN_SECTIONS[section], name).Config is schema, (section, name)
+        assert registry.load(config.plugin_sections()[section], name).Config is schema, (section, name)
 
 
 #: Keys a config file may set to their default: they say what it selects (agent=ppo: algo PPO).
 SELECTING = {"algo"}
 
 
-@pytest.mark.parametrize("path", sorted(p for s in config.PLUGIN_SECTIONS for p in (CONF / s).glob("*.yaml")))
+SECTIONS = config.plugin_sections()
+
+
+@pytest.mark.parametrize("path", sorted(p for s in SECTIONS for p in (CONF / s).glob("*.yaml")))
 def test_config_files_set_only_what_differs_from_their_schema(path: Path) -> None:
     data = yaml.safe_load(path.read_text()) or {}
     section = path.parent.name
@@ -137,9 +140,7 @@ def test_config_files_set_only_what_differs_from_their_schema(path: Path) -> Non
     ]
     assert len(schemas) == 1, f"{path.name} starts from no schema"
     plugin = schemas[0].removeprefix(f"/schema_{section}_").split("@")[0]
-    schema = (
-        config.SCHEMAS.get((section, plugin)) or registry.load(config.PLUGIN_SECTIONS[section], plugin).Config
-    )
+    schema = config.SCHEMAS.get((section, plugin)) or registry.load(SECTIONS[section], plugin).Config
     defaults = {f.name: f for f in dataclasses.fields(schema)}
     for key, value in data.items():
         if key in ("defaults", "name"):

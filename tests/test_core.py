@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +64,45 @@ def test_importing_every_core_module_loads_no_plugin_and_no_plugins_library() ->
         >= len(list(pkgutil.walk_packages(framework.__path__))) - 1
     )
     assert [m for m in loaded if m.split(".")[0] in NOT_IN_THE_CORE] == []
+
+
+#: What board games and their searches are called: no name the core defines or imports says it
+#: (Hydra's config search path aside).
+BOARD_GAMES = re.compile(r"board|game|search|inference|gomoku|mcts|alphazero", re.IGNORECASE)
+
+
+def names(source: str) -> set[str]:
+    """Every name `source` defines, imports or takes as a parameter."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            found.add(node.name)
+        elif isinstance(node, ast.alias):
+            found.add(node.asname or node.name.rpartition(".")[2])
+        elif isinstance(node, ast.arg):
+            found.add(node.arg)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            found.add(node.target.id)
+    return found
+
+
+def test_the_core_names_nothing_of_board_games_or_their_searches() -> None:
+    found = {
+        str(path.relative_to(CORE)): sorted(
+            n for n in names(path.read_text()) if BOARD_GAMES.search(re.sub("(?i)search_?path", "", n))
+        )
+        for path in sorted(CORE.rglob("*.py"))
+    }
+    assert {path: found for path, found in found.items() if found} == {}
+
+
+def test_the_board_game_check_sees_a_class_a_parameter_and_an_import() -> None:
+    source = "from x import SearchEngine\nclass BoardGame: ...\ndef f(search): ...\nsearch_path = 1\n"
+    assert {n for n in names(source) if BOARD_GAMES.search(n)} == {
+        "SearchEngine",
+        "BoardGame",
+        "search",
+        "search_path",
+    }

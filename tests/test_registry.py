@@ -86,3 +86,122 @@ def _env(path: Path) -> dict[str, str]:
     import os
 
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")])}
+
+
+#: A plugin package that adds a kind of its own: `planner`, its contract and one planner.
+PLANNER_KIND = '''
+import threading
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class Planner(Protocol):
+    """Plans ahead."""
+
+    Config: type
+
+    def __init__(self, cfg) -> None: ...
+    def plan(self, depth: int) -> list: ...
+
+
+@dataclass
+class TreeConfig:
+    depth: int = 3
+    """How far ahead."""
+
+
+class Tree:
+    """Plans by a tree."""
+
+    Config = TreeConfig
+
+    def __init__(self, cfg) -> None:
+        self.cfg = cfg
+
+    def plan(self, depth: int) -> list:
+        return [depth]
+
+
+@dataclass(frozen=True)
+class PlannerKind:
+    name: str = "planner"
+    group: str = "thirdkind.planners"
+    contract: type = Planner
+    capabilities: tuple = ()
+    more_capabilities: dict = field(default_factory=dict)
+
+    def check(self, plugin, *, env, env_plugin, agent, agent_plugin) -> None:
+        pass
+
+    def part(self, plugin, *, env_plugin, agent_plugin, device, threads, seed, stop):
+        return plugin
+
+
+KIND = PlannerKind()
+'''
+
+
+def test_a_plugin_package_adds_a_kind_with_its_contract_section_and_plugins(tmp_path: Path) -> None:
+    fake_distribution(
+        tmp_path,
+        "thirdkind",
+        "[framework.kinds]\nplanner = thirdkind_mod:KIND\n\n"
+        "[thirdkind.planners]\ntree = thirdkind_mod:Tree\n",
+        "thirdkind_mod",
+        PLANNER_KIND,
+    )
+    code = (
+        "from framework import config, contracts, registry\n"
+        "print(list(registry.groups())[-2:])\n"
+        "print(registry.names('planner'), contracts.contract_of('planner').__name__)\n"
+        "print(contracts.check('planner', registry.load('planner', 'tree')))\n"
+        "print(config.plugin_sections()['planner'], 'planner' in config.root_schema().__dataclass_fields__)\n"
+        "class Bad:\n    Config = None\n"
+        "print(contracts.check('planner', Bad))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=_env(tmp_path), capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].endswith("'planner']")
+    assert lines[1:4] == ["['tree'] Planner", "[]", "planner True"]
+    assert "Config is not a dataclass" in lines[4] and "has no plan(self, depth: int)" in lines[4]
+
+    listing = subprocess.run(
+        [sys.executable, "-m", "framework", "plugins", "--kind", "planner"],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert listing.returncode == 0, listing.stderr
+    assert "tree" in listing.stdout and "thirdkind" in listing.stdout
+
+
+def test_a_kind_that_takes_a_core_kinds_name_is_refused_naming_its_package(tmp_path: Path) -> None:
+    fake_distribution(
+        tmp_path,
+        "rival-kind",
+        "[framework.kinds]\nenv = rival_kind_mod:KIND\n",
+        "rival_kind_mod",
+        PLANNER_KIND.replace('name: str = "planner"', 'name: str = "env"'),
+    )
+    code = "from framework import registry; registry.groups()"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=_env(tmp_path), capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode != 0
+    assert "rival-kind adds the plugin kind 'env', which is already a kind" in out.stderr
+
+
+def test_the_board_games_search_is_a_kind_its_package_adds() -> None:
+    from framework import config, contracts
+    from framework_plugins.boardgames import GameEnvPlugin, SearchAgent, SearchPlugin
+
+    assert "search" not in registry.GROUPS and "search" not in contracts.CONTRACTS
+    assert registry.groups()["search"] == "framework.search"
+    assert contracts.contract_of("search") is SearchPlugin
+    assert GameEnvPlugin in contracts.capabilities_of("env")
+    assert SearchAgent in contracts.capabilities_of("agent")
+    assert config.plugin_sections()["search"] == "search"

@@ -332,7 +332,7 @@ PRESETS = [
 def test_every_preset_passes_its_own_checks(overrides: list[str]) -> None:
     cfg = compose(overrides)
     config.check_root(cfg)
-    for section in config.PLUGIN_SECTIONS:
+    for section in config.plugin_sections():
         config.plugin_section(cfg, section)
 
 

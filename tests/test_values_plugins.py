@@ -139,9 +139,9 @@ def test_a_buffer_an_sb3_algorithm_never_reads_is_refused(agent: str, kept: str)
     assert agent_section is not None and env_section is not None
     built = agent_section.plugin(agent_section.cfg)
     env = env_section.plugin(env_section.cfg)
-    built.check_run(env=env, buffer=None, search=None)
+    built.check_run(env=env, buffer=None, parts={})
     with pytest.raises(ConfigError, match=f"keeps its own {kept}.*drop buffer=.*agent=dqn"):
-        built.check_run(env=env, buffer=ReplayBuffer(ReplayBufferConfig(capacity=10)), search=None)
+        built.check_run(env=env, buffer=ReplayBuffer(ReplayBufferConfig(capacity=10)), parts={})
 
 
 def test_a_one_step_rollout_that_sb3_cannot_normalise_is_refused() -> None:
@@ -152,7 +152,7 @@ def test_a_one_step_rollout_that_sb3_cannot_normalise_is_refused() -> None:
     assert agent_section is not None and env_section is not None
     built = agent_section.plugin(agent_section.cfg)
     with pytest.raises(ConfigError, match=_literal("agent.hyperparams.n_steps=1 with env.n_envs=1")):
-        built.check_run(env=env_section.plugin(env_section.cfg), buffer=None, search=None)
+        built.check_run(env=env_section.plugin(env_section.cfg), buffer=None, parts={})
 
 
 # -- the objective ---------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from framework.contracts.agent import (
     EvaluatingAgent,
     MetricNamingAgent,
     RunContext,
-    SearchAgent,
 )
 from framework.contracts.buffer import Buffer, FrameBuffer
 from framework.contracts.check import (
@@ -20,9 +19,11 @@ from framework.contracts.check import (
     CONTRACTS,
     ENV_CAPABILITIES,
     capabilities,
+    capabilities_of,
     check,
     check_env,
     check_instance,
+    contract_of,
 )
 from framework.contracts.env import (
     BestEpisodeReplay,
@@ -33,67 +34,29 @@ from framework.contracts.env import (
     VariantEnvPlugin,
     VectorEnvPlugin,
 )
-from framework.contracts.game import (
-    BoardGame,
-    BoardState,
-    Evaluator,
-    GameEnvPlugin,
-    GameOpponent,
-    PortableEvaluator,
-    SolvingGame,
-)
-from framework.contracts.search import (
-    BEST,
-    DistributedSearch,
-    DrawWeighingSearch,
-    InferenceService,
-    Measured,
-    SearchEngine,
-    SearchPlugin,
-    SearchRequest,
-    SearchResult,
-    SelfPlaySource,
-    SharedInference,
-)
+from framework.contracts.kind import PluginKind, RunPart
 from framework.contracts.service import RunService
 from framework.contracts.sweeper import SweeperPlugin, Trial
 from framework.contracts.tracker import SweepSummarySpec, Tracker
 
 __all__ = [
-    "BEST",
     "CAPABILITIES",
     "CONTRACTS",
     "ENV_CAPABILITIES",
     "Agent",
     "BestEpisodeReplay",
-    "BoardGame",
-    "BoardState",
     "Buffer",
     "CheckedAgent",
-    "DistributedSearch",
-    "DrawWeighingSearch",
     "EnvPlugin",
     "EpisodeStatsEnvPlugin",
     "EvaluatingAgent",
-    "Evaluator",
     "FrameBuffer",
-    "GameEnvPlugin",
-    "GameOpponent",
-    "InferenceService",
-    "Measured",
     "MetricNamingAgent",
-    "PortableEvaluator",
+    "PluginKind",
     "RunContext",
+    "RunPart",
     "RunService",
     "RunWatchingEnvPlugin",
-    "SearchAgent",
-    "SearchEngine",
-    "SearchPlugin",
-    "SearchRequest",
-    "SearchResult",
-    "SelfPlaySource",
-    "SharedInference",
-    "SolvingGame",
     "SpacesEnvPlugin",
     "SweepSummarySpec",
     "SweeperPlugin",
@@ -102,7 +65,9 @@ __all__ = [
     "VariantEnvPlugin",
     "VectorEnvPlugin",
     "capabilities",
+    "capabilities_of",
     "check",
     "check_env",
     "check_instance",
+    "contract_of",
 ]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import threading
+    from collections.abc import Mapping
 
     import gymnasium as gym
     import numpy as np
@@ -15,8 +16,7 @@ if TYPE_CHECKING:
 
     from framework.contracts.buffer import Buffer
     from framework.contracts.env import EnvPlugin
-    from framework.contracts.game import Evaluator
-    from framework.contracts.search import InferenceService, SearchEngine, SearchPlugin
+    from framework.contracts.kind import RunPart
     from framework.contracts.tracker import Tracker
 
 
@@ -31,16 +31,6 @@ class Agent(Protocol):
     def act(self, obs: Any, *, deterministic: bool = True) -> Any: ...
     def save(self, path: Path) -> None: ...
     def load(self, path: Path) -> None: ...
-
-
-@runtime_checkable
-class SearchAgent(Agent, Protocol):
-    """An agent that plays by tree search: its batched evaluator (on its current network) is what
-    the run's inference service serves, and the run's searches evaluate through that service.
-    Loaded to play (`play RUN`, `gomocup RUN`), it moves its networks to the player's device."""
-
-    def evaluator(self) -> Evaluator: ...
-    def to(self, device: str) -> None: ...
 
 
 @runtime_checkable
@@ -63,9 +53,10 @@ class MetricNamingAgent(EvaluatingAgent, Protocol):
 @runtime_checkable
 class CheckedAgent(Agent, Protocol):
     """An agent that can tell, before the run starts, that it cannot train with the run's other
-    plugins (a buffer it cannot fill, say): `check_run` raises ConfigError naming what to change."""
+    plugins (a buffer it cannot fill, say): `check_run` raises ConfigError naming what to change.
+    `parts`: the plugins of the kinds plugin packages add, by kind (`search`), those the run has."""
 
-    def check_run(self, *, env: EnvPlugin, buffer: Buffer | None, search: SearchPlugin | None) -> None: ...
+    def check_run(self, *, env: EnvPlugin, buffer: Buffer | None, parts: Mapping[str, object]) -> None: ...
 
 
 class RunContext(Protocol):
@@ -109,28 +100,14 @@ class RunContext(Protocol):
         ...
 
     @property
-    def search_plugin(self) -> SearchPlugin | None:
-        """The run's search plugin (a config with search=...), else None."""
-        ...
-
-    @property
-    def search(self) -> SearchEngine | None:
-        """The run's own search (the best model, the run's seed), made on first use."""
-        ...
-
-    @property
-    def inference(self) -> InferenceService:
-        """The run's inference service, started on first use by the search plugin."""
+    def parts(self) -> Mapping[str, RunPart]:
+        """What the run holds of each added kind's plugin, by kind: `search` (a config with
+        search=...), the run's searches and their inference service."""
         ...
 
     def make_env(
         self, index: int = 0, *, evaluation: bool = False, render_mode: str | None = None
     ) -> gym.Env: ...
-    def make_search(self, model: str = ..., *, seed: int) -> SearchEngine:
-        """Another search over the run's inference service with `model`'s weights; closed with the run."""
-        ...
-
-    def close_search(self, search: SearchEngine) -> None: ...
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
     def after_step(self, step: int, agent: Agent) -> bool:
         """Steps advanced to `step` in all: progress, evaluation, checkpoints. False: stop."""

@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from framework.contracts.agent import Agent, CheckedAgent, EvaluatingAgent, MetricNamingAgent, SearchAgent
+from framework.contracts.agent import Agent, CheckedAgent, EvaluatingAgent, MetricNamingAgent
 from framework.contracts.buffer import Buffer, FrameBuffer
 from framework.contracts.env import (
     BestEpisodeReplay,
@@ -18,18 +18,16 @@ from framework.contracts.env import (
     VariantEnvPlugin,
     VectorEnvPlugin,
 )
-from framework.contracts.game import GameEnvPlugin
-from framework.contracts.search import DistributedSearch, DrawWeighingSearch, SearchPlugin
 from framework.contracts.service import RunService
 from framework.contracts.sweeper import SweeperPlugin
 from framework.contracts.tracker import Tracker
 
-#: The contract of each plugin kind, and the optional capabilities a plugin of that kind may have.
+#: The contract of each of the core's plugin kinds, and the optional capabilities a plugin of that
+#: kind may have; a kind a plugin package adds brings its own (`contract_of`, `capabilities_of`).
 CONTRACTS: dict[str, type] = {
     "env": EnvPlugin,
     "buffer": Buffer,
     "agent": Agent,
-    "search": SearchPlugin,
     "tracker": Tracker,
     "sweeper": SweeperPlugin,
     "service": RunService,
@@ -38,17 +36,36 @@ CAPABILITIES: dict[str, tuple[type, ...]] = {
     "env": (
         VectorEnvPlugin,
         VariantEnvPlugin,
-        GameEnvPlugin,
         EpisodeStatsEnvPlugin,
         SpacesEnvPlugin,
         RunWatchingEnvPlugin,
     ),
     "buffer": (FrameBuffer,),
-    "agent": (CheckedAgent, SearchAgent, EvaluatingAgent, MetricNamingAgent),
-    "search": (DistributedSearch, DrawWeighingSearch),
+    "agent": (CheckedAgent, EvaluatingAgent, MetricNamingAgent),
 }
 #: Optional capabilities of the envs an env plugin makes (gymnasium is their contract).
 ENV_CAPABILITIES: tuple[type, ...] = (BestEpisodeReplay,)
+
+
+def contract_of(kind: str) -> type:
+    """The contract of a plugin kind: the core's, or the one the kind's plugin package gives."""
+    if kind in CONTRACTS:
+        return CONTRACTS[kind]
+    from framework import registry
+
+    contract: type = registry.added_kinds()[kind].contract
+    return contract
+
+
+def capabilities_of(kind: str) -> tuple[type, ...]:
+    """The optional capabilities a plugin of `kind` may have, with those plugin packages add."""
+    from framework import registry
+
+    found = CAPABILITIES.get(kind, ())
+    for added in registry.added_kinds().values():
+        found += tuple(added.capabilities) if added.name == kind else ()
+        found += tuple(added.more_capabilities.get(kind, ()))
+    return found
 
 
 def check(kind: str, plugin: object) -> list[str]:
@@ -58,7 +75,7 @@ def check(kind: str, plugin: object) -> list[str]:
     kinds and defaults, no other required parameter); `Config` must be a dataclass. Attributes
     (`n_envs`, `capacity`) belong to instances and are checked by `check_instance`.
     """
-    contract = CONTRACTS[kind]
+    contract = contract_of(kind)
     if not inspect.isclass(plugin):
         return [f"is a {type(plugin).__name__}, not a class"]
     problems = []
@@ -103,7 +120,7 @@ def check_env(env: object) -> list[str]:
 
 def check_instance(kind: str, plugin: object) -> list[str]:
     """What a constructed plugin lacks of the attributes its contract (and capabilities) declare."""
-    contracts = (CONTRACTS[kind], *(c for c in CAPABILITIES.get(kind, ()) if isinstance(plugin, c)))
+    contracts = (contract_of(kind), *(c for c in capabilities_of(kind) if isinstance(plugin, c)))
     problems = []
     for contract in contracts:
         properties = [n for n, v in _methods(contract).items() if isinstance(v, property)]
@@ -119,8 +136,8 @@ _MISSING = object()
 def capabilities(kind: str, plugin: object) -> list[str]:
     """The optional capabilities (Protocol names) whose methods a plugin class has."""
     found = []
-    for capability in CAPABILITIES.get(kind, ()):
-        extra = set(_methods(capability)) - set(_methods(CONTRACTS[kind]))
+    for capability in capabilities_of(kind):
+        extra = set(_methods(capability)) - set(_methods(contract_of(kind)))
         if all(inspect.getattr_static(plugin, name, None) is not None for name in extra):
             found.append(capability.__name__)
     return found

@@ -7,25 +7,25 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 import numpy as np
 import torch
 
-from framework.contracts import (
-    BEST,
-    Buffer,
-    DistributedSearch,
-    DrawWeighingSearch,
-    EnvPlugin,
-    Evaluator,
-    GameEnvPlugin,
-    RunContext,
-    SearchPlugin,
-)
+from framework.contracts import Buffer, EnvPlugin, RunContext
 from framework.errors import ConfigError, check_at_least, check_choice
 from framework.schedules import build_schedule
+from framework_plugins.boardgames import (
+    BEST,
+    DistributedSearch,
+    DrawWeighingSearch,
+    Evaluator,
+    GameEnvPlugin,
+    SearchPlugin,
+)
+from framework_plugins.boardgames.searches import run_searches
 
 from . import gating
 from .background import BackgroundLearning
@@ -60,12 +60,13 @@ class AlphaZeroAgent:
 
     # -- the contract ------------------------------------------------------------------------------
 
-    def check_run(self, *, env: EnvPlugin, buffer: Optional[Buffer], search: Optional[SearchPlugin]) -> None:
+    def check_run(self, *, env: EnvPlugin, buffer: Optional[Buffer], parts: Mapping[str, object]) -> None:
         if not isinstance(env, GameEnvPlugin):
             raise ConfigError(
                 "agent=alphazero plays a board game by search: choose a board game env (env=gomoku)"
             )
-        if search is None:
+        search = parts.get("search")
+        if not isinstance(search, SearchPlugin):
             raise ConfigError("agent=alphazero needs a search engine: search=sequential")
         if buffer is not None:
             raise ConfigError(
@@ -121,8 +122,9 @@ class AlphaZeroAgent:
         assert isinstance(ctx.env_plugin, GameEnvPlugin)
         game = ctx.env_plugin.game
         self._setup(game, ctx)
-        ctx.inference.publish(BEST, learner.weights("best"))
-        self._search, self._game = ctx.search, game
+        searches = run_searches(ctx)
+        searches.inference.publish(BEST, learner.weights("best"))
+        self._search, self._game = searches.own, game
         collector = SelfPlayCollector(cfg, ctx, game, self.rng)
         background: BackgroundLearning | None = None
         if cfg.background_training:
@@ -141,7 +143,7 @@ class AlphaZeroAgent:
                 if background is not None:  # new weights between searches, metrics from this thread
                     for metrics, at in background.deliver():
                         ctx.log_metrics(metrics, at)
-                current = ctx.inference.version(BEST)
+                current = searches.inference.version(BEST)
                 for record in finished:
                     learner.add_game(record, lag=current - min(record.versions, default=current))
                     self.counters["games"] += 1
@@ -260,7 +262,7 @@ class AlphaZeroAgent:
         self.counters["phases"] += 1
         self.counters["updates"] += self.cfg.updates_per_phase
         if not self.cfg.gating:  # self-play uses the trained network itself
-            ctx.inference.publish(BEST, self.learner.weights("best"))
+            run_searches(ctx).inference.publish(BEST, self.learner.weights("best"))
 
     def learning_rate(self, ctx: RunContext, step: int) -> float:
         """agent.learning_rate at `step` (a schedule's fraction is of the run's total_steps)."""
@@ -277,7 +279,7 @@ class AlphaZeroAgent:
         accepted = result.score >= cfg.gate_threshold
         if accepted:
             self.learner.accept()
-            ctx.inference.publish(BEST, self.learner.weights("best"))
+            run_searches(ctx).inference.publish(BEST, self.learner.weights("best"))
             self.counters["generation"] += 1
             self.elo += result.elo_difference()
         ctx.log_metrics(self.gate_metrics(result.score, accepted), step)
@@ -305,7 +307,8 @@ class AlphaZeroAgent:
         games = self.counters["games"] - clock[2]
         metrics = self.learner.take_stats()
         metrics["selfplay/games"] = float(self.counters["games"])
-        metrics["selfplay/weights_version"] = float(ctx.inference.version(BEST))
+        searches = run_searches(ctx)
+        metrics["selfplay/weights_version"] = float(searches.inference.version(BEST))
         metrics["train/updates"] = float(self.counters["updates"])
         metrics["train/learning_rate"] = self.learning_rate(ctx, step)
         metrics["train/replay_positions"] = float(len(self.learner.replay or ()))
@@ -313,8 +316,7 @@ class AlphaZeroAgent:
         if now > clock[0] and sims > 0:
             metrics["perf/sims_per_s"] = sims / (now - clock[0])
             metrics["perf/games_per_s"] = games / (now - clock[0])
-        if ctx.search is not None:
-            metrics.update(ctx.search.perf_metrics())
+        metrics.update(searches.own.perf_metrics())
         metrics.update(collector.perf_metrics())
         if background is not None:
             metrics.update(background.perf_metrics())
@@ -327,7 +329,7 @@ class AlphaZeroAgent:
     @staticmethod
     def _simulations(ctx: RunContext, collector: SelfPlayCollector) -> int:
         workers = collector.workers.simulations if collector.workers is not None else 0
-        return workers + (ctx.search.simulations if ctx.search is not None else 0)
+        return workers + run_searches(ctx).own.simulations
 
 
 def _validate(cfg: AlphaZeroConfig) -> None:
@@ -386,7 +388,8 @@ def _validate(cfg: AlphaZeroConfig) -> None:
 
 
 if TYPE_CHECKING:
-    from framework.contracts import CheckedAgent, EvaluatingAgent, MetricNamingAgent, SearchAgent
+    from framework.contracts import CheckedAgent, EvaluatingAgent, MetricNamingAgent
+    from framework_plugins.boardgames import SearchAgent
 
     _contract: type[CheckedAgent] = AlphaZeroAgent
     _search_contract: type[SearchAgent] = AlphaZeroAgent

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from framework.contracts import SearchEngine, SearchRequest
+from framework_plugins.boardgames import SearchEngine, SearchRequest
 
 from .selfplay import MoveChoice
 

@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import torch
 
-from framework.contracts import BEST, RunContext
+from framework.contracts import RunContext
+from framework_plugins.boardgames import BEST
+from framework_plugins.boardgames.searches import run_searches
 
 from . import gating
 
@@ -136,7 +138,7 @@ class BackgroundLearning:
             except queue.Empty:
                 return metrics
             if kind == "weights":
-                self.ctx.inference.publish(BEST, item)
+                run_searches(self.ctx).inference.publish(BEST, item)
             else:
                 metrics.append(item)
 
@@ -254,7 +256,7 @@ class BackgroundLearning:
             try:
                 with learner.lock:
                     incumbent = learner.weights("best")
-                ctx.inference.publish(INCUMBENT, incumbent)
+                run_searches(ctx).inference.publish(INCUMBENT, incumbent)
                 result = gating.gate(
                     cfg, ctx, self.game, candidate, index, incumbent=INCUMBENT, should_stop=self._should_end
                 )

@@ -8,9 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from framework.contracts import DistributedSearch, Measured, RunContext, SelfPlaySource, SharedInference
+from framework.contracts import RunContext
 from framework.errors import ConfigError
 from framework.schedules import Schedule, build_schedule
+from framework_plugins.boardgames import DistributedSearch, Measured, SelfPlaySource, SharedInference
+from framework_plugins.boardgames.searches import run_searches
 
 from .config import AlphaZeroConfig
 from .selfplay import (
@@ -76,7 +78,7 @@ class SelfPlayCollector:
     """Where the run's self-play games come from, and the settings they are played with."""
 
     def __init__(self, cfg: AlphaZeroConfig, ctx: RunContext, game: Any, rng: np.random.Generator) -> None:
-        assert ctx.search_plugin is not None and ctx.search is not None
+        searches = run_searches(ctx)
         self.schedules = schedules(cfg, ctx.cfg.search, ctx.total_steps)
         choice = MoveChoice(1.0, cfg.temperature_moves)
         cap = PlayoutCap(cfg.full_search_fraction, cfg.fast_simulations)
@@ -86,14 +88,14 @@ class SelfPlayCollector:
         self.parallel_games = parallel_games(cfg, ctx.device)
         if cfg.runner == "single":
             self.runner = SelfPlayRunner(
-                game, ctx.search, choice, rng, noise=cfg.noise, cap=cap, openings=starts
+                game, searches.own, choice, rng, noise=cfg.noise, cap=cap, openings=starts
             )
             return
-        plugin, workers = ctx.search_plugin, worker_count(cfg, ctx.search_plugin)
+        plugin, workers = searches.plugin, worker_count(cfg, searches.plugin)
         if workers:
             from .workers import RayAsyncRunner, WorkerSettings
 
-            assert isinstance(plugin, DistributedSearch) and isinstance(ctx.inference, SharedInference)
+            assert isinstance(plugin, DistributedSearch) and isinstance(searches.inference, SharedInference)
             make = functools.partial(
                 vectorize_runner,
                 game=game,
@@ -105,7 +107,7 @@ class SelfPlayCollector:
             )
             self.workers = RayAsyncRunner(
                 WorkerSettings.of(cfg, workers),
-                ctx.inference,
+                searches.inference,
                 make,
                 plugin=plugin,
                 game=game,
@@ -114,7 +116,7 @@ class SelfPlayCollector:
             )
         self.runner = self.workers or VectorizeRunner(
             game,
-            ctx.search,
+            searches.own,
             choice,
             rng,
             n_games=self.parallel_games,

@@ -8,8 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from framework.contracts import BEST, GameEnvPlugin, RunContext
+from framework.contracts import RunContext
 from framework.evaluation import evaluation_seed
+from framework_plugins.boardgames import BEST, GameEnvPlugin
+from framework_plugins.boardgames.searches import run_searches
 
 from .arena import SearchPlayer
 from .config import AlphaZeroConfig
@@ -34,9 +36,10 @@ def gate(
     games; None when the run (or `should_stop`) asked to stop during the gate. Gate `index` plays
     with evaluation seeds (`gate_seeds`), apart from every seed self-play trains with."""
     seed, best_seed = gate_seeds(ctx.seed, index)
-    ctx.inference.publish(CANDIDATE, candidate_weights)
-    candidate = ctx.make_search(CANDIDATE, seed=seed)
-    best = ctx.make_search(incumbent, seed=best_seed)
+    searches = run_searches(ctx)
+    searches.inference.publish(CANDIDATE, candidate_weights)
+    candidate = searches.make(CANDIDATE, seed=seed)
+    best = searches.make(incumbent, seed=best_seed)
     rng = np.random.default_rng(seed)
     opening, temperature_moves = _openings(ctx, cfg)
     try:
@@ -52,8 +55,8 @@ def gate(
     except MatchStopped:
         return None
     finally:
-        ctx.close_search(candidate)
-        ctx.close_search(best)
+        searches.forget(candidate)
+        searches.forget(best)
 
 
 def evaluate(cfg: AlphaZeroConfig, ctx: RunContext, *, episodes: int) -> dict[str, float]:
@@ -63,7 +66,8 @@ def evaluate(cfg: AlphaZeroConfig, ctx: RunContext, *, episodes: int) -> dict[st
     env = ctx.env_plugin
     assert isinstance(env, GameEnvPlugin)
     seed = evaluation_seed(ctx.seed)
-    search = ctx.make_search(BEST, seed=seed)
+    searches = run_searches(ctx)
+    search = searches.make(BEST, seed=seed)
     simulations = search.num_simulations if cfg.eval_simulations is None else cfg.eval_simulations
     rng = np.random.default_rng(seed)
     _, temperature_moves = _openings(ctx, cfg)
@@ -88,7 +92,7 @@ def evaluate(cfg: AlphaZeroConfig, ctx: RunContext, *, episodes: int) -> dict[st
     except MatchStopped:
         return {}
     finally:
-        ctx.close_search(search)
+        searches.forget(search)
     return metrics
 
 

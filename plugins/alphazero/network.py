@@ -86,7 +86,7 @@ class NetworkEvaluator:
         self.positions = 0
         """Positions evaluated so far."""
 
-    # -- portable (framework.contracts.PortableEvaluator): rebuilt in a Ray actor, kept in step ----
+    # -- portable (framework_plugins.boardgames.PortableEvaluator): rebuilt in a Ray actor, kept in step ----
 
     backend = "torch"
 

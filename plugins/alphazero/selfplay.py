@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from framework.contracts import SearchEngine, SearchRequest
+from framework_plugins.boardgames import SearchEngine, SearchRequest
 
 
 @dataclass

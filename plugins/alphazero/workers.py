@@ -17,8 +17,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from framework.contracts import BEST, Measured
 from framework.errors import ExplainedError
+from framework_plugins.boardgames import BEST, Measured
 from framework_plugins.ray_runtime import runtime as ray_runtime
 from framework_plugins.ray_runtime.restarts import (
     SLICE_S,
@@ -29,7 +29,7 @@ from framework_plugins.ray_runtime.restarts import (
 )
 
 if TYPE_CHECKING:
-    from framework.contracts import BoardGame, DistributedSearch, SelfPlaySource, SharedInference
+    from framework_plugins.boardgames import BoardGame, DistributedSearch, SelfPlaySource, SharedInference
 
     from .config import AlphaZeroConfig
 
@@ -334,6 +334,6 @@ def _explained(error: Any) -> BaseException:
 
 
 if TYPE_CHECKING:
-    from framework.contracts import SelfPlaySource as _Source
+    from framework_plugins.boardgames import SelfPlaySource as _Source
 
     _source: type[_Source] = RayAsyncRunner

@@ -2,6 +2,7 @@
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, Optional
 
@@ -9,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from framework.contracts import Buffer, CheckedAgent, EnvPlugin, RunContext, SearchPlugin, SpacesEnvPlugin
+from framework.contracts import Buffer, CheckedAgent, EnvPlugin, RunContext, SpacesEnvPlugin
 from framework.errors import ConfigError, check_at_least, check_choice
 from framework.schedules import Schedule, build_schedule
 
@@ -94,7 +95,7 @@ class DQNAgent:
             if flushing:
                 torch.set_flush_denormal(False)  # the process's default again
 
-    def check_run(self, *, env: EnvPlugin, buffer: Optional[Buffer], search: Optional[SearchPlugin]) -> None:
+    def check_run(self, *, env: EnvPlugin, buffer: Optional[Buffer], parts: Mapping[str, object]) -> None:
         """Before the run starts: a selected buffer this agent's settings cannot fill, and an env
         whose spaces it cannot train on (where the env plugin says them), are refused."""
         check_buffer(buffer, buffer_size=self.cfg.buffer_size, n_envs=env.n_envs, n_step=self.cfg.n_step)

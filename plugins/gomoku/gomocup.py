@@ -39,7 +39,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from framework.contracts import SearchRequest, SearchResult
+from framework_plugins.boardgames import SearchRequest, SearchResult
 
 from .gomocup_values import INFO_RANGES, TIME_KEYS, ProtocolError, number_pair, quoted, whole_number
 from .kernels import WIN

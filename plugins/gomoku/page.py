@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from framework.contracts import SearchRequest
+from framework_plugins.boardgames import SearchRequest
 from framework_plugins.web.page_server import NO_TOKEN, PageServer
 
 from .http_guard import MAX_BODY_BYTES, add_security_headers, api_error, read_body

@@ -28,9 +28,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from framework import config, registry, services
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, find_latest, read_state
-from framework.contracts import GameEnvPlugin, SearchAgent, SearchEngine, SolvingGame
 from framework.errors import ConfigError
-from framework.searches import RunSearches
+from framework_plugins.boardgames import GameEnvPlugin, SearchAgent, SearchEngine, SolvingGame
+from framework_plugins.boardgames.searches import RunSearches
 
 #: Root keys a command line may set on a trained run; and the sections (ray: where search=ray_async runs).
 ROOT_KEYS = ("seed", "device", "threads")

@@ -81,7 +81,8 @@ class GomokuEnvPlugin:
 
 
 if TYPE_CHECKING:
-    from framework.contracts import GameEnvPlugin, VariantEnvPlugin
+    from framework.contracts import VariantEnvPlugin
+    from framework_plugins.boardgames import GameEnvPlugin
 
     _contract: type[GameEnvPlugin] = GomokuEnvPlugin
     _variant_contract: type[VariantEnvPlugin] = GomokuEnvPlugin

@@ -13,21 +13,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from framework.contracts import BEST
 from framework.errors import ConfigError, check_at_least, check_choice
 from framework.schedules import build_schedule
+from framework_plugins.boardgames import BEST
 
 from .config import BACKENDS, ROOTS, RayAsyncConfig, SequentialConfig
 from .puct import PuctSearch
 from .service import LocalInference, RayInference, RayServiceAddress
 
 if TYPE_CHECKING:
-    from framework.contracts import (
-        BoardGame,
-        DistributedSearch,
-        Evaluator,
-        SearchPlugin,
-    )
+    from framework_plugins.boardgames import BoardGame, DistributedSearch, Evaluator, SearchPlugin
 
 
 class SequentialSearch:

@@ -18,7 +18,7 @@ from .batching import BatchInferenceManager, Evaluated, InferenceStats
 from .inference import evaluated
 
 if TYPE_CHECKING:
-    from framework.contracts import Evaluator
+    from framework_plugins.boardgames import Evaluator
 
 
 class LeafEvaluation(Protocol):

@@ -20,7 +20,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from framework.contracts import SolvingGame
+from framework_plugins.boardgames import SolvingGame
 
 
 class GameKernels(NamedTuple):

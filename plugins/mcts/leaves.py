@@ -17,7 +17,7 @@ from .steps import backup, expand, select_leaf
 from .tree import UNEXPANDED, SearchParams, Tree, draw_value
 
 if TYPE_CHECKING:
-    from framework.contracts import BoardGame
+    from framework_plugins.boardgames import BoardGame
 
 
 class Leaves(NamedTuple):

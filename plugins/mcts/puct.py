@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from framework.contracts import SearchRequest, SearchResult
 from framework.errors import ConfigError
 from framework.schedules import final_value
+from framework_plugins.boardgames import SearchRequest, SearchResult
 
 from . import leaves as leaf_kernels
 from . import roots as root_kernels
@@ -41,7 +41,7 @@ from .reuse import assign_slots, keep_subtrees
 from .tree import EXPANDED, SearchParams, Tree
 
 if TYPE_CHECKING:
-    from framework.contracts import BoardGame, BoardState
+    from framework_plugins.boardgames import BoardGame, BoardState
 
     from .config import SequentialConfig
     from .evaluation import LeafEvaluation

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from framework.contracts import BEST, PortableEvaluator
 from framework.errors import ExplainedError
+from framework_plugins.boardgames import BEST, PortableEvaluator
 from framework_plugins.ray_runtime.restarts import Incarnations, said, settle
 
 from .batching import BatchInferenceManager
@@ -29,7 +29,7 @@ from .inference import RayInferenceClient, start_inference_actors
 from .keeper import Entry, KeeperGuard
 
 if TYPE_CHECKING:
-    from framework.contracts import Evaluator
+    from framework_plugins.boardgames import Evaluator
 
     from .config import RayAsyncConfig
 
@@ -309,7 +309,7 @@ class RayInference:
 
 
 if TYPE_CHECKING:
-    from framework.contracts import InferenceService, SharedInference
+    from framework_plugins.boardgames import InferenceService, SharedInference
 
     _local: type[InferenceService] = LocalInference
     _shared: type[SharedInference] = RayInference

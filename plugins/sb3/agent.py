@@ -2,12 +2,13 @@
 
 import inspect
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 
-from framework.contracts import Buffer, EnvPlugin, RunContext, SearchPlugin
+from framework.contracts import Buffer, EnvPlugin, RunContext
 from framework.errors import ConfigError, check_choice
 
 from .algorithms import algorithm_class, build_kwargs, check_hyperparams, default_policy, space_mismatch
@@ -36,7 +37,7 @@ class SB3Agent:
         self.model: Any = None
         self._load_from: Optional[Path] = None
 
-    def check_run(self, *, env: EnvPlugin, buffer: Optional[Buffer], search: Optional[SearchPlugin]) -> None:
+    def check_run(self, *, env: EnvPlugin, buffer: Optional[Buffer], parts: Mapping[str, object]) -> None:
         """Refuse a buffer section, which SB3 would never read, a rollout SB3 cannot normalise, and a
         batch_size set on the command line that does not divide the rollout (`minibatch`)."""
         algo = self.algo_cls.__name__

@@ -18,6 +18,7 @@ from framework_plugins.alphazero.background import MOST_DUE, BackgroundLearning
 from framework_plugins.alphazero.config import AlphaZeroConfig
 from framework_plugins.alphazero.device_training import DeviceReplay
 from framework_plugins.alphazero.replay import PositionReplay
+from framework_plugins.boardgames.searches import RunSearches
 from framework_plugins.gomoku.rules import Gomoku
 from tests.conftest import LOADED_S
 
@@ -59,7 +60,11 @@ def agent_and_ctx(*, slow_s: float = PHASE_S, fail_at: int = 0) -> tuple[AlphaZe
         train(rng, learning_rate)
 
     agent.learner.train_phase = slow_phase  # type: ignore[method-assign]
-    ctx = SimpleNamespace(stop=threading.Event(), inference=Published(), total_steps=10_000)
+    published = Published()
+    plugin = SimpleNamespace(start_inference=lambda source, **_: published)
+    searches = RunSearches(plugin, GAME, agent.evaluator, device="cpu")  # type: ignore[arg-type]
+    ctx = SimpleNamespace(stop=threading.Event(), parts={"search": searches}, total_steps=10_000)
+    ctx.inference = published  # what the test reads back
     return agent, ctx, started
 
 

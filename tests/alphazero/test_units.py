@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from framework.contracts import SearchRequest
 from framework_plugins.alphazero.arena import SearchPlayer
 from framework_plugins.alphazero.config import AlphaZeroConfig
 from framework_plugins.alphazero.learner import Learner
@@ -22,6 +21,7 @@ from framework_plugins.alphazero.selfplay import (
     SelfPlayRunner,
     VectorizeRunner,
 )
+from framework_plugins.boardgames import SearchRequest
 from framework_plugins.gomoku.opponents import make_opponent
 from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.mcts.config import SequentialConfig

@@ -18,9 +18,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from framework import config
-from framework.contracts import BEST, DistributedSearch, SharedInference
 from framework.errors import ConfigError
 from framework_plugins.alphazero.workers import PlayResult, RayAsyncRunner, WorkerSettings, fold
+from framework_plugins.boardgames import BEST, DistributedSearch, SharedInference
 from framework_plugins.gomoku.rules import Gomoku
 from framework_plugins.mcts.config import RayAsyncConfig
 from framework_plugins.mcts.engines import RayAsyncSearch

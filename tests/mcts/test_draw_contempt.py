@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from framework.contracts import Evaluator
+from framework_plugins.boardgames import Evaluator
 from framework_plugins.gomoku.rules import GameState, Gomoku
 from tests.mcts.test_sequential import GAME, make_engine
 

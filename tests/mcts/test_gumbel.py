@@ -8,8 +8,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from framework.contracts import SearchRequest
 from framework.errors import ConfigError
+from framework_plugins.boardgames import SearchRequest
 from framework_plugins.gomoku.rules import GameState
 from framework_plugins.mcts.gumbel import considered_visits
 from framework_plugins.mcts.puct import PuctSearch

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from framework.contracts import BEST, SearchRequest
 from framework.errors import ConfigError
+from framework_plugins.boardgames import BEST, SearchRequest
 from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.mcts.config import RayAsyncConfig, SequentialConfig
 from framework_plugins.mcts.engines import RayAsyncSearch, local_search
@@ -279,17 +279,18 @@ def test_bad_values_are_refused_by_name(key: str, value: Any, said: str) -> None
 
 @pytest.mark.parametrize("name", ["sequential", "ray_async"])
 def test_a_search_each_plugin_makes_over_its_service_keeps_the_search_contract(name: str) -> None:
-    from framework import contracts, registry
+    from framework import registry
+    from framework_plugins import boardgames
     from framework_plugins.mcts.engines import uniform_evaluator
 
     plugin = registry.load("search", name)(registry.load("search", name).Config())
     inference = plugin.start_inference(uniform_evaluator(GAME), device="cpu", should_stop=lambda: False)
     try:
-        assert isinstance(inference, contracts.InferenceService)
+        assert isinstance(inference, boardgames.InferenceService)
         search = plugin.make(game=GAME, inference=inference, model=BEST, seed=0)
-        assert isinstance(search, contracts.SearchEngine)
-        found = search.search(roots(2), contracts.SearchRequest(simulations=20))
-        assert isinstance(found, contracts.SearchResult) and found.visits.sum(1).tolist() == [20, 20]
+        assert isinstance(search, boardgames.SearchEngine)
+        found = search.search(roots(2), boardgames.SearchRequest(simulations=20))
+        assert isinstance(found, boardgames.SearchResult) and found.visits.sum(1).tolist() == [20, 20]
         assert found.simulations == 40 and found.values.shape == (2,) and found.chosen_moves.shape == (2,)
         search.close()
     finally:

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from framework.contracts import BEST
 from framework.errors import ExplainedError
+from framework_plugins.boardgames import BEST
 from framework_plugins.mcts.puct import PuctSearch
 from framework_plugins.mcts.service import RayInference
 from tests.mcts import test_ray_async

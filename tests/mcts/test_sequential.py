@@ -9,8 +9,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from framework.contracts import SearchRequest
 from framework.errors import ConfigError
+from framework_plugins.boardgames import SearchRequest
 from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.mcts.config import SequentialConfig
 from framework_plugins.mcts.engines import local_search, uniform_evaluator

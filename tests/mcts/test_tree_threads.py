@@ -12,7 +12,7 @@ import numba
 import numpy as np
 import pytest
 
-from framework.contracts import SearchRequest
+from framework_plugins.boardgames import SearchRequest
 from framework_plugins.gomoku.rules import GameState, Gomoku
 from framework_plugins.mcts.config import SequentialConfig
 from framework_plugins.mcts.engines import local_search

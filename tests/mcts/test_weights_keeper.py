@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from framework.contracts import BEST
+from framework_plugins.boardgames import BEST
 from framework_plugins.mcts.service import RayInference
 from tests.mcts import test_ray_async, test_ray_inference_actors
 from tests.mcts.test_ray_async import SERVICES, engine, roots, service

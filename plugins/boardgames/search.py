@@ -7,10 +7,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
+from framework.contracts import Agent
+
 if TYPE_CHECKING:
     import numpy as np
 
-    from framework.contracts.game import BoardGame, BoardState, Evaluator
+    from framework_plugins.boardgames.game import BoardGame, BoardState, Evaluator
 
 #: The model every search of a run evaluates with unless told another (a candidate under gating):
 #: the network self-play, evaluation and play search with.
@@ -137,6 +139,16 @@ class SearchPlugin(Protocol):
     def make(self, *, game: BoardGame, inference: Any, model: str, seed: int) -> SearchEngine:
         """A search of `game` evaluating with `model` of the service."""
         ...
+
+
+@runtime_checkable
+class SearchAgent(Agent, Protocol):
+    """An agent that plays by tree search: its batched evaluator (on its current network) is what
+    the run's inference service serves, and the run's searches evaluate through that service.
+    Loaded to play (`play RUN`, `gomocup RUN`), it moves its networks to the player's device."""
+
+    def evaluator(self) -> Evaluator: ...
+    def to(self, device: str) -> None: ...
 
 
 @runtime_checkable

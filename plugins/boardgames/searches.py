@@ -1,5 +1,6 @@
 """A run's searches: its search plugin, the one inference service it starts for the run (on first
-use, once), and every search made over that service, all closed together."""
+use, once), and every search made over that service, all closed together. It is what a run with
+search=... hands its agent (`ctx.parts["search"]`: `run_searches(ctx)`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,19 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from framework.contracts import BEST, Evaluator, InferenceService, SearchEngine, SearchPlugin
+from framework.contracts import RunContext
+from framework_plugins.boardgames.game import Evaluator
+from framework_plugins.boardgames.search import BEST, InferenceService, SearchEngine, SearchPlugin
 
 log = logging.getLogger("framework")
+
+
+def run_searches(ctx: RunContext) -> RunSearches:
+    """The run's searches (a run with search=...)."""
+    searches = ctx.parts.get("search")
+    if not isinstance(searches, RunSearches):
+        raise RuntimeError("this run has no search config (search=...)")
+    return searches
 
 
 class RunSearches:
@@ -23,14 +34,24 @@ class RunSearches:
         *,
         device: str,
         threads: int = 1,
+        seed: int = 0,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> None:
         self.plugin, self.game, self.source, self.device = plugin, game, source, device
         self.threads = threads
         """The run's CPU threads (`threads`): the searches' as well as the network's."""
+        self.seed = seed
         self.should_stop = should_stop
         self._inference: InferenceService | None = None
         self._searches: list[SearchEngine] = []
+        self._own: SearchEngine | None = None
+
+    @property
+    def own(self) -> SearchEngine:
+        """The run's own search (model "best", the run's seed), made on first use."""
+        if self._own is None:
+            self._own = self.make(seed=self.seed)
+        return self._own
 
     @property
     def inference(self) -> InferenceService:
@@ -56,6 +77,8 @@ class RunSearches:
     def forget(self, search: SearchEngine) -> None:
         """Close a search made here before the run ends (a gate's, an evaluation's)."""
         search.close()
+        if search is self._own:
+            self._own = None
         if search in self._searches:
             self._searches.remove(search)
 
@@ -66,6 +89,7 @@ class RunSearches:
 
     def close(self) -> None:
         """Close every search, then the service."""
+        self._own = None
         searches, self._searches = self._searches, []
         for search in searches:
             try:

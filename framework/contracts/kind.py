@@ -1,0 +1,57 @@
+"""Plugin kinds a plugin package adds to the core's (the `framework.kinds` entry-point group): the
+board games' `search` is one. A run whose config has the kind's section builds the plugin it
+names, and hands its agent what the kind makes of it (`RunContext.parts`)."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from framework.contracts.agent import Agent
+    from framework.contracts.env import EnvPlugin
+
+
+@runtime_checkable
+class RunPart(Protocol):
+    """What a run holds of an added kind's plugin (the run's searches and their inference service)."""
+
+    def interrupt(self) -> None:
+        """The run is stopping (Ctrl-C, SIGTERM): end at once what is under way."""
+        ...
+
+    def close(self) -> None:
+        """Release everything it started; the run calls it on every exit path."""
+        ...
+
+
+@runtime_checkable
+class PluginKind(Protocol):
+    """A kind of plugin: its name (also its root config section), the entry-point group its plugins
+    register in, the contract they keep and the capabilities they may have."""
+
+    name: str
+    group: str
+    contract: type
+    capabilities: tuple[type, ...]
+    more_capabilities: dict[str, tuple[type, ...]]
+    """Capabilities it adds to the core's kinds ("env": a board game's rules, say)."""
+
+    def check(self, plugin: str, *, env: str, env_plugin: EnvPlugin, agent: str, agent_plugin: Agent) -> None:
+        """Refuse (a ConfigError naming what to change) a run whose env or agent cannot go with this
+        kind's plugin `plugin`, before it is built."""
+        ...
+
+    def part(
+        self,
+        plugin: object,
+        *,
+        env_plugin: EnvPlugin,
+        agent_plugin: Agent,
+        device: str,
+        threads: int,
+        seed: int,
+        stop: threading.Event,
+    ) -> RunPart:
+        """What the run hands its agent of the built `plugin`: started lazily, closed with the run."""
+        ...

@@ -12,6 +12,7 @@ from framework.contracts.agent import (
     EvaluatingAgent,
     MetricNamingAgent,
     RunContext,
+    RunPart,
 )
 from framework.contracts.buffer import Buffer, FrameBuffer
 from framework.contracts.check import (
@@ -34,7 +35,7 @@ from framework.contracts.env import (
     VariantEnvPlugin,
     VectorEnvPlugin,
 )
-from framework.contracts.kind import PluginKind, RunPart
+from framework.contracts.kind import PluginKind
 from framework.contracts.service import RunService
 from framework.contracts.sweeper import SweeperPlugin, Trial
 from framework.contracts.tracker import SweepSummarySpec, Tracker

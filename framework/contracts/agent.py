@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 
     from framework.contracts.buffer import Buffer
     from framework.contracts.env import EnvPlugin
-    from framework.contracts.kind import RunPart
     from framework.contracts.tracker import Tracker
 
 
@@ -57,6 +56,19 @@ class CheckedAgent(Agent, Protocol):
     `parts`: the plugins of the kinds plugin packages add, by kind (`search`), those the run has."""
 
     def check_run(self, *, env: EnvPlugin, buffer: Buffer | None, parts: Mapping[str, object]) -> None: ...
+
+
+@runtime_checkable
+class RunPart(Protocol):
+    """What a run holds of an added kind's plugin (the run's searches and their inference service)."""
+
+    def interrupt(self) -> None:
+        """The run is stopping (Ctrl-C, SIGTERM): end at once what is under way."""
+        ...
+
+    def close(self) -> None:
+        """Release everything it started; the run calls it on every exit path."""
+        ...
 
 
 class RunContext(Protocol):

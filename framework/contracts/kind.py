@@ -8,21 +8,8 @@ import threading
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from framework.contracts.agent import Agent
+    from framework.contracts.agent import Agent, RunPart
     from framework.contracts.env import EnvPlugin
-
-
-@runtime_checkable
-class RunPart(Protocol):
-    """What a run holds of an added kind's plugin (the run's searches and their inference service)."""
-
-    def interrupt(self) -> None:
-        """The run is stopping (Ctrl-C, SIGTERM): end at once what is under way."""
-        ...
-
-    def close(self) -> None:
-        """Release everything it started; the run calls it on every exit path."""
-        ...
 
 
 @runtime_checkable

@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -74,8 +76,16 @@ def _server(uri: str, cwd: Path) -> Any:
             time.sleep(0.5)
         yield address
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        # The whole server (mlflow ui starts uvicorn and its job consumers in its session); on a
+        # loaded machine it may take long to go, and then goes at once.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=30)
 
 
 def _targets(page: InspectedPage) -> list[dict[str, Any]]:

@@ -150,6 +150,17 @@ class PageServer:
             await before()
         if self._runner is not None:
             await self._runner.cleanup()
+        # What is still pending (a peer connection's own tasks, an offer being answered) is cancelled
+        # and awaited, as asyncio.run does: no task is destroyed pending when the loop closes.
+        current = asyncio.current_task()
+        pending = [task for task in asyncio.all_tasks() if task is not current and not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            done, _ = await asyncio.wait(pending, timeout=self._shutdown_timeout + 1)
+            for task in done:
+                if not task.cancelled():
+                    task.exception()  # retrieved: a failure on the way out is no news
 
     async def _page(self, request: web.Request) -> web.StreamResponse:
         if not self.token_matches(request.query.get("token", "")):

@@ -95,6 +95,8 @@ class MlflowServer:
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
     """`mlflow server` on 127.0.0.1 with a SQLite backend and proxied artifacts. A free port can be
     taken by another process (a test's Ray) before the server binds it: then it tries another."""
+    from framework_plugins.trackers.ui import server_env
+
     root = tmp_path_factory.mktemp("mlflow-server")
     tried = []
     for attempt in range(3):
@@ -112,6 +114,7 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowSe
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=root,
+            env=server_env(),
         )  # fmt: skip
         uri = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
@@ -289,6 +292,23 @@ class Zygote:
                 self.process.wait(10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process under `pid` (from /proc: a session of its own does not hide a child)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
 
 
 ZYGOTE = Zygote()

@@ -22,6 +22,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from framework.contracts import SweepSummarySpec
+from framework_plugins.trackers.ui import server_env
 from plugins.trackers.mlflow_session import MlflowSession
 from plugins.trackers.summary_page import UI_ADDRESS
 from tests.conftest import free_port
@@ -65,6 +66,7 @@ def _server(uri: str, cwd: Path) -> Any:
         [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
          "--host", "127.0.0.1", "--port", str(port)],
         cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env=server_env(),
     )  # fmt: skip
     address = f"http://127.0.0.1:{port}"
     try:

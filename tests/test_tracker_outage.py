@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from framework_plugins.trackers.mlflow_session import MlflowSession
+from framework_plugins.trackers.ui import server_env
 from tests.conftest import _health, free_port, run_cli, start_cli
 
 pytestmark = pytest.mark.slow
@@ -62,6 +63,7 @@ class RestartableServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.root,
+                env=server_env(),
                 start_new_session=True,  # its workers die with it
             )  # fmt: skip
         deadline = time.monotonic() + timeout_s

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from framework_plugins.trackers.mlflow_session import MlflowSession
-from tests.conftest import chromium_env, run_cli
+from tests.conftest import chromium_env, descendants, run_cli
 
 OPEN = re.compile(r"^  open\s+(http://127\.0\.0\.1:(\d+)/\S+)$", re.MULTILINE)
 
@@ -75,6 +75,9 @@ def test_ui_serves_the_store_opens_the_runs_and_a_second_call_finds_it(store: Pa
                 capture_output=True, text=True, timeout=120, env=chromium_env(),
             ).stdout  # fmt: skip
             assert "first-run" in dom and "Evaluation runs" not in dom
+        # MLflow's job runners (GenAI jobs, a process importing MLflow each) are not started.
+        commands = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in descendants(first.pid)]
+        assert any(b"mlflow" in c for c in commands) and not any(b"huey" in c for c in commands), commands
         # A second call, from anywhere the store is: the same server, nothing started.
         second = run_cli("ui", "--no-browser", "--run", "nope", cwd=store, timeout=120)
         assert second.returncode == 0, second.output

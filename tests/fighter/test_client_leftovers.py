@@ -15,27 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_tool
+from tests.conftest import descendants, require_tool
 from tests.fighter.transport_checks import wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live process under `pid` (from /proc: a session of its own does not hide a child)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
 
 
 def mentions(pid: int, path: Path) -> bool:

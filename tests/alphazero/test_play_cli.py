@@ -80,6 +80,10 @@ class Brain:
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.messages: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
+        # Its stderr read all along: a full pipe would block the brain's next write (its exit too).
+        self._err: list[str] = []
+        self._err_reader = threading.Thread(target=lambda: self._err.extend(self.process.stderr), daemon=True)  # type: ignore[arg-type]
+        self._err_reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -111,9 +115,19 @@ class Brain:
         return GAME.from_xy(int(found[1]), int(found[2]))
 
     def stderr(self) -> str:
-        self.process.kill()
-        assert self.process.stderr is not None
-        return self.process.stderr.read()
+        """All it wrote to stderr (it is killed first if it still runs)."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=30)
+        self._err_reader.join(timeout=10)
+        return "".join(self._err)
+
+    def exit_status(self, timeout: float) -> int:
+        """Its exit status, once it ends within `timeout`; else a failure that shows its stderr."""
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the brain did not end in {timeout:g} s: {self.stderr()[-3000:]}") from None
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -160,7 +174,7 @@ def test_a_whole_gomocup_game_through_a_subprocess(trained: tuple[Path, str], br
     reply = brain.move("BOARD", "4,4,2", "3,3,1", "5,5,2", "DONE")
     assert reply not in {GAME.from_xy(4, 4), GAME.from_xy(3, 3), GAME.from_xy(5, 5)}
     brain.send("END")
-    assert brain.process.wait(timeout=30) == 0
+    assert brain.exit_status(timeout=30) == 0
     assert brain.lines.get(timeout=10) is None
 
 
@@ -185,7 +199,7 @@ def test_the_brain_searches_with_ray_async_too(
     assert first != second and GAME.from_xy(0, 0) not in (first, second)
     assert any("simulations 64" in m for m in brain.messages), brain.messages
     brain.send("END")
-    assert brain.process.wait(timeout=60) == 0
+    assert brain.exit_status(timeout=60) == 0
 
 
 def test_sigterm_stops_a_brain_that_started_its_own_ray_as_ctrl_c_does(
@@ -204,7 +218,7 @@ def test_sigterm_stops_a_brain_that_started_its_own_ray_as_ctrl_c_does(
     ray_processes = set(ray_descendants(brain.process.pid))
     assert ray_processes, "no local Ray under the brain"
     brain.process.send_signal(signal.SIGTERM)
-    assert brain.process.wait(timeout=60) == 130
+    assert brain.exit_status(timeout=60) == 130
     err = brain.stderr()
     assert "SIGTERM" not in err and "Traceback" not in err, err[-3000:]
     deadline = time.monotonic() + 40
@@ -240,7 +254,7 @@ def test_an_agent_a_plugin_ships_is_played_by_its_name(
     brain.send("START 9", "BEGIN", "END")
     assert brain.answer(timeout=120) == "OK", brain.messages
     assert MOVE.match(brain.answer())
-    assert brain.process.wait(timeout=30) == 0
+    assert brain.exit_status(timeout=30) == 0
 
 
 def test_start_with_a_size_the_model_was_not_trained_for_is_an_error_line(
@@ -255,7 +269,7 @@ def test_start_with_a_size_the_model_was_not_trained_for_is_an_error_line(
     brain.send("START 9")
     assert brain.answer() == "OK"
     brain.process.stdin.close()  # type: ignore[union-attr]  # the manager is gone: the brain exits
-    assert brain.process.wait(timeout=30) == 0
+    assert brain.exit_status(timeout=30) == 0
 
 
 def test_the_brain_is_found_by_its_tracked_run_id_even_when_its_directory_is_gone(
@@ -271,7 +285,7 @@ def test_the_brain_is_found_by_its_tracked_run_id_even_when_its_directory_is_gon
     # The run self-played at 8 simulations a move; a player searches PLAY_SIMULATIONS unless told.
     assert any("simulations 400 " in m for m in brain.messages), brain.messages
     brain.send("END")
-    assert brain.process.wait(timeout=30) == 0
+    assert brain.exit_status(timeout=30) == 0
     # Without the run directory, the checkpoint comes from the run's artifacts.
     moved = tmp_path / "moved"
     shutil.move(cwd / "outputs", moved)
@@ -281,7 +295,7 @@ def test_the_brain_is_found_by_its_tracked_run_id_even_when_its_directory_is_gon
         brain.send("START 9", "BEGIN", "END")
         assert brain.answer(timeout=120) == "OK"
         assert MOVE.match(brain.answer())
-        assert brain.process.wait(timeout=30) == 0
+        assert brain.exit_status(timeout=30) == 0
     finally:
         shutil.move(moved, cwd / "outputs")
     assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("framework-play-*"))
@@ -402,7 +416,7 @@ def test_any_bytes_get_an_answer_and_the_brain_plays_on(
         assert answer.startswith(("ERROR", "UNKNOWN")) and answer.isascii() and answer.isprintable(), answer
     brain.move("BEGIN")
     brain.send("END")
-    assert brain.process.wait(timeout=30) == 0
+    assert brain.exit_status(timeout=30) == 0
 
 
 def test_write_brain_writes_the_program_a_gomocup_manager_runs(

@@ -111,7 +111,9 @@ def test_a_lost_peerjs_server_is_said_once_used_again_when_back_and_named_when_n
         assert t.process is not None
         t.process.kill()
         with pytest.raises(
-            ClientLost, match=rf"Cannot register at the PeerJS server http://127.0.0.1:{port}"
+            # Either the new peer or our own registration finds the server gone first: named either way.
+            ClientLost,
+            match=rf"(Cannot register at|lost) the PeerJS server http://127.0.0.1:{port}",
         ):
             env.step(0)
     finally:

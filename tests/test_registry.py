@@ -131,7 +131,7 @@ class PlannerKind:
     more_capabilities: dict = field(default_factory=dict)
 
     def check(self, plugin, *, env, env_plugin, agent, agent_plugin) -> None:
-        pass
+        """A planner goes with every env and agent."""
 
     def part(self, plugin, *, env_plugin, agent_plugin, device, threads, seed, stop):
         return plugin

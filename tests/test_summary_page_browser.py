@@ -8,8 +8,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,7 +20,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from framework.contracts import SweepSummarySpec
-from framework_plugins.trackers.ui import server_env
+from framework_plugins.trackers.ui import server_env, stop_server
 from plugins.trackers.mlflow_session import MlflowSession
 from plugins.trackers.summary_page import UI_ADDRESS
 from tests.conftest import free_port
@@ -80,14 +78,7 @@ def _server(uri: str, cwd: Path) -> Any:
     finally:
         # The whole server (mlflow ui starts uvicorn and its job consumers in its session); on a
         # loaded machine it may take long to go, and then goes at once.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=30)
+        stop_server(server, grace_s=60)
 
 
 def _targets(page: InspectedPage) -> list[dict[str, Any]]:

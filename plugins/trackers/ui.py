@@ -161,7 +161,7 @@ def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_brow
     finally:
         with contextlib.suppress(OSError):
             record.unlink()
-        _stop(server)
+        stop_server(server)
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -318,14 +318,14 @@ def _wait_until_it_answers(address: str, server: subprocess.Popen[bytes]) -> boo
     return False
 
 
-def _stop(server: subprocess.Popen[bytes]) -> None:
-    """The server and its workers (its own process group)."""
+def stop_server(server: subprocess.Popen[bytes], grace_s: float = 10) -> None:
+    """The server and its workers (its own process group): SIGTERM, SIGKILL after `grace_s`."""
     if server.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(server.pid, signal.SIGTERM)
     try:
-        server.wait(timeout=10)
+        server.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(server.pid, signal.SIGKILL)

@@ -1,5 +1,5 @@
 """Sub-commands, `python -m framework NAME ARGS`: callables registered in the `framework.commands`
-entry-point group, so that the core names none of them (its own `plugins` is registered the same way).
+entry-point group, so that the core names none of them (`plugins` is the catalog plugin's).
 
 A command is `main(argv: list[str]) -> int`: it gets the arguments after its name and returns the exit
 status. The first line of its docstring is its description in `python -m framework --help`, read from

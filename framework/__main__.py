@@ -11,10 +11,10 @@ def main() -> None:
     from framework.machine import short_openmp_spin
 
     short_openmp_spin()
+    from framework import commands
+
     argv = sys.argv[1:]
     if argv:
-        from framework import commands
-
         try:
             command = commands.find(argv[0])
         except ConfigError as e:  # registered twice: which distributions, and what to do
@@ -22,10 +22,8 @@ def main() -> None:
             sys.exit(1)
         if command is not None:
             sys.exit(commands.run(command, argv[1:]))
-    from framework import seeds
-
     try:
-        sys.argv[1:] = seeds.expand(argv)
+        sys.argv[1:] = commands.expand(argv)  # `seeds=5`: a sweep over five seeds (plugins/sweeps)
     except ConfigError as e:
         refuse(str(e))
         sys.exit(1)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import sys
@@ -18,19 +17,13 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from framework import STARTED_AT, commands, config, orphans, registry, run_dirs
+from framework import STARTED_AT, commands, config, registry, run_dirs
 from framework.columns import refusal
-from framework.contracts.sweeper import trial_number
+from framework.contracts.sweeper import parent_run_of_this_job, swept_keys_of_this_sweep, trial_number
 from framework.errors import ConfigError, ExplainedError, JobFailed, RunFailed, hydra_message
-from framework.interrupts import EXIT_KILLED, forget_caught_interrupt
+from framework.interrupts import EXIT_KILLED, JOB_INTERRUPTED, forget_caught_interrupt
+from framework.run_names import child_run_name
 from framework.summary import say
-from framework.sweep import (
-    JOB_INTERRUPTED,
-    PARENT_RUN_ENV,
-    child_run_name,
-    swept_keys_of_this_sweep,
-    task_overrides,
-)
 
 # A launcher's worker resolves its job's directory too, having imported nothing but this module.
 run_dirs.register_resolver()
@@ -55,25 +48,23 @@ class EntryPointSearchPath(SearchPathPlugin):
 
 
 def task(cfg: DictConfig) -> float | None:
-    """Hydra's task function: one job of a run or a sweep."""
+    """Hydra's task function: one job of a run or a sweep (a child of the parent run the sweep handed
+    down, framework.contracts.sweeper)."""
     from framework.run import RunKilled, run
 
     hc = HydraConfig.get()
     sweep = hc.mode == RunMode.MULTIRUN
-    overrides = task_overrides(hc.overrides.task)
+    overrides = config.task_overrides(hc.overrides.task)
     try:
-        with orphans.end_with_the_sweep() if sweep else contextlib.nullcontext():
-            final = run(
-                cfg,
-                run_dir=Path(hc.runtime.output_dir),
-                overrides=overrides,
-                parent_run_id=os.environ.get(PARENT_RUN_ENV),
-                run_name=child_run_name(overrides, swept_keys_of_this_sweep(), trial_number())
-                if sweep
-                else None,
-                # A single run started with the process; a sweep's job when Hydra handed it over.
-                started_at=time.time() if sweep else STARTED_AT,
-            )
+        final = run(
+            cfg,
+            run_dir=Path(hc.runtime.output_dir),
+            overrides=overrides,
+            parent_run_id=parent_run_of_this_job(),
+            run_name=child_run_name(overrides, swept_keys_of_this_sweep(), trial_number()) if sweep else None,
+            # A single run started with the process; a sweep's job when Hydra handed it over.
+            started_at=time.time() if sweep else STARTED_AT,
+        )
     except RunKilled:
         if sweep:
             JOB_INTERRUPTED.set()
@@ -137,7 +128,6 @@ def main() -> None:
     full = os.environ.get(FULL_ERROR_ENV) == "1"
     os.environ[USER_FULL_ERROR_ENV] = "1" if full else "0"
     os.environ[COMMAND_PID_ENV] = str(os.getpid())
-    orphans.mark_command_process()
     # Hydra then re-raises what it would print; what a user sees is decided here.
     os.environ[FULL_ERROR_ENV] = "1"
     try:

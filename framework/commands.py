@@ -38,6 +38,15 @@ def find(name: str) -> Callable[[list[str]], int] | None:
     return command
 
 
+def expand(argv: list[str]) -> list[str]:
+    """The command line after every registered expansion, in the order of their names: an expansion
+    (the `framework.expansions` group) is `expand(argv) -> argv`, run before Hydra parses the line,
+    with a ConfigError for what it refuses. The sweeps plugin's `seeds=N` is one."""
+    for name in registry.names("expansion"):
+        argv = list(registry.load("expansion", name)(argv))
+    return argv
+
+
 def run(command: Callable[[list[str]], int], argv: list[str]) -> int:
     """Run a command; its exit status. A closed pipe (`... | head`) ends it quietly: the reader has
     what it wanted; Ctrl-C, with 130."""

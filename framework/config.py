@@ -267,6 +267,13 @@ def migrate(saved: DictConfig) -> DictConfig:
     return saved
 
 
+def task_overrides(node: Any) -> list[str]:
+    """Hydra's `overrides.task`: the command line's overrides as typed: `${oc.env:X}` in one stays
+    text (reading the node's items would resolve it, and an unset variable would raise before the
+    run can refuse it)."""
+    return [str(item) for item in OmegaConf.to_container(node, resolve=False)]  # type: ignore[union-attr]
+
+
 def named_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
     """The overrides a name may say: less those of its plugins' keys that say how the run is shown or
     reached (a schema field with `framework.values.SHOWN` metadata: the fighter's open_browser)."""

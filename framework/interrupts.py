@@ -21,6 +21,10 @@ from typing import Any
 
 #: Process exit status of a run stopped with Ctrl-C (128 + SIGINT), as a shell reports it.
 EXIT_KILLED = 130
+#: Set when a sweep's job run in this process was stopped (Ctrl-C, SIGTERM: it ended KILLED and
+#: exits with RunKilled, a SystemExit, which leaves no sys.last_value), or a launcher's wait for its
+#: jobs was: the sweep's parent run then ends KILLED too (plugins/sweeps).
+JOB_INTERRUPTED = threading.Event()
 
 
 def forget_caught_interrupt() -> None:

@@ -1,6 +1,6 @@
 """A run's plan: its config checked and its plugins built, before anything is tracked or started.
 The run builds it (framework.run), and a sweep's start builds every job's to refuse a mistake
-before the first job (framework.sweep_checks)."""
+before the first job (plugins/sweeps/checks.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class Plan:
 
 def check_config(cfg: DictConfig) -> None:
     """What a run's start refuses of its config, without a tracker, a device set up or a checkpoint
-    (a sweep's start checks every job's config so: `sweep_checks`). A resumed run's is its run's."""
+    (a sweep's start checks every job's config so: plugins/sweeps/checks.py). A resumed run's is its run's."""
     if cfg.get("resume"):
         return
     config.check_root(cfg)

@@ -23,6 +23,7 @@ GROUPS: dict[str, str] = {
     "service": "framework.services",
     "conf": "framework.conf",
     "command": "framework.commands",
+    "expansion": "framework.expansions",
     "trained": "framework.trained",
 }
 

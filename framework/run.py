@@ -32,7 +32,7 @@ from framework.building import (
 from framework.checkpoint import Checkpointer, DiskError
 from framework.context import RunContext
 from framework.contracts import Agent, RunPart, RunWatchingEnvPlugin, Tracker
-from framework.contracts.sweeper import PRUNED_STATUS
+from framework.contracts.sweeper import PRUNED_STATUS, swept_keys_of_this_sweep
 from framework.errors import ConfigError, ExplainedError, RunFailed
 from framework.interrupts import (
     EXIT_KILLED,
@@ -312,8 +312,6 @@ def _run_name(
                     return own
         return run_names.base_name(cfg, plan.env_name, ())
     if given is not None and in_sweep:
-        from framework.sweep import swept_keys_of_this_sweep
-
         return run_names.child_name(given, cfg, plan.env_name, overrides, swept_keys_of_this_sweep())
     return given or run_names.run_name(cfg, plan.env_name, overrides, run_names.preset_of(overrides))
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from framework import seeds
 from framework.errors import ConfigError
+from framework_plugins.sweeps import seeds
 from plugins.trackers import local_views, ui
 from tests.conftest import FAST
 

@@ -19,7 +19,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from framework import sweep
+from framework.contracts.sweeper import PARENT_RUN_ENV, SWEPT_KEYS_ENV, swept_keys_of_this_sweep
+from framework_plugins.sweeps import parent as sweep
 from tests.conftest import FAST, start_cli
 from tests.test_refusals import assert_no_run
 
@@ -114,7 +115,7 @@ def test_a_joblib_sweep_killed_outright_takes_its_workers_with_it_and_its_jobs_e
 ) -> None:
     """SIGKILL to the sweep's process alone (the OOM killer's, say): its loky workers see it gone,
     end their runs KILLED with a last checkpoint, and exit, within about 10 s."""
-    from framework.orphans import start_time
+    from framework_plugins.sweeps.orphans import start_time
 
     p = start_cli(
         "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=1,2", "total_steps=400000",
@@ -229,16 +230,16 @@ def test_the_callback_a_launcher_pickles_hands_its_job_the_parent_run_and_the_la
     callback = sweep.SweepParentRun()
     callback._run_id = "parent"
     callback._tracker = object()  # type: ignore[assignment]  # a tracker cannot be pickled
-    callback._job_env = {sweep.PARENT_RUN_ENV: "parent", sweep.SWEPT_KEYS_ENV: '["seed"]'}
+    callback._job_env = {PARENT_RUN_ENV: "parent", SWEPT_KEYS_ENV: '["seed"]'}
     callback._launch_dir = str(tmp_path)
     data = pickle.dumps(callback)
 
-    monkeypatch.delenv(sweep.PARENT_RUN_ENV, raising=False)
-    monkeypatch.delenv(sweep.SWEPT_KEYS_ENV, raising=False)
+    monkeypatch.delenv(PARENT_RUN_ENV, raising=False)
+    monkeypatch.delenv(SWEPT_KEYS_ENV, raising=False)
     monkeypatch.chdir(tmp_path.parent)
     copy = pickle.loads(data)
     assert copy._tracker is None and copy._run_id is None  # only the launching process ends the parent
-    assert os.environ[sweep.PARENT_RUN_ENV] == "parent" and sweep.swept_keys_of_this_sweep() == ["seed"]
+    assert os.environ[PARENT_RUN_ENV] == "parent" and swept_keys_of_this_sweep() == ["seed"]
     assert Path.cwd() == tmp_path
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from framework import sweep
 from framework.contracts import SweepSummarySpec
+from framework.contracts.tracker import SUMMARY_SPEC_TAG
 from framework.run import EXIT_KILLED
 from plugins.trackers import mlflow_session
 from plugins.trackers.mlflow_session import ENDED_BY_TAG, MlflowSession
@@ -95,7 +95,7 @@ def tracking_process(uri: str, grace_s: float) -> TrackingProcess:
 
 
 def start_parent(process: TrackingProcess) -> str:
-    tags = {sweep.SUMMARY_SPEC_TAG: json.dumps(dataclasses.asdict(SPEC))}
+    tags = {SUMMARY_SPEC_TAG: json.dumps(dataclasses.asdict(SPEC))}
     parent: str = process.call(
         "start_parent", run_name="sweep seed=1,2", tags=tags, params={}, start_time=time.time(), timeout=120
     )

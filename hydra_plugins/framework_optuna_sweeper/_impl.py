@@ -27,10 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from framework.contracts.sweeper import TRIAL_ENV
+from framework.contracts.sweeper import PARENT_RUN_ENV, TRIAL_ENV
 from framework.errors import ConfigError
 from framework.interrupts import EXIT_KILLED
-from framework.sweep import PARENT_RUN_ENV
 from hydra_plugins.framework_optuna_sweeper import _plots, _study
 from hydra_plugins.framework_optuna_sweeper._search_space import SearchSpace, search_space
 

@@ -81,6 +81,8 @@ def main(argv: list[str]) -> int:
                 selector = f"{SWEEPER_GROUP}={name}"
             elif kind == "service":  # always there, set by its root section
                 selector = f"{name}.*"
+            elif kind == "expansion":  # a key of the command line it rewrites (seeds=N)
+                selector = f"{name}=…"
             for p in entries:
                 rows.append((kind, name, selector, p.distribution, p.version, p.description()))
     for line in table(rows, shutil.get_terminal_size((100, 24)).columns):

@@ -29,7 +29,7 @@ from .journal import FOLDER, SUFFIX, Journal, JournalBusy, RunRecord, sync_notic
 from .journal_sender import JournalSender, say
 from .store_checks import store_name
 from .summary_page import address_of
-from .sweep_parents import (  # noqa: F401 - the names a sweep's tests and framework.sweep rely on here
+from .sweep_parents import (  # noqa: F401 - the names a sweep's tests rely on here
     ENDED_BY_TAG,
     ORPHAN_GRACE_S,
     PARENT_ABANDONED,

@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+
+from framework.interrupts import JOB_INTERRUPTED
 
 #: The sweep's process, as `pid:start_time` (start time in clock ticks after boot, from /proc).
 COMMAND_ENV = "FRAMEWORK_COMMAND_PROCESS"
@@ -52,29 +52,37 @@ def _watched() -> tuple[int, str] | None:
     return int(pid), started
 
 
-@contextmanager
-def end_with_the_sweep() -> Iterator[None]:
-    """Run a job that ends (SIGTERM, then its process) once the sweep's process is gone."""
-    watched = _watched()
-    if watched is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    done = threading.Event()
-    pid, started = watched
+class Watch:
+    """A job's watch on the sweep's process (`Watch.start` as the job starts, `stop` as it ends):
+    once that process is gone, the job gets SIGTERM, and its worker process exits when the run has
+    ended KILLED (`JOB_INTERRUPTED`), or GRACE_S later at the latest."""
 
-    def watch() -> None:
-        while not done.wait(POLL_S):
-            if start_time(pid) != started:
-                os.kill(os.getpid(), signal.SIGTERM)
-                done.wait(GRACE_S)
-                os._exit(EXIT_ORPHANED)
+    def __init__(self, pid: int, started: str) -> None:
+        self.pid, self.started = pid, started
+        self._done = threading.Event()
+        threading.Thread(target=self._watch, name="sweep-watch", daemon=True).start()
 
-    threading.Thread(target=watch, name="sweep-watch", daemon=True).start()
-    try:
-        yield
-    except BaseException:
-        if start_time(pid) != started:  # the job ended because its sweep is gone: so does its worker
+    @classmethod
+    def start(cls) -> Watch | None:
+        """A watch where this job runs for another process of this machine (None: in the sweep's own
+        process, or on another machine, or off the main thread)."""
+        watched = _watched()
+        if watched is None or threading.current_thread() is not threading.main_thread():
+            return None
+        return cls(*watched)
+
+    def gone(self) -> bool:
+        return start_time(self.pid) != self.started
+
+    def stop(self, *, failed: bool) -> None:
+        """The job is over: a job that failed because its sweep is gone takes its worker with it."""
+        self._done.set()
+        if failed and self.gone():
             os._exit(EXIT_ORPHANED)
-        raise
-    finally:
-        done.set()
+
+    def _watch(self) -> None:
+        while not self._done.wait(POLL_S):
+            if self.gone():
+                os.kill(os.getpid(), signal.SIGTERM)
+                JOB_INTERRUPTED.wait(GRACE_S)  # the run has ended KILLED, with its last checkpoint
+                os._exit(EXIT_ORPHANED)

@@ -8,7 +8,8 @@ values, the best child).
 Any Hydra launcher runs the jobs: in this process (the default), in local processes
 (`hydra/launcher=joblib`) or as Ray tasks (`hydra/launcher=ray`, with this project's defaults:
 `ray_launcher_defaults`). A launcher that runs a job elsewhere pickles Hydra's callbacks with it;
-the copy of SweepParentRun it unpickles there hands the job its parent run and the launching directory.
+the copy of SweepParentRun it unpickles there hands the job its parent run and the launching
+directory, and, as the job starts, has it end with the sweep's process (`orphans`).
 """
 
 from __future__ import annotations
@@ -19,28 +20,30 @@ import dataclasses
 import json
 import os
 import sys
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from framework import config
 from framework.columns import refuse
-from framework.config import named_overrides
+from framework.config import named_overrides, task_overrides
 from framework.contracts import SweepSummarySpec, Tracker
+from framework.contracts.sweeper import PARENT_RUN_ENV, SWEPT_KEYS_ENV
 from framework.contracts.tracker import SUMMARY_SPEC_TAG
 from framework.errors import ConfigError
+from framework.interrupts import JOB_INTERRUPTED
 from framework.provenance import flatten
-from framework.run_names import child_run_name, parent_run_name  # noqa: F401 (a job's name: app.task)
+from framework.run_names import parent_run_name
 from framework.sweepers import sweeper_plugin
 
-#: Environment variables that hand the sweep's parent run and swept keys to its jobs (in-process or spawned).
-PARENT_RUN_ENV = "FRAMEWORK_PARENT_RUN_ID"
-SWEPT_KEYS_ENV = "FRAMEWORK_SWEPT_KEYS"
+from . import orphans
+
 #: The Hydra Ray launcher's class (hydra-ray-launcher), whose local Ray is kept on 127.0.0.1.
 RAY_LAUNCHER = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
 #: Ray reads it when it is imported: "0" makes a Ray started here bind 127.0.0.1 (the Ray plugin's
@@ -56,11 +59,6 @@ RAY_LAUNCHER_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-#: Set when a job run in this process was stopped by Ctrl-C (it ended KILLED and exits with RunKilled, a
-#: SystemExit, which leaves no sys.last_value): the sweep then ends KILLED too.
-JOB_INTERRUPTED = threading.Event()
-
-
 def swept_values(overrides: Sequence[str], sweeper_params: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The swept keys of a multirun command line (and of `hydra.sweeper.params`), with their values."""
     parsed = OverridesParser.create().parse_overrides(list(overrides))
@@ -74,14 +72,6 @@ def swept_values(overrides: Sequence[str], sweeper_params: Mapping[str, Any] | N
     return swept
 
 
-def task_overrides(node: Any) -> list[str]:
-    """The command line's overrides as typed: `${oc.env:X}` in one stays text (reading the node's
-    items would resolve it, and an unset variable would raise before the run can refuse it)."""
-    from omegaconf import OmegaConf
-
-    return [str(item) for item in OmegaConf.to_container(node, resolve=False)]  # type: ignore[union-attr]
-
-
 class SweepParentRun(Callback):
     """Opens the parent run before the first job and closes it, with the sweep's summary, after the last."""
 
@@ -93,11 +83,13 @@ class SweepParentRun(Callback):
         """What a job needs from the environment: the parent run and the swept keys."""
         self._launch_dir: str | None = None
         """The launching process's working directory (relative paths in the config start there)."""
+        self._watch: orphans.Watch | None = None
+        """In a launcher's worker, while a job runs: its watch on the sweep's process."""
 
     def __getstate__(self) -> dict[str, Any]:
         """The copy a launcher pickles with each job (joblib, Ray): without the parent run's tracker,
         which only the launching process holds (and which cannot be pickled)."""
-        return {**self.__dict__, "_tracker": None, "_run_id": None, "_spec": None}
+        return {**self.__dict__, "_tracker": None, "_run_id": None, "_spec": None, "_watch": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """In a job's process, before Hydra starts the job: the environment and working directory
@@ -112,6 +104,7 @@ class SweepParentRun(Callback):
                     os.chdir(self._launch_dir)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        orphans.mark_command_process()  # before a launcher starts a worker, which inherits it
         ray_launcher_defaults(config)
         self._launch_dir = os.getcwd()
         sweeper = sweeper_plugin(config)
@@ -173,6 +166,16 @@ class SweepParentRun(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._end("FINISHED")
 
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A sweep's job in a launcher's worker ends once the sweep's process is gone (`orphans`)."""
+        if config.hydra.mode == RunMode.MULTIRUN:
+            self._watch = orphans.Watch.start()
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.stop(failed=job_return.status == JobStatus.FAILED)
+
     def _end_at_exit(self) -> None:
         interrupted = JOB_INTERRUPTED.is_set() or isinstance(
             getattr(sys, "last_value", None), KeyboardInterrupt
@@ -195,12 +198,14 @@ class SweepParentRun(Callback):
 
 def _refuse_a_bad_job(config: DictConfig) -> None:
     """A grid sweep whose jobs' values are refused is refused whole, before its first job runs
-    (`sweep_checks`): one message and exit status 1, as for a single run. (What a callback raises
+    (`checks`): one message and exit status 1, as for a single run. (What a callback raises
     Hydra turns into a warning; an exit it lets through.)"""
-    from framework import run_dirs, sweep_checks
+    from framework import run_dirs
+
+    from .checks import check_jobs
 
     try:
-        sweep_checks.check_jobs(config)
+        check_jobs(config)
     except ConfigError as e:
         run_dirs.forget_claimed()
         refuse(str(e))
@@ -217,12 +222,6 @@ def common_params(cfg: DictConfig, swept: Mapping[str, str]) -> dict[str, str]:
         for key, value in flatten(data).items()
         if not any(key == k or key.startswith(f"{k}.") for k in swept)
     }
-
-
-def swept_keys_of_this_sweep() -> list[str]:
-    """The swept keys the parent handed down, in a job of a sweep; [] elsewhere."""
-    raw = os.environ.get(SWEPT_KEYS_ENV)
-    return [str(k) for k in json.loads(raw)] if raw else []
 
 
 def ray_launcher_defaults(cfg: DictConfig) -> None:

@@ -4,18 +4,31 @@ kernels) forks a child per command line, and the child runs the command as `pyth
 would, in its own process, directory and environment, its stdout and stderr in files, exiting as
 the interpreter does (threads joined, atexit handlers run).
 
+A run's tracking process (framework_plugins.trackers.tracking_process) is forked by the zygote too,
+where MLflow and its SQL store are imported already (2 to 3 s of CPU a run less): the child asks for
+one over a socket of its own, passing the three pipe ends the process reads and writes, and learns
+its pid and, later, its exit status. It runs `tracking_process.main` in a session of its own, as
+`launch` starts it. The tracking process is the zygote's child then, not the run's.
+
 What the tests check of a command line (its output, its exit status, what it leaves behind) is the
 same; what they cannot check this way is what the interpreter reads as it starts or as a library
 loads (`-X importtime`, OpenMP's settings, Ray's loopback variable), so a command line given such an
-environment, and every test that starts one to signal it (`start_cli`), runs a new interpreter.
+environment, and every test that starts one to signal it (`start_cli`), runs a new interpreter, and
+so does its tracking process.
 
     python -m tests.cli_zygote   (reads one JSON request a line on stdin, answers one a line)
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
+import selectors
+import signal
+import socket
+import subprocess
 import sys
 import threading
 from typing import Any
@@ -38,7 +51,12 @@ PRELOAD = (
     "framework_plugins.gomoku.env",
     "framework_plugins.alphazero.agent",
     "framework_plugins.mcts.engines",
+    "framework_plugins.trackers.tracking_process",
+    "framework_plugins.trackers.mlflow_session",
+    "mlflow.store.tracking.sqlalchemy_store",
 )
+#: The largest message between the zygote and a child (a tracking process's environment and arguments).
+MESSAGE = 1 << 20
 
 
 def forkable(env: dict[str, str], start_env: dict[str, str]) -> bool:
@@ -47,8 +65,9 @@ def forkable(env: dict[str, str], start_env: dict[str, str]) -> bool:
     return all(env.get(k) == start_env.get(k) for k in keys if k.startswith(LOAD_TIME))
 
 
-def _run_child(request: dict[str, Any]) -> None:
-    """In the forked child: be `python -m framework ARGS` in the request's directory and environment."""
+def _run_child(request: dict[str, Any], zygote: socket.socket) -> None:
+    """In the forked child: be `python -m framework ARGS` in the request's directory and environment,
+    its tracking processes forked by the zygote (`zygote` is its socket there)."""
     import atexit
     import runpy
 
@@ -68,6 +87,9 @@ def _run_child(request: dict[str, Any]) -> None:
         sys.stderr = open(2, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
         sys.path[0] = request["cwd"]
         sys.argv = ["-m", *request["args"]]
+        from framework_plugins.trackers import tracking_process
+
+        tracking_process.launch = TrackingLauncher(zygote, tracking_process.launch).launch
         try:
             runpy.run_module("framework", run_name="__main__", alter_sys=True)
             code = 0
@@ -100,6 +122,149 @@ def _run_child(request: dict[str, Any]) -> None:
             os._exit(code)
 
 
+class TrackingLauncher:
+    """In a command line's child: `tracking_process.launch`, answered by the zygote with a fork of
+    itself (the one given, `fallback`, where the zygote cannot answer)."""
+
+    def __init__(self, zygote: socket.socket, fallback: Any) -> None:
+        self.zygote = zygote
+        self.fallback = fallback
+        self.lock = threading.Lock()
+        self.started: queue.Queue[int] = queue.Queue()
+        self.exits: dict[int, int] = {}
+        self.changed = threading.Condition()
+        self.gone = False
+        self.reader: threading.Thread | None = None
+
+    def launch(self, argv: list[str]) -> Any:
+        ends = [os.pipe() for _ in range(3)]
+        theirs = [ends[0][0], ends[1][1], ends[2][1]]  # its stdin to read, its stdout and stderr to write
+        ours = [ends[0][1], ends[1][0], ends[2][0]]
+        request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
+        pid = None
+        with self.lock:
+            if self.reader is None:
+                self.reader = threading.Thread(target=self._read, daemon=True, name="zygote-tracking")
+                self.reader.start()
+            if not self.gone:
+                try:
+                    socket.send_fds(self.zygote, [json.dumps(request).encode()], theirs)
+                    pid = self.started.get(timeout=30)
+                except (OSError, queue.Empty):
+                    pid = None
+        for fd in theirs:
+            os.close(fd)
+        if pid is None:
+            for fd in ours:
+                os.close(fd)
+            return self.fallback(argv)
+        return ForkedTracking(self, pid, ours)
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self.zygote.recv(MESSAGE)
+            except OSError:
+                data = b""
+            if not data:
+                with self.changed:
+                    self.gone = True
+                    self.changed.notify_all()
+                return
+            message = json.loads(data)
+            if "exited" in message:
+                with self.changed:
+                    self.exits[int(message["exited"])] = int(message["code"])
+                    self.changed.notify_all()
+            else:
+                self.started.put(int(message["pid"]))
+
+
+class ForkedTracking:
+    """A tracking process the zygote forked, as `subprocess.Popen` shows one to TrackingProcess:
+    its pipes (text), `poll`, `wait`, `kill`, `returncode`; its exit status is the zygote's word."""
+
+    def __init__(self, launcher: TrackingLauncher, pid: int, fds: list[int]) -> None:
+        self.launcher, self.pid = launcher, pid
+        self.returncode: int | None = None
+        self.args = ["tracking", str(pid)]
+        self.stdin = open(fds[0], "w", encoding="utf-8")  # noqa: SIM115
+        self.stdout = open(fds[1], encoding="utf-8")  # noqa: SIM115
+        self.stderr = open(fds[2], encoding="utf-8")  # noqa: SIM115
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            code = self.launcher.exits.get(self.pid)
+            if code is None and self.launcher.gone and not _alive(self.pid):
+                code = -1  # the zygote ended first: the status is nobody's to tell
+            self.returncode = code
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        with self.launcher.changed:
+            self.launcher.changed.wait_for(lambda: self.poll() is not None or self.launcher.gone, timeout)
+        while self.poll() is None:
+            if timeout is not None:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            threading.Event().wait(0.1)  # the zygote is gone: the process ends on its own
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _run_tracking(request: dict[str, Any], fds: list[int], held: list[Any]) -> None:
+    """In a tracking process the zygote forked: `tracking_process.main` on the pipes it was given."""
+    import atexit
+
+    code = 1
+    try:
+        for thing in held:  # what the zygote holds: its sockets to children, its selector
+            thing.close()
+        os.setsid()
+        for fd, target in zip(fds, (0, 1, 2), strict=True):
+            os.dup2(fd, target)
+        for fd in fds:
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
+        from framework_plugins.trackers import tracking_process
+
+        tracking_process.main(request["argv"])
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            threading._shutdown()  # type: ignore[attr-defined]
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
 def main() -> None:
     from framework.machine import short_openmp_spin
 
@@ -110,14 +275,102 @@ def main() -> None:
         importlib.import_module(name)
     ready = {"ready": threading.active_count() == 1, "pid": os.getpid()}
     print(json.dumps(ready), flush=True)
-    for line in sys.stdin:
-        request = json.loads(line)
+    Server().serve()
+
+
+class Server:
+    """The zygote's loop: a command line at a time from stdin, forked, its start and its exit status
+    answered on stdout; meanwhile the tracking processes its child asks for on its socket."""
+
+    def __init__(self) -> None:
+        self.selector = selectors.DefaultSelector()
+        self.children: dict[socket.socket, int] = {}
+        """The socket to each command line's child, and its pid."""
+        self.tracking: dict[int, socket.socket] = {}
+        """Each tracking process, and the socket of the child that asked for it."""
+        self.command: int | None = None
+        self.buffer = b""
+
+    def serve(self) -> None:
+        self.selector.register(0, selectors.EVENT_READ)
+        while True:
+            for key, _ in self.selector.select(timeout=0.05):
+                if key.fileobj == 0:
+                    chunk = os.read(0, 65536)
+                    if not chunk:
+                        return  # the test process is done
+                    self.buffer += chunk
+                    while b"\n" in self.buffer:
+                        line, self.buffer = self.buffer.split(b"\n", 1)
+                        self._fork_command(json.loads(line))
+                else:
+                    assert isinstance(key.fileobj, socket.socket)
+                    self._fork_tracking(key.fileobj)
+            self._reap()
+
+    def _held(self) -> list[Any]:
+        return [*self.children, self.selector]
+
+    def _fork_command(self, request: dict[str, Any]) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
-            _run_child(request)
+            for thing in [*self._held(), ours]:
+                thing.close()
+            _run_child(request, theirs)
+        theirs.close()
+        self.children[ours] = pid
+        self.selector.register(ours, selectors.EVENT_READ)
+        self.command = pid
         print(json.dumps({"pid": pid}), flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(json.dumps({"pid": pid, "code": os.waitstatus_to_exitcode(status)}), flush=True)
+
+    def _fork_tracking(self, child: socket.socket) -> None:
+        try:
+            data, fds, _, _ = socket.recv_fds(child, MESSAGE, 3)
+        except OSError:
+            data, fds = b"", []
+        if not data or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            if not data:
+                self._forget(child)
+            return
+        pid = os.fork()
+        if pid == 0:
+            _run_tracking(json.loads(data), fds, self._held())
+        for fd in fds:
+            os.close(fd)
+        self.tracking[pid] = child
+        self._send(child, {"pid": pid})
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            code = os.waitstatus_to_exitcode(status)
+            if pid == self.command:
+                self.command = None
+                print(json.dumps({"pid": pid, "code": code}), flush=True)
+                for child, child_pid in list(self.children.items()):
+                    if child_pid == pid:
+                        self._forget(child)
+            elif pid in self.tracking:
+                self._send(self.tracking.pop(pid), {"exited": pid, "code": code})
+
+    def _send(self, child: socket.socket, message: dict[str, Any]) -> None:
+        if child.fileno() >= 0:
+            with contextlib.suppress(OSError):  # the child has ended: nobody is left to tell
+                child.send(json.dumps(message).encode())
+
+    def _forget(self, child: socket.socket) -> None:
+        if child in self.children:
+            del self.children[child]
+            self.selector.unregister(child)
+            child.close()
 
 
 if __name__ == "__main__":

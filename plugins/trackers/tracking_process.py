@@ -40,15 +40,7 @@ class TrackingProcess:
     """Runs `factory(*args, **kwargs)` ("module:attr") in a child process and forwards method calls to it."""
 
     def __init__(self, factory: str, *args: Any, **kwargs: Any) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", __name__, factory, json.dumps(args), json.dumps(kwargs)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-            start_new_session=True,
-        )
+        self.process = launch([factory, json.dumps(args), json.dumps(kwargs)])
         self._seq = 0
         self._outbox: queue.Queue[str | None] = queue.Queue()
         self._answers: dict[int, tuple[bool, Any]] = {}
@@ -140,6 +132,21 @@ class TrackingProcess:
                     log.warning(line.rstrip())
 
 
+def launch(argv: list[str]) -> subprocess.Popen[str]:
+    """The tracking process: `python -m framework_plugins.trackers.tracking_process ARGV` in a session
+    of its own, its stdin, stdout and stderr text pipes. (The tests' zygote, tests/cli_zygote.py, puts
+    a fork of itself in its place.)"""
+    return subprocess.Popen(
+        [sys.executable, "-m", __name__, *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        start_new_session=True,
+    )
+
+
 def _encode(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
@@ -212,12 +219,14 @@ def _guarded(fn: Any) -> None:
         print(f"tracking: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """The tracking process, given `launch`'s ARGV (the command line's by default)."""
+    argv = sys.argv[1:] if argv is None else argv
     # Answers get the real stdout; anything a library prints goes to stderr instead.
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    kwargs = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
-    serve(sys.argv[1], json.loads(sys.argv[2]), sys.stdin, answers, kwargs)
+    kwargs = json.loads(argv[2]) if len(argv) > 2 else {}
+    serve(argv[0], json.loads(argv[1]), sys.stdin, answers, kwargs)
 
 
 if __name__ == "__main__":

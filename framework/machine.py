@@ -10,6 +10,7 @@ import math
 import os
 import shutil
 import subprocess
+from collections.abc import MutableMapping
 from pathlib import Path
 
 CGROUP = Path("/sys/fs/cgroup")
@@ -90,7 +91,7 @@ def gib(n_bytes: float) -> str:
     return f"{n_bytes / 2**30:.1f} GiB"
 
 
-def short_openmp_spin() -> None:
+def short_openmp_spin(env: MutableMapping[str, str] | None = None) -> None:
     """OpenMP's workers (libgomp's: torch's, and numba's, which shares it) wait 10,000 turns for
     their next region, not GOMP's default 300,000, then sleep (unless OMP_WAIT_POLICY or
     GOMP_SPINCOUNT says otherwise); before torch is imported, whose libgomp reads it once.
@@ -101,6 +102,8 @@ def short_openmp_spin() -> None:
     against 269-286 with 10,000 turns. Fewer turns make a worker sleep between the two regions of
     a tree's turn: the tree alone on 2 threads went from 1.76x one thread's rate to 1.03x with
     1,000, and asleep at once (OMP_WAIT_POLICY=PASSIVE) torch's own 2-thread forward lost a third.
+    `env`: the environment to set it in (this process's by default).
     """
-    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-        os.environ["GOMP_SPINCOUNT"] = "10000"
+    env = os.environ if env is None else env
+    if "OMP_WAIT_POLICY" not in env and "GOMP_SPINCOUNT" not in env:
+        env["GOMP_SPINCOUNT"] = "10000"

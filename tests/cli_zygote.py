@@ -34,8 +34,14 @@ import threading
 from typing import Any
 
 #: Variables read as the interpreter starts or as a library loads: a command line whose environment
-#: differs from the zygote's in one of them runs in a new interpreter.
+#: differs from the zygote's in one of them runs in a new interpreter (`forkable`).
 LOAD_TIME = ("PYTHON", "OMP_", "GOMP_", "KMP_", "MKL_", "NUMBA_", "RAY_", "TORCH", "CUDA", "LD_", "HYDRA_")
+#: Those read only by a library the zygote has not imported (it reads them in the child, as the
+#: child's), by the prefix and the library.
+LOADED_LATER = {"RAY_": "ray"}
+#: Read as the interpreter starts, and by nothing a run computes: the string hashes' seed, which a
+#: run sets for the processes it starts (and, run in the test process itself, leaves set there).
+IGNORED = ("PYTHONHASHSEED",)
 #: What the zygote imports before it forks: nothing that starts a thread of Python's or an OpenMP
 #: pool (numba's parallel kernels start theirs on their first call; Ray reads its loopback variable
 #: on import). The native threads that OpenBLAS (numpy's, scipy's) and jemalloc (MLflow's) start
@@ -59,10 +65,21 @@ PRELOAD = (
 MESSAGE = 1 << 20
 
 
-def forkable(env: dict[str, str], start_env: dict[str, str]) -> bool:
-    """Whether a command line with `env` may run in a child of a zygote started with `start_env`."""
-    keys = set(env) | set(start_env)
-    return all(env.get(k) == start_env.get(k) for k in keys if k.startswith(LOAD_TIME))
+def forkable(env: dict[str, str], zygote_env: dict[str, str], imported: list[str]) -> bool:
+    """Whether a command line with `env` may run in a child of a zygote whose load-time variables are
+    `zygote_env` (as they were when it had imported `PRELOAD`, `imported` among them)."""
+    from framework.machine import short_openmp_spin
+
+    env, zygote_env = dict(env), dict(zygote_env)
+    for each in (env, zygote_env):  # as `python -m framework` sets them before it imports torch
+        short_openmp_spin(each)
+    keys = set(env) | set(zygote_env)
+    later = tuple(prefix for prefix, module in LOADED_LATER.items() if module not in imported)
+    return all(
+        env.get(k) == zygote_env.get(k)
+        for k in keys
+        if k.startswith(LOAD_TIME) and not k.startswith(later) and k not in IGNORED
+    )
 
 
 def _run_child(request: dict[str, Any], zygote: socket.socket) -> None:
@@ -268,12 +285,20 @@ def _run_tracking(request: dict[str, Any], fds: list[int], held: list[Any]) -> N
 def main() -> None:
     from framework.machine import short_openmp_spin
 
+    started = {k: v for k, v in os.environ.items() if k.startswith(LOAD_TIME)}
     short_openmp_spin()  # as python -m framework does, before torch is imported
     import importlib
 
     for name in PRELOAD:
         importlib.import_module(name)
-    ready = {"ready": threading.active_count() == 1, "pid": os.getpid()}
+    ready = {
+        "ready": threading.active_count() == 1,
+        "pid": os.getpid(),
+        # What a command line's environment is compared with (`forkable`): its load-time variables
+        # as it started, and the libraries of LOADED_LATER among what it imported.
+        "env": started,
+        "imported": [module for module in LOADED_LATER.values() if module in sys.modules],
+    }
     print(json.dumps(ready), flush=True)
     Server().serve()
 
@@ -302,7 +327,8 @@ class Server:
                     self.buffer += chunk
                     while b"\n" in self.buffer:
                         line, self.buffer = self.buffer.split(b"\n", 1)
-                        self._fork_command(json.loads(line))
+                        if line.strip():
+                            self._fork_command(json.loads(line))
                 else:
                     assert isinstance(key.fileobj, socket.socket)
                     self._fork_tracking(key.fileobj)

@@ -207,6 +207,8 @@ class Zygote:
     def __init__(self) -> None:
         self.process: subprocess.Popen[bytes] | None = None
         self.env: dict[str, str] = {}
+        """The zygote's load-time variables, as it reported them once ready."""
+        self.imported: list[str] = []
         self.usable = not os.environ.get("FRAMEWORK_TESTS_NO_ZYGOTE")
         """Set FRAMEWORK_TESTS_NO_ZYGOTE=1 to run every command line in a new interpreter."""
         self.lock = threading.Lock()
@@ -219,11 +221,22 @@ class Zygote:
         if not self.usable or not self.lock.acquire(blocking=False):
             return None
         try:
-            if not self._started() or not cli_zygote.forkable(env, self.env):
+            if not self._started() or not cli_zygote.forkable(env, self.env, self.imported):
+                self._log_why(args, env)
                 return None
             return self._run(args, cwd=cwd, env=env, timeout=timeout)
         finally:
             self.lock.release()
+
+    def _log_why(self, args: list[str], env: dict[str, str]) -> None:
+        """With FRAMEWORK_TESTS_ZYGOTE_LOG=PATH: a line in PATH for each command line run in a new
+        interpreter, with the load-time variables that kept it from the zygote."""
+        path = os.environ.get("FRAMEWORK_TESTS_ZYGOTE_LOG")
+        if path:
+            keys = sorted(k for k in set(env) | set(self.env) if k.startswith(cli_zygote.LOAD_TIME))
+            differ = [k for k in keys if env.get(k) != self.env.get(k)]
+            with open(path, "a", encoding="utf-8") as log:
+                log.write(f"{os.getpid()} usable={self.usable} differ={differ} args={args[:4]}\n")
 
     def _started(self) -> bool:
         if self.process is not None and self.process.poll() is None:
@@ -236,9 +249,11 @@ class Zygote:
             cwd=Path(__file__).parent.parent,
             env=env,
         )
-        self.env, self._buffer = dict(env), b""
+        self._buffer = b""
         ready = self._answer(120.0)
         self.usable = bool(ready and ready.get("ready"))
+        if ready is not None:
+            self.env, self.imported = dict(ready.get("env", {})), list(ready.get("imported", []))
         return self.usable
 
     def _run(

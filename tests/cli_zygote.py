@@ -38,7 +38,7 @@ from typing import Any
 LOAD_TIME = ("PYTHON", "OMP_", "GOMP_", "KMP_", "MKL_", "NUMBA_", "RAY_", "TORCH", "CUDA", "LD_", "HYDRA_")
 #: Those read only by a library the zygote has not imported (it reads them in the child, as the
 #: child's), by the prefix and the library.
-LOADED_LATER = {"RAY_": "ray"}
+LOADED_LATER = {"RAY_": "ray", "TORCHINDUCTOR_": "torch._inductor"}
 #: Read as the interpreter starts, and by nothing a run computes: the string hashes' seed, which a
 #: run sets for the processes it starts (and, run in the test process itself, leaves set there).
 IGNORED = ("PYTHONHASHSEED",)

@@ -16,6 +16,9 @@ ZYGOTE = {"PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"}
         # Ray reads its variables as it is imported: in the child, when the zygote has not.
         ({"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_DEDUP_LOGS": "1"}, [], True),
         ({"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}, ["ray"], False),
+        # torch.compile in the test process left its cache's folder set; the zygote has not compiled.
+        ({"TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor_root"}, [], True),
+        ({"TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor_root"}, ["torch._inductor"], False),
         # A run left the hashes' seed set in the test process: nothing a run computes reads it.
         ({"PYTHONHASHSEED": "3"}, [], True),
         # What `python -m framework` sets itself before it imports torch, set already.

@@ -68,6 +68,11 @@ MESSAGE = 1 << 20
 def forkable(env: dict[str, str], zygote_env: dict[str, str], imported: list[str]) -> bool:
     """Whether a command line with `env` may run in a child of a zygote whose load-time variables are
     `zygote_env` (as they were when it had imported `PRELOAD`, `imported` among them)."""
+    return not unlike(env, zygote_env, imported)
+
+
+def unlike(env: dict[str, str], zygote_env: dict[str, str], imported: list[str]) -> list[str]:
+    """The load-time variables that keep a command line with `env` from such a zygote."""
     from framework.machine import short_openmp_spin
 
     env, zygote_env = dict(env), dict(zygote_env)
@@ -75,10 +80,13 @@ def forkable(env: dict[str, str], zygote_env: dict[str, str], imported: list[str
         short_openmp_spin(each)
     keys = set(env) | set(zygote_env)
     later = tuple(prefix for prefix, module in LOADED_LATER.items() if module not in imported)
-    return all(
-        env.get(k) == zygote_env.get(k)
+    return sorted(
+        k
         for k in keys
-        if k.startswith(LOAD_TIME) and not k.startswith(later) and k not in IGNORED
+        if k.startswith(LOAD_TIME)
+        and not k.startswith(later)
+        and k not in IGNORED
+        and env.get(k) != zygote_env.get(k)
     )
 
 

@@ -233,8 +233,7 @@ class Zygote:
         interpreter, with the load-time variables that kept it from the zygote."""
         path = os.environ.get("FRAMEWORK_TESTS_ZYGOTE_LOG")
         if path:
-            keys = sorted(k for k in set(env) | set(self.env) if k.startswith(cli_zygote.LOAD_TIME))
-            differ = [k for k in keys if env.get(k) != self.env.get(k)]
+            differ = cli_zygote.unlike(env, self.env, self.imported)
             with open(path, "a", encoding="utf-8") as log:
                 log.write(f"{os.getpid()} usable={self.usable} differ={differ} args={args[:4]}\n")
 

@@ -155,9 +155,12 @@ def _normalise(dist: str) -> str:
 
 
 def _summary(ep: EntryPoint) -> str:
+    """Its distribution's one-line summary; '' where it has none (importlib_metadata's distributions,
+    found first once something has imported that backport, raise KeyError for a missing field)."""
     if ep.dist is None:
         return ""
-    return str(ep.dist.metadata["Summary"] or "")
+    metadata = ep.dist.metadata
+    return str(metadata["Summary"] or "") if "Summary" in metadata else ""
 
 
 def _docstring_line(value: str, depth: int = 0) -> str:

@@ -13,10 +13,15 @@ its pid and, later, its exit status. It runs `tracking_process.main` in a sessio
 What the tests check of a command line (its output, its exit status, what it leaves behind) is the
 same; what they cannot check this way is what the interpreter reads as it starts or as a library
 loads (`-X importtime`, OpenMP's settings, Ray's loopback variable), so a command line given such an
-environment, and every test that starts one to signal it (`start_cli`), runs a new interpreter, and
-so does its tracking process.
+environment runs a new interpreter, and so does its tracking process.
 
-    python -m tests.cli_zygote   (reads one JSON request a line on stdin, answers one a line)
+Several command lines may run at once (a test that starts eight runs together, one that signals a
+run while another runs): each request carries the file descriptors its child writes its stdout and
+stderr to (files, or the write end of a pipe that the test reads as the run goes), passed over the
+socket whose descriptor the zygote is given.
+
+    python -m tests.cli_zygote FD   (a JSON request a message on socket FD, with its child's stdout
+                                     and stderr; answers a JSON line each on stdout)
 """
 
 from __future__ import annotations
@@ -25,23 +30,34 @@ import contextlib
 import json
 import os
 import queue
+import re
 import selectors
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from typing import Any
 
 #: Variables read as the interpreter starts or as a library loads: a command line whose environment
 #: differs from the zygote's in one of them runs in a new interpreter (`forkable`).
 LOAD_TIME = ("PYTHON", "OMP_", "GOMP_", "KMP_", "MKL_", "NUMBA_", "RAY_", "TORCH", "CUDA", "LD_", "HYDRA_")
+#: Intel's or LLVM's OpenMP runtime, the one library that reads KMP_* (libgomp, torch's and
+#: scikit-learn's, does not; threadpoolctl and scikit-learn set two of them in the test process).
+KMP_RUNTIME = "libiomp5 or libomp"
 #: Those read only by a library the zygote has not imported (it reads them in the child, as the
 #: child's), by the prefix and the library.
-LOADED_LATER = {"RAY_": "ray", "TORCHINDUCTOR_": "torch._inductor"}
-#: Read as the interpreter starts, and by nothing a run computes: the string hashes' seed, which a
-#: run sets for the processes it starts (and, run in the test process itself, leaves set there).
-IGNORED = ("PYTHONHASHSEED",)
+LOADED_LATER = {"RAY_": "ray", "TORCHINDUCTOR_": "torch._inductor", "KMP_": KMP_RUNTIME}
+#: Not read as the interpreter starts, or read then by nothing a run computes: the string hashes'
+#: seed, which a run sets for the processes it starts (and, run in the test process itself, leaves
+#: set there); `breakpoint()`'s hook, read at each call (ray.init sets it in the process that starts
+#: a Ray: the tests' own session Ray).
+IGNORED = ("PYTHONHASHSEED", "PYTHONBREAKPOINT")
+#: Read as the interpreter starts, and done by the child as the interpreter does: PYTHONPATH's
+#: folders go on sys.path after the command's own folder (a test's third-party plugin, found by its
+#: entry points there, which nothing has read before the child).
+EMULATED = ("PYTHONPATH",)
 #: What the zygote imports before it forks: nothing that starts a thread of Python's or an OpenMP
 #: pool (numba's parallel kernels start theirs on their first call; Ray reads its loopback variable
 #: on import). The native threads that OpenBLAS (numpy's, scipy's) and jemalloc (MLflow's) start
@@ -61,6 +77,8 @@ PRELOAD = (
     "framework_plugins.trackers.mlflow_session",
     "mlflow.store.tracking.sqlalchemy_store",
 )
+#: The PYTHONPATH folders this process started with (on its sys.path already).
+ZYGOTE_PATH = tuple(os.environ.get("PYTHONPATH", "").split(os.pathsep))
 #: The largest message between the zygote and a child (a tracking process's environment and arguments).
 MESSAGE = 1 << 20
 
@@ -85,32 +103,42 @@ def unlike(env: dict[str, str], zygote_env: dict[str, str], imported: list[str])
         for k in keys
         if k.startswith(LOAD_TIME)
         and not k.startswith(later)
-        and k not in IGNORED
+        and k not in IGNORED + EMULATED
         and env.get(k) != zygote_env.get(k)
     )
 
 
-def _run_child(request: dict[str, Any], zygote: socket.socket) -> None:
+def _run_child(request: dict[str, Any], fds: list[int], zygote: socket.socket) -> None:
     """In the forked child: be `python -m framework ARGS` in the request's directory and environment,
-    its tracking processes forked by the zygote (`zygote` is its socket there)."""
+    `fds` its stdin, stdout and stderr, its tracking processes forked by the zygote (`zygote` is its
+    socket there)."""
     import atexit
     import runpy
 
+    import framework
+    import framework.app
+
+    # The process's start, which a run records as its own (the zygote's was minutes ago).
+    framework.STARTED_AT = framework.app.STARTED_AT = time.time()  # type: ignore[attr-defined]
     code = 1
     try:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        for fd, target in enumerate(fds):
             os.dup2(target, fd)
+        for target in fds:
             os.close(target)
         sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
         sys.stdout = open(1, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
         sys.path[0] = request["cwd"]
+        own = os.environ.get("PYTHONPATH", "")
+        sys.path[1:1] = [
+            os.path.abspath(folder)
+            for folder in own.split(os.pathsep)
+            if folder and folder not in ZYGOTE_PATH
+        ]
         sys.argv = ["-m", *request["args"]]
         from framework_plugins.trackers import tracking_process
 
@@ -293,6 +321,7 @@ def _run_tracking(request: dict[str, Any], fds: list[int], held: list[Any]) -> N
 def main() -> None:
     from framework.machine import short_openmp_spin
 
+    requests = socket.socket(fileno=int(sys.argv[1]))
     started = {k: v for k, v in os.environ.items() if k.startswith(LOAD_TIME)}
     short_openmp_spin()  # as python -m framework does, before torch is imported
     import importlib
@@ -305,58 +334,64 @@ def main() -> None:
         # What a command line's environment is compared with (`forkable`): its load-time variables
         # as it started, and the libraries of LOADED_LATER among what it imported.
         "env": started,
-        "imported": [module for module in LOADED_LATER.values() if module in sys.modules],
+        "imported": [module for module in LOADED_LATER.values() if module in sys.modules]
+        + ([KMP_RUNTIME] if _kmp_runtime_loaded() else []),
     }
     print(json.dumps(ready), flush=True)
-    Server().serve()
+    Server(requests).serve()
+
+
+def _kmp_runtime_loaded() -> bool:
+    """Whether this process has mapped Intel's or LLVM's OpenMP runtime (libiomp5, libomp)."""
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        return any(re.search(r"/lib(iomp5|omp)[.-]", line) for line in maps)
 
 
 class Server:
-    """The zygote's loop: a command line at a time from stdin, forked, its start and its exit status
-    answered on stdout; meanwhile the tracking processes its child asks for on its socket."""
+    """The zygote's loop: each command line asked on `requests` forked, its start and its exit
+    status answered on stdout; meanwhile the tracking processes its child asks for on its socket."""
 
-    def __init__(self) -> None:
+    def __init__(self, requests: socket.socket) -> None:
+        self.requests = requests
         self.selector = selectors.DefaultSelector()
         self.children: dict[socket.socket, int] = {}
         """The socket to each command line's child, and its pid."""
         self.tracking: dict[int, socket.socket] = {}
         """Each tracking process, and the socket of the child that asked for it."""
-        self.command: int | None = None
-        self.buffer = b""
 
     def serve(self) -> None:
-        self.selector.register(0, selectors.EVENT_READ)
+        self.selector.register(self.requests, selectors.EVENT_READ)
         while True:
             for key, _ in self.selector.select(timeout=0.05):
-                if key.fileobj == 0:
-                    chunk = os.read(0, 65536)
-                    if not chunk:
+                if key.fileobj is self.requests:
+                    try:
+                        data, fds, _, _ = socket.recv_fds(self.requests, MESSAGE, 3)
+                    except OSError:
+                        data, fds = b"", []
+                    if not data:
                         return  # the test process is done
-                    self.buffer += chunk
-                    while b"\n" in self.buffer:
-                        line, self.buffer = self.buffer.split(b"\n", 1)
-                        if line.strip():
-                            self._fork_command(json.loads(line))
+                    self._fork_command(json.loads(data), fds)
                 else:
                     assert isinstance(key.fileobj, socket.socket)
                     self._fork_tracking(key.fileobj)
             self._reap()
 
     def _held(self) -> list[Any]:
-        return [*self.children, self.selector]
+        return [*self.children, self.selector, self.requests]
 
-    def _fork_command(self, request: dict[str, Any]) -> None:
+    def _fork_command(self, request: dict[str, Any], fds: list[int]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
             for thing in [*self._held(), ours]:
                 thing.close()
-            _run_child(request, theirs)
+            _run_child(request, fds, theirs)
         theirs.close()
+        for fd in fds:
+            os.close(fd)
         self.children[ours] = pid
         self.selector.register(ours, selectors.EVENT_READ)
-        self.command = pid
-        print(json.dumps({"pid": pid}), flush=True)
+        print(json.dumps({"id": request["id"], "pid": pid}), flush=True)
 
     def _fork_tracking(self, child: socket.socket) -> None:
         try:
@@ -386,14 +421,13 @@ class Server:
             if pid == 0:
                 return
             code = os.waitstatus_to_exitcode(status)
-            if pid == self.command:
-                self.command = None
-                print(json.dumps({"pid": pid, "code": code}), flush=True)
-                for child, child_pid in list(self.children.items()):
-                    if child_pid == pid:
-                        self._forget(child)
-            elif pid in self.tracking:
+            if pid in self.tracking:
                 self._send(self.tracking.pop(pid), {"exited": pid, "code": code})
+                continue
+            print(json.dumps({"pid": pid, "code": code}), flush=True)
+            for child, child_pid in list(self.children.items()):
+                if child_pid == pid:
+                    self._forget(child)
 
     def _send(self, child: socket.socket, message: dict[str, Any]) -> None:
         if child.fileno() >= 0:

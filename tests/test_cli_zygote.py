@@ -1,10 +1,16 @@
-"""The tests' zygote (tests/cli_zygote.py): which command lines it may run, by their environment."""
+"""The tests' zygote (tests/cli_zygote.py): which command lines it may run, by their environment, and
+how it runs several at once."""
 
 from __future__ import annotations
 
+import signal
+from pathlib import Path
+
 import pytest
 
-from tests.cli_zygote import forkable
+from tests import conftest
+from tests.cli_zygote import KMP_RUNTIME, forkable
+from tests.conftest import ForkedCli, run_cli, start_cli
 
 ZYGOTE = {"PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"}
 
@@ -19,14 +25,21 @@ ZYGOTE = {"PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"}
         # torch.compile in the test process left its cache's folder set; the zygote has not compiled.
         ({"TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor_root"}, [], True),
         ({"TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor_root"}, ["torch._inductor"], False),
+        # threadpoolctl and scikit-learn set Intel OpenMP's variables: read by no runtime loaded here.
+        ({"KMP_DUPLICATE_LIB_OK": "True", "KMP_INIT_AT_FORK": "FALSE"}, [], True),
+        ({"KMP_INIT_AT_FORK": "FALSE"}, [KMP_RUNTIME], False),
         # A run left the hashes' seed set in the test process: nothing a run computes reads it.
         ({"PYTHONHASHSEED": "3"}, [], True),
+        # ray.init set breakpoint()'s hook in the test process: read where breakpoint() is called.
+        ({"PYTHONBREAKPOINT": "ray.util.rpdb.set_trace"}, [], True),
         # What `python -m framework` sets itself before it imports torch, set already.
         ({"GOMP_SPINCOUNT": "10000"}, [], True),
         ({"GOMP_SPINCOUNT": "0"}, [], False),
         ({"OMP_WAIT_POLICY": "ACTIVE"}, [], False),
         ({"OMP_NUM_THREADS": "1"}, [], False),
         ({"PYTHONDONTWRITEBYTECODE": "1"}, [], False),
+        # A test's third-party plugin: its folder goes on the child's sys.path as the interpreter's.
+        ({"PYTHONPATH": "/tmp/plugin"}, [], True),
         ({"HYDRA_FULL_ERROR": "1"}, [], False),
     ],
 )
@@ -34,3 +47,24 @@ def test_a_command_line_is_forked_only_where_its_load_time_environment_is_the_zy
     extra: dict[str, str], imported: list[str], expected: bool
 ) -> None:
     assert forkable({**ZYGOTE, "HOME": "/elsewhere", **extra}, ZYGOTE, imported) is expected
+
+
+def test_command_lines_started_together_are_each_forked_and_answer_as_popen_does(tmp_path: Path) -> None:
+    """Two command lines at once, one read as it goes (`start_cli`) and one whole (`run_cli`): each
+    a child of the zygote, its output its own, its exit status Popen's (-9 for one killed)."""
+    long_run = start_cli("total_steps=1000000", "tracking=none", "progress=log", cwd=tmp_path)
+    assert isinstance(long_run, ForkedCli), "not forked: FRAMEWORK_TESTS_ZYGOTE_LOG=PATH says why"
+    assert long_run.stdout is not None
+    for line in long_run.stdout:
+        if "run started" in line:
+            break
+    listed = run_cli("plugins", "--kind", "tracker", cwd=tmp_path)
+    assert listed.returncode == 0 and "mlflow" in listed.stdout and "run started" not in listed.stdout
+    with open(f"/proc/{long_run.pid}/stat") as f:
+        parent = int(f.read().rsplit(")", 1)[1].split()[1])
+    zygote = conftest.ZYGOTE.process
+    assert zygote is not None and parent == zygote.pid
+    assert long_run.poll() is None
+    long_run.kill()
+    out, err = long_run.communicate(timeout=60)
+    assert long_run.returncode == -signal.SIGKILL and err is None and "run started" not in out

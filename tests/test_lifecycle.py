@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import FAST, start_cli
+from tests.conftest import FAST, run_cli, start_cli
 
 pytestmark = pytest.mark.slow
 
@@ -54,11 +54,9 @@ def test_sigint_ends_killed_with_checkpoint_and_resume_continues_the_step_count(
     assert {a.path for a in store(tmp_path).list_artifacts(run.info.run_id)} >= {"checkpoint", "config.yaml"}
 
     target = killed_step + 2048
-    r = subprocess.run(
-        [sys.executable, "-m", "framework", f"resume={run.info.run_id}", f"total_steps={target}",
-         "hydra.run.dir=outputs/second"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    r = run_cli(
+        f"resume={run.info.run_id}", f"total_steps={target}", "hydra.run.dir=outputs/second", cwd=tmp_path
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     client = store(tmp_path)
     resumed = only_run(client)  # the same run, not a new one

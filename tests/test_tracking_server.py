@@ -5,8 +5,6 @@ from __future__ import annotations
 import csv
 import itertools
 import json
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -14,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import FAST, MlflowServer
+from tests.conftest import FAST, MlflowServer, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -177,10 +175,7 @@ def test_unreachable_tracking_server_fails_fast_naming_the_uri(cli) -> None:
 def test_a_runs_recorded_duration_is_its_real_one(tmp_path: Path) -> None:
     """Start and end times are taken where they happen, not when the tracking process gets to them."""
     started = time.time()
-    p = subprocess.run(
-        [sys.executable, "-m", "framework", "agent=ppo", "total_steps=8192", "eval.episodes=5"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    p = run_cli("agent=ppo", "total_steps=8192", "eval.episodes=5", cwd=tmp_path)
     ended = time.time()
     wall = ended - started
     assert p.returncode == 0, p.stderr[-3000:]

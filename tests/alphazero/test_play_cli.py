@@ -24,7 +24,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from framework_plugins.gomoku.rules import GameState, Gomoku
-from tests.conftest import LOADED_S, run_cli
+from tests.conftest import LOADED_S, popen_cli, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -68,14 +68,8 @@ class Brain:
     """`python -m framework gomocup ...` in a subprocess, spoken to a line at a time."""
 
     def __init__(self, cwd: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "framework", "gomocup", *args],
-            cwd=cwd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        self.process = popen_cli(
+            "gomocup", *args, cwd=cwd, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.messages: list[str] = []

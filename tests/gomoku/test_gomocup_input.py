@@ -4,17 +4,17 @@ INFO values out of range, BOARD blocks of any length. Each is one ERROR line and
 
 from __future__ import annotations
 
-import os
 import queue
 import re
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import popen_cli
 
 pytestmark = pytest.mark.slow
 
@@ -25,14 +25,10 @@ class Brain:
     """`python -m framework gomocup gomoku_15x15 ...` in a subprocess, spoken to a line at a time."""
 
     def __init__(self, cwd: Path, *overrides: str) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "framework", "gomocup", "gomoku_15x15", *overrides],
-            cwd=cwd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+        self.process = popen_cli(
+            "gomocup", "gomoku_15x15", *overrides, cwd=cwd, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=False,
+        )  # fmt: skip
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.messages: list[str] = []
         self.errors: list[bytes] = []

@@ -349,6 +349,8 @@ class Zygote:
                     self.ready = answer
                 elif "id" in answer:
                     self.pids[int(answer["id"])] = int(answer["pid"])
+                    # An earlier child's status nobody waited for: its pid is this one's now.
+                    self.codes.pop(int(answer["pid"]), None)
                 else:
                     self.codes[int(answer["pid"])] = int(answer["code"])
                 self.changed.notify_all()

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests import conftest
 from tests.cli_zygote import KMP_RUNTIME, forkable
-from tests.conftest import ForkedCli, run_cli, start_cli
+from tests.conftest import run_cli, start_cli
+from tests.zygote_client import ZYGOTE, ForkedCli
 
-ZYGOTE = {"PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"}
+ZYGOTE_ENV = {"PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"}
 
 
 @pytest.mark.parametrize(
@@ -46,7 +46,7 @@ ZYGOTE = {"PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"}
 def test_a_command_line_is_forked_only_where_its_load_time_environment_is_the_zygotes(
     extra: dict[str, str], imported: list[str], expected: bool
 ) -> None:
-    assert forkable({**ZYGOTE, "HOME": "/elsewhere", **extra}, ZYGOTE, imported) is expected
+    assert forkable({**ZYGOTE_ENV, "HOME": "/elsewhere", **extra}, ZYGOTE_ENV, imported) is expected
 
 
 def test_command_lines_started_together_are_each_forked_and_answer_as_popen_does(tmp_path: Path) -> None:
@@ -62,8 +62,7 @@ def test_command_lines_started_together_are_each_forked_and_answer_as_popen_does
     assert listed.returncode == 0 and "mlflow" in listed.stdout and "run started" not in listed.stdout
     with open(f"/proc/{long_run.pid}/stat") as f:
         parent = int(f.read().rsplit(")", 1)[1].split()[1])
-    zygote = conftest.ZYGOTE.process
-    assert zygote is not None and parent == zygote.pid
+    assert ZYGOTE.process is not None and parent == ZYGOTE.process.pid
     assert long_run.poll() is None
     long_run.kill()
     out, err = long_run.communicate(timeout=60)

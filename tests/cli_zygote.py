@@ -16,12 +16,12 @@ loads (`-X importtime`, OpenMP's settings, Ray's loopback variable), so a comman
 environment runs a new interpreter, and so does its tracking process.
 
 Several command lines may run at once (a test that starts eight runs together, one that signals a
-run while another runs): each request carries the file descriptors its child writes its stdout and
-stderr to (files, or the write end of a pipe that the test reads as the run goes), passed over the
-socket whose descriptor the zygote is given.
+run while another runs): each request carries its child's stdin, stdout and stderr as file
+descriptors (/dev/null and files, or the ends of pipes that the test writes or reads as the run
+goes), passed over the socket whose descriptor the zygote is given.
 
-    python -m tests.cli_zygote FD   (a JSON request a message on socket FD, with its child's stdout
-                                     and stderr; answers a JSON line each on stdout)
+    python -m tests.cli_zygote FD   (a JSON request a message on socket FD, with its child's stdin,
+                                     stdout and stderr; answers a JSON line each on stdout)
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def _run_child(request: dict[str, Any], fds: list[int], zygote: socket.socket) -
     import framework.app
 
     # The process's start, which a run records as its own (the zygote's was minutes ago).
-    framework.STARTED_AT = framework.app.STARTED_AT = time.time()  # type: ignore[attr-defined]
+    framework.STARTED_AT = framework.app.STARTED_AT = time.time()
     code = 1
     try:
         os.chdir(request["cwd"])

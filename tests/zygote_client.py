@@ -202,6 +202,8 @@ class ForkedCli:
 
     def wait_for(self, timeout: float | None) -> int | None:
         """The exit status, once it has one within `timeout` seconds; else None."""
+        if self.returncode is not None:
+            return self.returncode
         z = self.zygote
         with z.changed:
             z.changed.wait_for(lambda: self.pid in z.codes or z.gone, timeout)
@@ -210,10 +212,10 @@ class ForkedCli:
         return self.returncode
 
     def poll(self) -> int | None:
-        return self.returncode if self.returncode is not None else self.wait_for(0)
+        return self.wait_for(0)
 
     def wait(self, timeout: float | None = None) -> int:
-        code = self.poll() if self.returncode is not None else self.wait_for(timeout)
+        code = self.wait_for(timeout)
         if code is None:
             raise subprocess.TimeoutExpired(self.args, timeout or 0)
         return code

@@ -174,8 +174,10 @@ def test_unreachable_tracking_server_fails_fast_naming_the_uri(cli) -> None:
 
 def test_a_runs_recorded_duration_is_its_real_one(tmp_path: Path) -> None:
     """Start and end times are taken where they happen, not when the tracking process gets to them."""
+    # The test process's first command line would start its zygote inside the measured wall time.
+    assert run_cli("--help", cwd=tmp_path).returncode == 0
     started = time.time()
-    p = run_cli("agent=ppo", "total_steps=8192", "eval.episodes=5", cwd=tmp_path)
+    p = run_cli("agent=ppo", "total_steps=16384", "eval.episodes=5", cwd=tmp_path)
     ended = time.time()
     wall = ended - started
     assert p.returncode == 0, p.stderr[-3000:]
@@ -192,5 +194,5 @@ def test_a_runs_recorded_duration_is_its_real_one(tmp_path: Path) -> None:
     assert started * 1000 <= run.info.start_time <= min(stamps), (started, run.info.start_time, min(stamps))
     assert max(stamps) <= run.info.end_time <= ended * 1000, (max(stamps), run.info.end_time, ended)
     recorded = (run.info.end_time - run.info.start_time) / 1000
-    assert wall > 4, "a run long enough for the bounds to mean something"
+    assert wall > 2.5, "a run long enough for the bounds to mean something"
     assert 0.5 * wall <= recorded <= wall, (recorded, wall)

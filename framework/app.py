@@ -19,10 +19,9 @@ from omegaconf import DictConfig
 
 from framework import STARTED_AT, commands, config, registry, run_dirs
 from framework.columns import refusal
-from framework.contracts.sweeper import parent_run_of_this_job, swept_keys_of_this_sweep, trial_number
+from framework.contracts.sweeper import parent_run_of_this_job, run_name_of_this_job
 from framework.errors import ConfigError, ExplainedError, JobFailed, RunFailed, hydra_message
 from framework.interrupts import EXIT_KILLED, JOB_INTERRUPTED, forget_caught_interrupt
-from framework.run_names import child_run_name
 from framework.summary import say
 
 # A launcher's worker resolves its job's directory too, having imported nothing but this module.
@@ -61,7 +60,7 @@ def task(cfg: DictConfig) -> float | None:
             run_dir=Path(hc.runtime.output_dir),
             overrides=overrides,
             parent_run_id=parent_run_of_this_job(),
-            run_name=child_run_name(overrides, swept_keys_of_this_sweep(), trial_number()) if sweep else None,
+            run_name=run_name_of_this_job() if sweep else None,
             # A single run started with the process; a sweep's job when Hydra handed it over.
             started_at=time.time() if sweep else STARTED_AT,
         )

@@ -32,7 +32,7 @@ from framework.building import (
 from framework.checkpoint import Checkpointer, DiskError
 from framework.context import RunContext
 from framework.contracts import Agent, RunPart, RunWatchingEnvPlugin, Tracker
-from framework.contracts.sweeper import PRUNED_STATUS, swept_keys_of_this_sweep
+from framework.contracts.sweeper import PRUNED_STATUS
 from framework.errors import ConfigError, ExplainedError, RunFailed
 from framework.interrupts import (
     EXIT_KILLED,
@@ -128,7 +128,7 @@ def _execute(
     stop: threading.Event,
 ) -> dict[str, float]:
     cfg, resume = plan.cfg, plan.resume
-    name = _run_name(plan, tracker, overrides, run_name, in_sweep=parent_run_id is not None)
+    name = _run_name(plan, tracker, overrides, run_name)
     ctx = _context(plan, tracker, run_dir, stop)
     if isinstance(plan.env, RunWatchingEnvPlugin):  # its envs show the run's steps and how it ended
         plan.env.watch_run(ctx.stop, start_step=0 if resume is None else resume.step)
@@ -296,12 +296,9 @@ def _parts(plan: Plan, stop: threading.Event) -> dict[str, RunPart]:
     }
 
 
-def _run_name(
-    plan: Plan, tracker: Tracker, overrides: Sequence[str], given: str | None, *, in_sweep: bool
-) -> str:
-    """The run's name (framework.run_names): a resumed run keeps its own; a sweep's job adds, to its
-    own values of the swept keys (`given`), what it shares with its siblings; a name given from code
-    stays as given."""
+def _run_name(plan: Plan, tracker: Tracker, overrides: Sequence[str], given: str | None) -> str:
+    """The run's name (framework.run_names): a resumed run keeps its own; a name given (by a sweep,
+    or from code) stays as given."""
     cfg = plan.cfg
     overrides = config.named_overrides(cfg, overrides)
     if plan.resume is not None:
@@ -311,8 +308,6 @@ def _run_name(
                 if own:
                     return own
         return run_names.base_name(cfg, plan.env_name, ())
-    if given is not None and in_sweep:
-        return run_names.child_name(given, cfg, plan.env_name, overrides, swept_keys_of_this_sweep())
     return given or run_names.run_name(cfg, plan.env_name, overrides, run_names.preset_of(overrides))
 
 

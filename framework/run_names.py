@@ -4,13 +4,10 @@ A run is named for what sets it apart, in the order that most often does so betw
 experiment, as MLflow's column shows a name's start: its agent plugin with the algorithm it runs
 (`dqn`, `sb3-dqn`) and its seed, then the overrides of its command line that change what it trains
 (by short label and short value; how long it trains, last), then its env or experiment preset:
-`sb3-ppo-s0 cartpole`, `sb3-ppo-s0 epochs=10 envs=4 steps=50k cartpole`. A sweep's child starts
-with its own values of the swept keys, then what it shares with its siblings: `lr=1e-3 ne=5
-sb3-ppo-s0 cartpole`, or, with a seed swept too, `lr1e-3 ne5 s1 sb3-ppo cartpole`.
-MLflow 3.17's runs table, at 1400 px, gives a name 122 px (about 21 characters) on a run of its own
-and 98 px (about 17) on a child under its parent, and ends what it cuts with `…`: a child's own
-values come first, with labels made short (then glued to their numbers) until they fit there.
-Values are written short (`3e-4`, `100k`); the run's params keep them whole.
+`sb3-ppo-s0 cartpole`, `sb3-ppo-s0 epochs=10 envs=4 steps=50k cartpole`. MLflow 3.17's runs table,
+at 1400 px, gives a name 122 px (about 21 characters). Values are written short (`3e-4`, `100k`);
+the run's params keep them whole. A sweep's runs are the sweeps plugin's to name (what a sweep
+gives a job is kept, as a name given from code is), from the parts here.
 
 The same command line gives the same name. Where a name leaves a difference out (a value rounded,
 an override a child shares with its whole sweep, a name at its length limit), it ends with
@@ -23,9 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -55,16 +50,9 @@ BUDGET = ("total_steps",)
 NAMED_GROUPS = ("env", "agent", "experiment")
 #: The most characters a name has; the overrides past it are left to the config hash.
 MOST_CHARS = 100
-#: What MLflow 3.17's runs table gives a name at 1400 px (12 px Liberation Sans, measured in
-#: Chromium), less a margin for system fonts up to 5 % wider: a run of its own, and a child under
-#: its parent. A name cut there ends with `…` (12 px): a child's own values have the rest.
+#: What MLflow 3.17's runs table gives a run's name at 1400 px (12 px Liberation Sans, measured in
+#: Chromium), less a margin for system fonts up to 5 % wider.
 NAME_PX = 122 * 0.95
-CHILD_NAME_PX = 98 * 0.95
-CHILD_VALUES_PX = CHILD_NAME_PX - 12
-#: A swept value as wide as most (`1e-4` and `10` around it), for choosing a sweep's labels.
-TYPICAL_VALUE = "100"
-#: A value an Optuna study draws, as a name shows it (3 significant digits).
-TYPICAL_DRAWN = "1.23e-3"
 
 #: Readable short labels for hyperparameters every RL library has; other keys go by their last part,
 #: or its initials past 12 letters (`target_update_interval` → `tui`).
@@ -128,68 +116,16 @@ def run_name(
     preset has changes nothing, and is not named."""
     changes = [(k, v) for k, v in config_overrides(overrides) if not same_in(preset, cfg, k)]
     changes.sort(key=lambda change: change[0] in BUDGET)  # what is trained, then for how long
-    exact = all(value is None or _exact(value) for _, value in changes)
+    whole = all(value is None or exact(value) for _, value in changes)
     head, place = who(cfg, overrides), where(cfg, env_name, overrides)
     shown: list[str] = []
-    for part in _override_parts(changes):
+    for part in override_parts(changes):
         if len(" ".join([head, *shown, part, place])) > MOST_CHARS - len(" cfg:0000"):
-            exact = False
+            whole = False
             break
         shown.append(part)
     name = " ".join(p for p in (head, *shown, place) if p)
-    return name if exact else f"{name} cfg:{config_hash(cfg)}"
-
-
-def child_run_name(
-    job_overrides: Sequence[str], swept_keys: Sequence[str], trial: int | None = None
-) -> str | None:
-    """`lr=3e-4 epochs=10`, `lr3e-4 ne10 s1`: a sweep's job by its own values of the swept keys, in
-    the sweep's style (`sweep_style`; `#3 lr=…` for an Optuna trial); None outside a sweep.
-    `child_name` adds what the job shares with its siblings."""
-    if not swept_keys:
-        return None
-    values = {}
-    for override in job_overrides:
-        key, sep, value = override.partition("=")
-        key = key.lstrip("+~")
-        if sep and key in swept_keys:
-            values[key] = value
-    name = sweep_style(swept_keys, trials=trial is not None).values(values)
-    return (f"#{trial} {name}" if trial is not None else name).strip() or None
-
-
-def child_name(
-    own: str, cfg: DictConfig, env_name: str, overrides: Sequence[str], swept_keys: Sequence[str]
-) -> str:
-    """A sweep's child: its own values (`child_run_name`), then its env, agent and seed as far as
-    the sweep does not vary them; the config hash where the name leaves a difference out (the
-    sweep's other overrides, a value rounded)."""
-    own_values = {k: v for k, v in config_overrides(overrides) if k in swept_keys}
-    hidden = [k for k, _ in config_overrides(overrides) if k not in swept_keys]
-    exact = not hidden and all(v is None or _exact(v) for v in own_values.values())
-    return _bounded(own, [base_name(cfg, env_name, overrides, swept_keys)], exact, cfg)
-
-
-def parent_run_name(
-    cfg: DictConfig, swept: Mapping[str, str], overrides: Sequence[str], study: str | None = None
-) -> str:
-    """A sweep's parent, in a run's order: `sweep sb3-ppo-s0 lr=1e-4,3e-4 ne=5,10 cartpole envs=4`:
-    what its children share of agent and seed, the swept values with its children's labels, the
-    env, and the overrides every job has. An Optuna study: its parameters' labels, and its name,
-    first where the command line gave one (`sweep tune-ppo: sb3-ppo-s0 lr ne cartpole`), last where
-    the sweeper named it by the time (`sweep sb3-ppo-s0 lr ne cartpole (study-20261128-055330)`)."""
-    named = sweep_style(list(swept), trials=study is not None).labels
-    order = _sweep_order(swept, named)
-    if study is not None:
-        values = " ".join(named[k] for k in order)
-    else:
-        values = " ".join(f"{named[k]}={_short_values(swept[k])}" for k in order)
-    fixed = _override_parts([(k, v) for k, v in config_overrides(overrides) if k not in swept])
-    head, place = who(cfg, overrides, list(swept)), where(cfg, None, overrides, list(swept))
-    timed = study is not None and re.fullmatch(r"study-\d{8}-\d{6}", study) is not None
-    first = f"{study}:" if study is not None and not timed else ""
-    last = f"({study})" if timed else ""
-    return " ".join(p for p in ("sweep", first, head, values, place, *fixed, last) if p)[:250]
+    return name if whole else f"{name} cfg:{config_hash(cfg)}"
 
 
 def config_overrides(overrides: Sequence[str]) -> list[tuple[str, str | None]]:
@@ -239,7 +175,7 @@ def labels(keys: Sequence[str], *, short: Sequence[str] = ()) -> dict[str, str]:
     the last part (`gamma`), its initials past 12 letters; for the keys in `short`, the initials of
     a last part of several words (`ne`, `bs`). Two keys that would share one take longer ones:
     their last parts, then their last two parts, then the whole keys."""
-    options = {key: _label_options(key, key in short) for key in keys}
+    options = {key: label_options(key, key in short) for key in keys}
     level = dict.fromkeys(keys, 0)
     while True:
         chosen = {key: options[key][level[key]] for key in keys}
@@ -249,45 +185,6 @@ def labels(keys: Sequence[str], *, short: Sequence[str] = ()) -> dict[str, str]:
             return chosen
         for key in shared:
             level[key] += 1
-
-
-@dataclass(frozen=True)
-class SweepStyle:
-    """How a sweep's children write their values: by these labels, with `=` (`lr=3e-4`), or, where
-    that is too wide for the runs table, a number right after its label (`lr3e-4 ne10`, as `s1`)."""
-
-    labels: dict[str, str]
-    glued: bool = False
-
-    def values(self, values: Mapping[str, str]) -> str:
-        """A child's own values, by label, its seed last: the configuration, then which seed."""
-        return " ".join(self._part(key, values[key]) for key in _sweep_order(values, self.labels))
-
-    def _part(self, key: str, value: str) -> str:
-        shown = short_value(value)
-        if key == "seed":
-            return f"s{shown}"
-        glue = self.glued and shown[:1].isdigit() and shown[-1:].isdigit()
-        return f"{self.labels[key]}{'' if glue else '='}{shown}"
-
-
-def sweep_style(keys: Sequence[str], *, trials: bool = False) -> SweepStyle:
-    """A sweep's style: readable labels (`epochs`), the longest made short (`ne`) one by one, then
-    numbers glued to their labels, until a child's values (each as wide as TYPICAL_VALUE) fit the
-    room CHILD_VALUES_PX leaves them under their parent. An Optuna study's trials (`trials`) draw
-    values of 3 significant digits (TYPICAL_DRAWN) and start with their number (`#12 `)."""
-    keys, short = sorted(keys), list[str]()
-    value = TYPICAL_DRAWN if trials else TYPICAL_VALUE
-    typical = {key: "1" if key == "seed" else value for key in keys}
-    room = CHILD_VALUES_PX - (text_width("#10 ") if trials else 0)
-    while True:
-        style = SweepStyle(labels(keys, short=short))
-        longer = [k for k in keys if k not in short and _label_options(k, True)[0] != style.labels[k]]
-        if text_width(style.values(typical)) <= room:
-            return style
-        if not longer:
-            return SweepStyle(style.labels, glued=True)
-        short.append(max(longer, key=lambda k: text_width(style.labels[k])))
 
 
 def short_value(value: str) -> str:
@@ -311,13 +208,13 @@ def short_value(value: str) -> str:
     return scientific if "e" in plain or text_width(scientific) < text_width(plain) else plain
 
 
-def _override_parts(changes: Sequence[tuple[str, str | None]]) -> list[str]:
+def override_parts(changes: Sequence[tuple[str, str | None]]) -> list[str]:
     """`epochs=10`, `~tuned`: each override by its label and its short value."""
     named = labels([key for key, _ in changes])
     return [f"~{named[k]}" if v is None else f"{named[k]}={short_value(v)}" for k, v in changes]
 
 
-def _exact(value: str) -> bool:
+def exact(value: str) -> bool:
     """Whether the name's form of `value` is the value itself (its number, or its text)."""
     shown = short_value(value)
     if shown == value.strip():
@@ -342,14 +239,7 @@ def _unwhole(text: str) -> str:
     return text
 
 
-def _short_values(values: str) -> str:
-    """A swept key's values on the parent (`1e-4,3e-4`); a sweep function (`range(5)`) as given."""
-    if any(c in values for c in "()[]{}"):
-        return values
-    return ",".join(short_value(v) for v in values.split(","))
-
-
-def _label_options(key: str, short: bool) -> list[str]:
+def label_options(key: str, short: bool) -> list[str]:
     parts = key.split(".")
     last = parts[-1]
     words = [w for w in last.split("_") if w]
@@ -358,23 +248,6 @@ def _label_options(key: str, short: bool) -> list[str]:
     first = [initials if len(words) > 1 else readable] if short else []
     options = [*first, readable, last, ".".join(parts[-2:]), key]
     return list(dict.fromkeys(options))
-
-
-def _sweep_order(values: Mapping[str, Any], named: Mapping[str, str]) -> list[str]:
-    """By label, the seed last: the configuration, then which of its seeds."""
-    return sorted(values, key=lambda k: (k == "seed", named[k]))
-
-
-def _bounded(first: str, more: Sequence[str], exact: bool, cfg: DictConfig) -> str:
-    """`first` and as many of `more` as MOST_CHARS allows, with the config hash where a difference
-    is left out of the name."""
-    name = first
-    for i, part in enumerate(more):
-        if len(f"{name} {part}") > MOST_CHARS - len(" cfg:0000"):
-            exact = exact and not any(more[i:])
-            break
-        name = f"{name} {part}".strip()
-    return name if exact else f"{name} cfg:{config_hash(cfg)}"
 
 
 def _groups(overrides: Sequence[str]) -> dict[str, str]:

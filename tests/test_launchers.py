@@ -19,8 +19,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from framework.contracts.sweeper import PARENT_RUN_ENV, SWEPT_KEYS_ENV, swept_keys_of_this_sweep
+from framework.contracts.sweeper import PARENT_RUN_ENV
 from framework_plugins.sweeps import parent as sweep
+from framework_plugins.sweeps.parent import SWEPT_KEYS_ENV
 from tests.conftest import FAST, start_cli
 from tests.test_refusals import assert_no_run
 
@@ -42,6 +43,9 @@ def assert_one_sweep_of_two(tmp_path: Path, launcher: str) -> dict[str, int]:
     seen = [(r.info.run_name, r.info.status, r.data.tags.get("mlflow.parentRunId")) for r in runs]
     named = sorted((c.info.run_name.split(" cfg:")[0], c.info.status) for c in children)
     assert named == [("s1 dqn cartpole", "FINISHED"), ("s2 dqn cartpole", "FINISHED")], f"{launcher}: {seen}"
+    # Named where Hydra starts each job (the sweeps plugin), for the config it runs: one config, two seeds.
+    hashes = {c.info.run_name.partition(" cfg:")[2] for c in children}
+    assert len(hashes) == 1 and re.fullmatch(r"[0-9a-f]{4}", hashes.pop()), f"{launcher}: {seen}"
 
     # The parent's summary lists both children.
     table = Path(
@@ -239,7 +243,7 @@ def test_the_callback_a_launcher_pickles_hands_its_job_the_parent_run_and_the_la
     monkeypatch.chdir(tmp_path.parent)
     copy = pickle.loads(data)
     assert copy._tracker is None and copy._run_id is None  # only the launching process ends the parent
-    assert os.environ[PARENT_RUN_ENV] == "parent" and swept_keys_of_this_sweep() == ["seed"]
+    assert os.environ[PARENT_RUN_ENV] == "parent" and os.environ[SWEPT_KEYS_ENV] == '["seed"]'
     assert Path.cwd() == tmp_path
 
 

@@ -14,18 +14,14 @@ from omegaconf import DictConfig
 
 from framework.app import compose
 from framework.columns import text_width
-from framework.run_names import (
+from framework.run_names import MOST_CHARS, NAME_PX, labels, run_name, short_value
+from framework_plugins.sweeps.names import (
     CHILD_NAME_PX,
     CHILD_VALUES_PX,
-    MOST_CHARS,
-    NAME_PX,
     SweepStyle,
     child_name,
     child_run_name,
-    labels,
     parent_run_name,
-    run_name,
-    short_value,
     sweep_style,
 )
 
@@ -43,7 +39,7 @@ def _name(*overrides: str) -> str:
 
 
 def _child(job: list[str], swept: list[str]) -> str:
-    """A grid sweep's job, named as framework.run names it: its own values, then the rest."""
+    """A grid sweep's job, named as the sweeps plugin names it: its own values, then the rest."""
     cfg = _config(*job)
     own = child_run_name(job, swept)
     assert own is not None

@@ -194,9 +194,17 @@ def test_a_run_outlives_a_lost_server_and_ends_finished_with_every_point(
         out.wait_for(PROGRESS.search, "a progress line")
         server.kill()
         lost_at = time.time()
-        out.wait_for(lambda line: "does not answer" in line, "the notice that the server is lost")
-        for _ in range(3):  # the run goes on, and logs, while its server is gone
+        steps_since = 0  # the run goes on, and logs, while its server is gone (and before it says so)
+
+        def counted_until_notice(line: str) -> bool:
+            nonlocal steps_since
+            steps_since += PROGRESS.search(line) is not None
+            return "does not answer" in line
+
+        out.wait_for(counted_until_notice, "the notice that the server is lost")
+        while steps_since < 3:  # an evaluation every 2,000 steps prints one: 5 more at least
             out.wait_for(PROGRESS.search, "progress during the outage")
+            steps_since += 1
         # The training is held until the server is back, so that the run surely outlives the outage
         # (a server starts in tens of seconds on a loaded machine); its tracking process is not held.
         p.send_signal(signal.SIGSTOP)

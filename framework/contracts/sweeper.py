@@ -1,14 +1,14 @@
 """A sweep's job as the core sees it, and a Hydra sweeper shipped as a plugin (`hydra/sweeper=NAME`).
 
 A sweep's parent run is the sweeps plugin's (`plugins/sweeps`, a Hydra callback): it hands each job
-its parent run and the swept keys in the environment (PARENT_RUN_ENV, SWEPT_KEYS_ENV), which the
-core's run reads to become the parent's child, named for its own values of the swept keys.
+its parent run and its name in the environment (PARENT_RUN_ENV, RUN_NAME_ENV), which the core's run
+reads to become the parent's child.
 
 The core knows a sweeper only through this contract: the sweep's parent run asks it to check and
 name its sweep before the first job, and a job launched by it finds its trial in the environment
-(TRIAL_ENV: a JSON object whose "sweeper" names the plugin that reads the rest). Hydra itself is
-told of the sweeper class (`hydra_sweeper`) when the app starts, as an editable install hides it
-from Hydra's own scan.
+(TRIAL_ENV: a JSON object whose "sweeper" names the plugin that reads the rest, and whose "number"
+says which trial it is). Hydra itself is told of the sweeper class (`hydra_sweeper`) when the app
+starts, as an editable install hides it from Hydra's own scan.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import os
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-#: Environment variables that hand the sweep's parent run and swept keys to its jobs (in-process or spawned).
+#: Environment variables that hand a sweep's job its parent run and its name (in-process or spawned).
 PARENT_RUN_ENV = "FRAMEWORK_PARENT_RUN_ID"
-SWEPT_KEYS_ENV = "FRAMEWORK_SWEPT_KEYS"
+RUN_NAME_ENV = "FRAMEWORK_RUN_NAME"
 #: The environment variable a sweeper sets in each job it launches: which trial the job is.
 TRIAL_ENV = "FRAMEWORK_TRIAL"
 #: The status a pruned trial's run ends with: it did not run its budget (FINISHED would compare it
@@ -92,18 +92,11 @@ def trial_spec() -> dict[str, Any] | None:
     return spec
 
 
-def trial_number() -> int | None:
-    """The number of the trial this job is (None outside a sweep of trials)."""
-    spec = trial_spec()
-    return None if spec is None else int(spec["number"])
-
-
 def parent_run_of_this_job() -> str | None:
     """The parent run the sweep handed down, in a job of a sweep; None elsewhere."""
     return os.environ.get(PARENT_RUN_ENV) or None
 
 
-def swept_keys_of_this_sweep() -> list[str]:
-    """The swept keys the parent handed down, in a job of a sweep; [] elsewhere."""
-    raw = os.environ.get(SWEPT_KEYS_ENV)
-    return [str(k) for k in json.loads(raw)] if raw else []
+def run_name_of_this_job() -> str | None:
+    """The name the sweep gave this job; None outside a sweep (or where it gave none)."""
+    return os.environ.get(RUN_NAME_ENV) or None

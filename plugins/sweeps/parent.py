@@ -1,7 +1,7 @@
 """Multirun: one parent run per sweep, so every job lands beside its siblings in the tracker.
 
 The parent holds the swept parameters; each child is named for its own values of them first
-(`lr3e-4 ne5 s1 sb3-ppo cartpole`: framework.run_names); when the sweep ends the tracker adds its
+(`lr3e-4 ne5 s1 sb3-ppo cartpole`: `names`); when the sweep ends the tracker adds its
 summary (every child's params, objective, status and duration, the objective across the swept
 values, the best child).
 
@@ -29,20 +29,24 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf.errors import OmegaConfBaseException
 
 from framework import config
 from framework.columns import refuse
 from framework.config import named_overrides, task_overrides
 from framework.contracts import SweepSummarySpec, Tracker
-from framework.contracts.sweeper import PARENT_RUN_ENV, SWEPT_KEYS_ENV
+from framework.contracts.sweeper import PARENT_RUN_ENV, RUN_NAME_ENV, trial_spec
 from framework.contracts.tracker import SUMMARY_SPEC_TAG
 from framework.errors import ConfigError
 from framework.interrupts import JOB_INTERRUPTED
 from framework.provenance import flatten
-from framework.run_names import parent_run_name
 from framework.sweepers import sweeper_plugin
 
 from . import orphans
+from .names import job_name, parent_run_name
+
+#: The swept keys, handed to the jobs with their parent run (a launcher's worker reads them there).
+SWEPT_KEYS_ENV = "FRAMEWORK_SWEPT_KEYS"
 
 #: The Hydra Ray launcher's class (hydra-ray-launcher), whose local Ray is kept on 127.0.0.1.
 RAY_LAUNCHER = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
@@ -167,11 +171,17 @@ class SweepParentRun(Callback):
         self._end("FINISHED")
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A sweep's job in a launcher's worker ends once the sweep's process is gone (`orphans`)."""
-        if config.hydra.mode == RunMode.MULTIRUN:
-            self._watch = orphans.Watch.start()
+        """A sweep's job is named for its own values (`names`), and, in a launcher's worker, ends
+        once the sweep's process is gone (`orphans`)."""
+        if config.hydra.mode != RunMode.MULTIRUN:
+            return
+        name = _job_name(config)
+        if name:
+            os.environ[RUN_NAME_ENV] = name
+        self._watch = orphans.Watch.start()
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        os.environ.pop(RUN_NAME_ENV, None)
         watch, self._watch = self._watch, None
         if watch is not None:
             watch.stop(failed=job_return.status == JobStatus.FAILED)
@@ -194,6 +204,21 @@ class SweepParentRun(Callback):
                 print(said, flush=True)
         finally:
             self._tracker.close()
+
+
+def _job_name(config: DictConfig) -> str | None:
+    """The job's name, where its parent run handed down the swept keys; None where the job's config
+    cannot say it (the run refuses such a config itself, in one message)."""
+    raw = os.environ.get(SWEPT_KEYS_ENV)
+    if not raw:
+        return None
+    overrides = task_overrides(config.hydra.overrides.task)
+    spec = trial_spec()
+    trial = None if spec is None else int(spec["number"])
+    try:
+        return job_name(config, overrides, named_overrides(config, overrides), json.loads(raw), trial)
+    except (ConfigError, OmegaConfBaseException):
+        return None
 
 
 def _refuse_a_bad_job(config: DictConfig) -> None:

@@ -175,6 +175,7 @@ class SweepParentRun(Callback):
         once the sweep's process is gone (`orphans`)."""
         if config.hydra.mode != RunMode.MULTIRUN:
             return
+        os.environ.pop(RUN_NAME_ENV, None)
         name = _job_name(config)
         if name:
             os.environ[RUN_NAME_ENV] = name

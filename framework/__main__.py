@@ -1,5 +1,4 @@
-"""`python -m framework [COMMAND ARGS... | Hydra overrides...]`: a registered sub-command (the
-`framework.commands` group), or else a run composed by Hydra."""
+"""`python -m framework [COMMAND ARGS... | OVERRIDES...]`: a registered sub-command, or else a Hydra run."""
 
 import sys
 

@@ -47,8 +47,7 @@ class EntryPointSearchPath(SearchPathPlugin):
 
 
 def task(cfg: DictConfig) -> float | None:
-    """Hydra's task function: one job of a run or a sweep (a child of the parent run the sweep handed
-    down, framework.contracts.sweeper)."""
+    """Hydra's task function: one job of a run or a sweep (a child of the sweep's parent run)."""
     from framework.run import RunKilled, run
 
     hc = HydraConfig.get()
@@ -93,14 +92,13 @@ def _module(value: str) -> str:
 
 
 def _setup() -> None:
-    """The root schema, and every conf package's plugin schemas, in Hydra's ConfigStore; and this
-    project's Hydra plugins, which Hydra's own scan misses in an editable install (its path hook
-    lists no modules): the Hydra sweepers of sweeper plugins."""
+    """Register schemas, resolvers and this project's Hydra plugins, which Hydra's own scan misses in an
+    editable install (its path hook lists no modules)."""
     register_schemas()
     commands.register_help_resolver()
     run_dirs.register_resolver()
     Plugins.instance().register(EntryPointSearchPath)
-    for name in registry.names("sweeper"):  # the sweepers plugins ship
+    for name in registry.names("sweeper"):
         Plugins.instance().register(registry.load("sweeper", name).hydra_sweeper)
 
 
@@ -134,7 +132,7 @@ def main() -> None:
         hydra.main(version_base="1.3", config_path=None, config_name="config")(task)()
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM before a run existed (a run ends KILLED itself)
         forget_caught_interrupt()
-        if {"-m", "--multirun"} & set(sys.argv[1:]):  # a launcher's wait, interrupted
+        if {"-m", "--multirun"} & set(sys.argv[1:]):
             JOB_INTERRUPTED.set()  # the sweep's parent ends KILLED (on exit), and its children with it
             print("Sweep stopped: its runs end KILLED.", file=sys.stderr)
         else:
@@ -169,8 +167,7 @@ def _refuse(message: str) -> None:
 
 
 def _fail_job(message: str | None) -> None:
-    """End a job that failed: exit status 1 after `message` (None: already said); in a launcher's
-    worker, a JobFailed for the sweep's process to report."""
+    """End a failed job: exit 1 after `message` (None: said); in a launcher's worker, raise JobFailed."""
     if _in_ray_worker() or os.environ.get(COMMAND_PID_ENV, str(os.getpid())) != str(os.getpid()):
         raise JobFailed(message)
     if message is not None:
@@ -179,8 +176,7 @@ def _fail_job(message: str | None) -> None:
 
 
 def _in_ray_worker() -> bool:
-    """Whether this process is a Ray worker (a job of Hydra's Ray launcher), not a driver. Ray is only
-    looked at when it was imported already."""
+    """Whether this is a Ray worker (a job of Hydra's Ray launcher); Ray is only looked at if imported."""
     ray = sys.modules.get("ray")
     if ray is None or not ray.is_initialized():
         return False

@@ -1,9 +1,5 @@
-"""A run's plugins built from their config sections: each checked against its contract, a value it
-refuses said as a ConfigError; the objective checked against the metrics they will log; torch set
-up for the device the run asked for.
-
-Shared by a training run (`framework.run`) and a trained agent loaded to play (gomoku's `play RUN`).
-"""
+"""A run's plugins built and checked against their contracts (a refused value: ConfigError), the objective
+checked against the metrics they log, torch set up; for training and for gomoku's `play RUN` alike."""
 
 from __future__ import annotations
 
@@ -47,8 +43,7 @@ def build_plugin(section: config.Section, kind: str) -> Any:
 def added_plugins(
     cfg: Any, env: config.Section, env_plugin: EnvPlugin, agent: config.Section, agent_plugin: Agent
 ) -> dict[str, Any]:
-    """The run's plugins of the kinds plugin packages add (`search`), by kind, each refused by its
-    kind when the run's env or agent cannot go with it, before it is built."""
+    """Plugins of the kinds plugin packages add (`search`), by kind; a kind refuses an unfit env or agent."""
     built = {}
     for name, kind in registry.added_kinds().items():
         section = config.plugin_section(cfg, name)
@@ -62,9 +57,8 @@ def added_plugins(
 
 
 def evaluation_metrics(env: EnvPlugin, agent: Agent) -> tuple[frozenset[str], bool]:
-    """The metrics the run's evaluation will log, and whether that is all of them: not when the
-    agent evaluates itself without naming its metrics, nor when the env does not name its episode
-    stats (`MetricNamingAgent`, `EpisodeStatsEnvPlugin`)."""
+    """The metrics the run's evaluation logs, and whether that is all of them (not where the agent's or the
+    env's are unnamed: `MetricNamingAgent`, `EpisodeStatsEnvPlugin`)."""
     if isinstance(agent, EvaluatingAgent):
         if isinstance(agent, MetricNamingAgent):
             return frozenset(agent.eval_metric_names(env)), True
@@ -78,9 +72,8 @@ def evaluation_metrics(env: EnvPlugin, agent: Agent) -> tuple[frozenset[str], bo
 
 
 def check_objective(metric: str, env: EnvPlugin, agent: Agent) -> None:
-    """Refuse an objective the run's evaluation will not log: a sweep would rank nothing, and an
-    Optuna study optimise nothing. Where the names are not all known (an env's undeclared episode
-    stats), only a name outside eval/, under no variant, or one letter-swap from a known one is."""
+    """Refuse an objective the evaluation won't log (a sweep would rank nothing); with names not all known,
+    only one outside eval/, under no variant, or one letter-swap from a known one."""
     names, complete = evaluation_metrics(env, agent)
     if metric in names or not _refused(metric, names, complete, env, agent):
         return
@@ -111,9 +104,8 @@ def _refused(metric: str, names: frozenset[str], complete: bool, env: EnvPlugin,
         parts = parts[1:]
     if len(parts) != 1:
         return True  # deeper than eval/<variant>/<stat>, or under no variant of this env
-    # An env's stat we cannot know, unless it is one slip from a metric every evaluation logs.
     leaves = {name.rsplit("/", 1)[-1] for name in names}
-    return bool(difflib.get_close_matches(parts[0], leaves, n=1, cutoff=0.8))
+    return bool(difflib.get_close_matches(parts[0], leaves, n=1, cutoff=0.8))  # else maybe an env stat
 
 
 def _variants(env: EnvPlugin) -> tuple[str, ...]:
@@ -140,8 +132,7 @@ def run_threads(threads: int) -> int:
 
 
 def setup_torch(device: str, threads: int, seed: int) -> str:
-    """Seed and configure torch if a plugin brought it in (its CPU threads: `run_threads`); resolve
-    `auto` to the GPU when present."""
+    """Seed torch and set its threads (`run_threads`) if a plugin imported it; `auto`: the GPU if present."""
     if "torch" not in sys.modules:
         return "cpu" if device == "auto" else device
     import torch

@@ -22,8 +22,7 @@ class CheckpointError(RuntimeError):
     """A checkpoint that is missing or unreadable."""
 
 
-#: Errors of a disk that takes no more (full, over quota, read-only, past a file size limit): said
-#: in one line, not as a traceback.
+#: Errors of a disk that takes no more (full, quota, read-only, file size limit): one line, not a traceback.
 DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
 
 
@@ -73,8 +72,7 @@ class Checkpointer:
         else:
             failed = None
         if failed is not None:
-            # Raised here, not in the `except`: the failed write's exception (which holds the file
-            # torch left open, its space with it) is gone once the block ends.
+            # Outside the `except`: its exception holds torch's open file (and its space) till the block ends.
             gc.collect()
             earlier = self.latest()
             kept = f"the last one, {earlier}, is intact" if earlier else "there is no earlier one"
@@ -102,9 +100,7 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def _disk_error(e: BaseException, where: Path) -> OSError | None:
-    """The OSError of a disk that takes no more behind `e`. torch.save reports it as a RuntimeError
-    without its errno ("file write failed", "unexpected pos"): that one counts where the disk is
-    full now."""
+    """The full-disk OSError behind `e` (torch.save's errno-less RuntimeError too, when the disk is full)."""
     seen: BaseException | None = e
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno in DISK_ERRNOS:

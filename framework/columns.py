@@ -1,6 +1,4 @@
-"""Lines for a terminal of 100 columns: what the CLI prints wraps at spaces to fit, while a path or an
-address stays whole on its line, so that it can be copied (the one thing allowed past column 100).
-And how wide a text is in MLflow's runs table (`text_width`), for names that fit its columns."""
+"""Lines for a 100-column terminal, wrapped at spaces, a path kept whole to copy; MLflow's text widths."""
 
 from __future__ import annotations
 
@@ -32,24 +30,19 @@ def is_address(word: str) -> bool:
 
 
 def fits(line: str, columns: int = WIDTH) -> bool:
-    """Whether `line` fits `columns`, its paths and addresses left out of the count: a line may be long
-    only by what cannot be cut."""
+    """Whether `line` fits `columns`, not counting its paths and addresses (what cannot be cut)."""
     return len(line) - sum(len(w) for w in line.split() if is_address(w)) <= columns
 
 
 def wrap(text: str, columns: int, *, indent: str = "", first: str = "") -> list[str]:
-    """`text` in lines of at most `columns`, broken at spaces only: `first` starts the first line,
-    `indent` the others. A path or an address longer than a line counts no columns (a line may be
-    long by it alone, as `fits` reads it: it stays whole where it stands, to be copied); any other
-    word too long for a line stays whole on a line of its own; a short command, quoted in backticks or
-    `python -m framework WORD`, is not broken either."""
+    """`text` in lines of at most `columns`, broken at spaces only; `first` begins line 1, `indent` the rest.
+    A path or address stays whole (`fits`), any other long word gets a line, a short command isn't split."""
     glued = _COMMAND.sub(lambda m: m.group().replace(" ", _GLUE), text.expandtabs())
     body = glued.lstrip(" ")
     line = first + glued[: len(glued) - len(body)]  # a paragraph's own indentation kept
     used, empty, lines = len(line), True, []
     for gap, word in re.findall(r"( *)(\S+)", body):
-        # A path or an address too long for any line counts nothing: it cannot be cut, and the
-        # prose goes on after it. A shorter one is a word like the others.
+        # A path or an address too long for any line counts nothing, so the prose goes on after it.
         cost = 0 if is_address(word) and len(indent) + len(word) > columns else len(word)
         if not empty and used + len(gap) + cost > columns:
             lines.append(line)
@@ -62,8 +55,7 @@ def wrap(text: str, columns: int, *, indent: str = "", first: str = "") -> list[
 
 
 def refusal(message: str, stream: TextIO) -> str:
-    """`Error: MESSAGE` as printed to `stream` (`for_stream`): its first line starts `Error:` and
-    names what was refused, so that it is still the line to grep."""
+    """`Error: MESSAGE` for `stream` (`for_stream`); its first line names what was refused, for grep."""
     return for_stream(f"Error: {message}", stream)
 
 
@@ -73,9 +65,7 @@ def refuse(message: str) -> None:
 
 
 def for_stream(text: str, stream: TextIO) -> str:
-    """A message as printed to `stream`, each paragraph wrapped at spaces with the lines after its
-    first indented: to the terminal's width, or to WIDTH where the stream is a pipe or a file (a
-    log read later is read at 100 columns too)."""
+    """`text` wrapped (`wrap`) to the terminal, or to WIDTH for a pipe or file (read later at 100 columns)."""
     columns = width() if _is_terminal(stream) else WIDTH
     return "\n".join(
         line for paragraph in text.splitlines() for line in wrap(paragraph, columns, indent="  ")
@@ -89,15 +79,12 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
-#: A job's own environment in a launcher's job line (`#3 : lr=0.01 ++hydra.job.env_set.X='{...}'`):
-#: a sweeper's plumbing (an Optuna trial's storage and number), left to the log file.
+#: A job line's `++hydra.job.env_set.X='{...}'`: a sweeper's plumbing (Optuna's storage), left to the log.
 _ENV_SET = re.compile(r" ?\+{0,2}hydra\.job\.env_set\.\w+=(?:'(?:[^'\\]|\\.)*'|\S+)")
 
 
 class LogFormatter(logging.Formatter):
-    """The console's log lines (conf/config.yaml's `hydra.job_logging`, `hydra.hydra_logging`):
-    each record that does not fit WIDTH wrapped like every other line, the lines after its first
-    indented (one long only by a path stays whole, to be copied); a traceback it carries as it is."""
+    """Console log lines (`hydra.job_logging`): records wider than WIDTH wrapped, tracebacks as they are."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         message = _ENV_SET.sub("", super().formatMessage(record))

@@ -1,12 +1,5 @@
-"""Sub-commands, `python -m framework NAME ARGS`: callables registered in the `framework.commands`
-entry-point group, so that the core names none of them (`plugins` is the catalog plugin's).
-
-A command is `main(argv: list[str]) -> int`: it gets the arguments after its name and returns the exit
-status. The first line of its docstring is its description in `python -m framework --help`, read from
-source like every plugin's, so listing the commands imports none of them. `--help` leads with the
-commands and the config groups, in lines that fit the terminal (100 columns at most): a screen of them
-comes before the full config (conf/config.yaml, `hydra.help`).
-"""
+"""Sub-commands, `python -m framework NAME ARGS`: `main(argv) -> int` (exit status) callables in the
+`framework.commands` group (the core names none); a docstring's first line, read from source, is --help's."""
 
 from __future__ import annotations
 
@@ -30,8 +23,7 @@ GROUPS_RESOLVER = "framework_config_groups"
 
 
 def find(name: str) -> Callable[[list[str]], int] | None:
-    """The command registered as `name`, or None when no distribution registers it (then the
-    argument is Hydra's: an override, or its own refusal). Registered twice: a RegistryError naming both."""
+    """The command registered as `name`; None (then it is Hydra's) where none is; RegistryError if two are."""
     if "=" in name or name.startswith("-") or name not in registry.discover("command"):
         return None
     command: Callable[[list[str]], int] = registry.load("command", name)
@@ -39,17 +31,15 @@ def find(name: str) -> Callable[[list[str]], int] | None:
 
 
 def expand(argv: list[str]) -> list[str]:
-    """The command line after every registered expansion, in the order of their names: an expansion
-    (the `framework.expansions` group) is `expand(argv) -> argv`, run before Hydra parses the line,
-    with a ConfigError for what it refuses. The sweeps plugin's `seeds=N` is one."""
+    """`argv` after each `framework.expansions` entry by name, before Hydra parses it: `expand(argv) -> argv`,
+    raising ConfigError for what it refuses (the sweeps plugin's `seeds=N`)."""
     for name in registry.names("expansion"):
         argv = list(registry.load("expansion", name)(argv))
     return argv
 
 
 def run(command: Callable[[list[str]], int], argv: list[str]) -> int:
-    """Run a command; its exit status. A closed pipe (`... | head`) ends it quietly: the reader has
-    what it wanted; Ctrl-C, with 130."""
+    """Run a command; its exit status. A closed pipe (`... | head`) ends it quietly, Ctrl-C with 130."""
     try:
         code = command(argv)
         sys.stdout.flush()
@@ -63,8 +53,7 @@ def run(command: Callable[[list[str]], int], argv: list[str]) -> int:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse's parser for a command's arguments, whose refusal (`PROG: error: ...`, an unknown
-    choice listing every valid one) is wrapped to fit 100 columns like every other line."""
+    """argparse's parser for a command, its refusals (`PROG: error: ...`) wrapped to 100 columns."""
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
@@ -88,9 +77,7 @@ def listing(columns: int | None = None) -> str:
 
 
 def config_groups(columns: int | None = None) -> str:
-    """Each config group of the Hydra app being run (`hydra/...` aside) and its choices, for `--help`:
-    what Hydra's own $APP_CONFIG_GROUPS lists, with the choices wrapped under the first. Outside a
-    Hydra app (nothing composed), nothing."""
+    """Each config group of the running Hydra app (`hydra/...` aside) and its choices; '' outside one."""
     from hydra.core.global_hydra import GlobalHydra
 
     hydra = GlobalHydra.instance()
@@ -107,7 +94,7 @@ def config_groups(columns: int | None = None) -> str:
 
 
 def _groups(loader: ConfigLoader, parent: str) -> list[str]:
-    """The groups under `parent` that hold configs, nested ones by their path (`a/b`), as Hydra finds them."""
+    """The groups under `parent` that hold configs, nested ones by their path (`a/b`)."""
     from hydra.core.object_type import ObjectType
 
     found = []
@@ -121,8 +108,7 @@ def _groups(loader: ConfigLoader, parent: str) -> list[str]:
 
 
 def register_help_resolver() -> None:
-    """Let the `--help` template list the commands and the config groups; `$` doubled because Hydra
-    then fills its help template with string.Template."""
+    """Let the `--help` template list commands and config groups (`$` doubled for Hydra's string.Template)."""
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver(HELP_RESOLVER):

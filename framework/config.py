@@ -1,9 +1,7 @@
 """Structured config: the root schema, plugin schemas in Hydra's ConfigStore, and validation.
 
-Each default and its one-line description live once, in a dataclass schema: the root's below,
-each plugin's in its `Config`. A conf package registers the schemas its YAML files build on
-(`store_schema`), and those files select and override: `agent/dqn.yaml` starts from
-`/schema_agent_dqn` and sets only what differs, so `--cfg job` still shows every key.
+Each default and its description live once, in a dataclass schema (the root's below, each plugin's
+in its `Config`); a YAML file starts from its schema and sets only what differs.
 """
 
 # Optional[...] rather than `X | None`: OmegaConf 2.3 cannot read PEP 604 unions.
@@ -38,9 +36,8 @@ class EvalConfig:
     every_steps: int = field(default=10_000, metadata=bounds(ge=0))
     """Evaluate every N env steps during training (0: only at the end)."""
     at_start: bool = True
-    """Evaluate the untrained agent too, at the first step, logged as eval_untrained/* at step 0:
-    beside each learning curve, never its first point nor the objective (a lucky untrained policy,
-    PPO's on CartPole, would start every curve high), and not reported to an Optuna trial."""
+    """Evaluate the untrained agent too, logged as eval_untrained/* at step 0: beside each learning
+    curve, never its first point nor the objective, and not reported to an Optuna trial."""
     episodes: int = field(default=10, metadata=bounds(ge=0))
     """Episodes per evaluation (0: none, and no metric for the objective). Every evaluation of a
     run plays the same episodes, seeded apart from every training seed (evaluation_seed)."""
@@ -73,9 +70,8 @@ class ObjectiveConfig:
 
 @dataclass
 class FrameworkConfig:
-    """The root config; `env`, `agent`, ... are validated against their plugin's schema. Each
-    service plugin adds its section (`ray`: root_schema), each kind a plugin package adds its own
-    (`search`)."""
+    """The root config; `env`, `agent`, ... are checked against their plugin's schema (root_schema
+    adds a section per service plugin and per added kind)."""
 
     env: Any = None
     agent: Any = None
@@ -126,15 +122,13 @@ class Section:
 
 
 def plugin_sections() -> dict[str, str]:
-    """Every plugin section of a run's config and its kind: the core's, then the kinds plugin
-    packages add (each named as its section)."""
+    """Every plugin section of a run's config and its kind: the core's, then the added kinds'."""
     return {**PLUGIN_SECTIONS, **{name: name for name in registry.added_kinds()}}
 
 
 @functools.cache
 def root_schema() -> type:
-    """FrameworkConfig with a section for each service plugin, by its name (`ray`: its Config), and
-    one for each kind a plugin package adds (`search`: the plugin's schema checks it)."""
+    """FrameworkConfig with a section per service plugin (`ray`) and per added kind (`search`)."""
     sections = [(name, registry.load("service", name).Config) for name in registry.names("service")]
     extra: list[tuple[str, Any, Any]] = [(name, Any, field(default=None)) for name in registry.added_kinds()]
     extra += [(name, schema, field(default_factory=schema)) for name, schema in sections]
@@ -149,13 +143,9 @@ def register_schema() -> None:
 
 
 def store_schema(section: str, name: str, schema: type) -> None:
-    """Register a plugin's schema as the config `schema_<section>_<name>`, its `name` key first.
-
-    A config file of that plugin starts from it (`defaults: [/schema_agent_dqn@_here_, _self_]`)
-    and sets only what differs from the schema's defaults. The node holds the defaults untyped,
-    so that a preset may switch the section to another plugin; the run checks the section
-    against the chosen plugin's schema before anything starts (`plugin_section`).
-    """
+    """Register a plugin's schema as the config `schema_<section>_<name>` (`defaults:
+    [/schema_agent_dqn@_here_, _self_]`), untyped so that a preset may switch plugins; the run checks
+    the section against the chosen plugin's schema (`plugin_section`)."""
     if not is_dataclass(schema):
         raise TypeError(f"The schema of {section} plugin {name!r} must be a dataclass, not {schema!r}")
     defaults = OmegaConf.to_container(OmegaConf.structured(schema))
@@ -163,7 +153,7 @@ def store_schema(section: str, name: str, schema: type) -> None:
     SCHEMAS[(section, name)] = schema
     for key, place in (getattr(schema, "MOVED", None) or {}).items():
         errors.MOVED[f"{section}.{key}"] = place
-    # A config outside any group, so that `--help` lists only the groups a user chooses from.
+    # Outside any group, so that `--help` lists only the groups a user chooses from.
     ConfigStore.instance().store(name=schema_config_name(section, name), node={"name": name, **defaults})
 
 
@@ -173,8 +163,8 @@ def schema_config_name(section: str, name: str) -> str:
 
 
 def check_root(cfg: DictConfig) -> None:
-    """Every interpolation resolved (an unset `${oc.env:X}` is refused here, not halfway through a
-    run), then the root's values held to their schema and to what their types alone do not say."""
+    """Every interpolation resolved (an unset `${oc.env:X}` is refused here, not mid-run), then the
+    root's values held to their schema."""
     values = resolved(cfg)
     check_choice("progress", cfg.progress, PROGRESS_MODES)
     check_choice("objective.mode", cfg.objective.mode, OBJECTIVE_MODES)
@@ -244,16 +234,13 @@ _ABSENT = object()
 
 
 def moved(schema: Any, key: str) -> str | None:
-    """Where a key of a plugin's schema lives now (its `MOVED` table: {"workers": "agent.workers"});
-    None for a key that never moved."""
+    """Where a key of a plugin's schema lives now (its `MOVED` table), None if it never moved."""
     table = getattr(schema, "MOVED", None)
     return table.get(key) if isinstance(table, dict) else None
 
 
 def migrate(saved: DictConfig) -> DictConfig:
-    """A saved run's config (resume=, play RUN) with each key its plugin's schema says has moved
-    (`MOVED`) at its new place: an older run's `search.workers=2` is `agent.workers=2`, unless the
-    new place holds a value already."""
+    """A saved run's config with each `MOVED` key at its new place, unless that holds a value already."""
     for _, node, schema in _schemas(saved):
         for key, place in (getattr(schema, "MOVED", None) or {}).items():
             if key not in node:
@@ -268,15 +255,13 @@ def migrate(saved: DictConfig) -> DictConfig:
 
 
 def task_overrides(node: Any) -> list[str]:
-    """Hydra's `overrides.task`: the command line's overrides as typed: `${oc.env:X}` in one stays
-    text (reading the node's items would resolve it, and an unset variable would raise before the
-    run can refuse it)."""
+    """Hydra's `overrides.task` as typed: `${oc.env:X}` stays text (resolving an unset one would raise
+    before the run can refuse it)."""
     return [str(item) for item in OmegaConf.to_container(node, resolve=False)]  # type: ignore[union-attr]
 
 
 def named_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
-    """The overrides a name may say: less those of its plugins' keys that say how the run is shown or
-    reached (a schema field with `framework.values.SHOWN` metadata: the fighter's open_browser)."""
+    """The overrides a name may say: less those of plugin keys marked OPERATIONAL (open_browser)."""
     shown = {
         f"{section}.{f.name}"
         for section, _, schema in _schemas(cfg)
@@ -288,8 +273,7 @@ def named_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
 
 
 def _schemas(cfg: DictConfig) -> Iterator[tuple[str, DictConfig, Any]]:
-    """(section, its node, its plugin's schema) for each plugin section of `cfg` that names a
-    plugin; one that does not load is left out (its run is refused elsewhere)."""
+    """(section, node, plugin schema) for each plugin section of `cfg` whose plugin loads."""
     for section, kind in plugin_sections().items():
         node = cfg.get(section)
         name = node.get("name") if isinstance(node, DictConfig) else None

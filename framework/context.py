@@ -62,8 +62,7 @@ class RunContext:
     stop: threading.Event = field(default_factory=threading.Event)
     resume_from: Path | None = None
     trial: Trial | None = None
-    """The trial this run is (a job of a sweeper plugin's sweep: hydra/sweeper=optuna): evaluations
-    are reported to it."""
+    """The trial this run is in a sweeper plugin's sweep: evaluations are reported to it."""
     last_eval: dict[str, float] = field(default_factory=dict)
     last_eval_step: int = 0
     _eval_env: gym.Env | None = None
@@ -92,14 +91,12 @@ class RunContext:
     def make_env(
         self, index: int = 0, *, evaluation: bool = False, render_mode: str | None = None
     ) -> gym.Env:
-        """A new env instance: a training one seeded `seed + index` (instances differ by `index`), an
-        evaluation one with the run's evaluation seed, apart from every training seed (`evaluation_seed`)."""
+        """A new env: a training one seeded `seed + index`, an evaluation one with `evaluation_seed`."""
         seed = evaluation_seed(self.seed) if evaluation else self.seed + index
         return self.env_plugin.make(seed=seed, index=index, evaluation=evaluation, render_mode=render_mode)
 
     def interrupt_parts(self) -> None:
-        """End what the run's parts have under way (the run is stopping): a self-play move, a
-        gate's or an evaluation's turn ends now, not after its simulations."""
+        """End what the run's parts have under way (the run is stopping), not after its simulations."""
         for part in self.parts.values():
             part.interrupt()
 
@@ -107,8 +104,8 @@ class RunContext:
         self.tracker.log_metrics(metrics, step)
 
     def after_step(self, step: int, agent: Agent) -> bool:
-        """Call whenever steps advanced (an env step, a vector step, a batch of self-play moves) with
-        the total so far: progress, evaluation, checkpoints. False = stop."""
+        """Call whenever steps advanced, with the total so far: progress, evaluation, checkpoints.
+        False = stop."""
         previous, self._last_step = self._last_step, step
         due = self.progress.update(step)
         if self._eval_at_start:  # the untrained agent, logged at step 0 (see EvalConfig.at_start)
@@ -130,12 +127,8 @@ class RunContext:
     def evaluate(
         self, agent: Agent, step: int, *, video_dir: Path | None = None, before_training: bool = False
     ) -> dict[str, float]:
-        """The agent's evaluation, logged as eval/* at `step`: its own (an EvaluatingAgent), else
-        episodes of its `act` on the eval env, or on each of the env's evaluation variants (each
-        logged as eval/<variant>/*, all of them pooled as eval/*). With `video_dir`, a video
-        of the evaluation goes there (see `BestEpisodeReplay`). `before_training`: the untrained
-        agent's (EvalConfig.at_start), logged as eval_untrained/* instead and nothing more: not the
-        objective's first point, not the run's last evaluation, not reported to an Optuna trial."""
+        """The agent's evaluation, logged as eval/* at `step` (each eval variant's as eval/<variant>/*,
+        pooled as eval/*); `before_training`: the untrained agent's, logged as eval_untrained/* only."""
         episodes = int(self.cfg.eval.episodes)
         if episodes == 0:
             return {}
@@ -155,13 +148,11 @@ class RunContext:
                 objective,
                 ", ".join(sorted(metrics)),
             )
-        # The objective first (the untrained agent's: its own), for a view that lists metrics as logged.
+        # The objective first, for a view that lists metrics as logged.
         ordered = dict(sorted(metrics.items(), key=lambda item: item[0] != objective))
         if before_training:
-            # The untrained agent's score says nothing of its settings: as the objective's first
-            # point it would start every curve there (PPO's untrained CartPole policy can score
-            # 500), and a pruner, which compares each trial's best score so far, would never prune
-            # a trial whose untrained agent was lucky.
+            # Not the objective: a lucky untrained policy (PPO's on CartPole can score 500) would
+            # start every curve high, and a pruner would never prune its trial.
             untrained = untrained_metrics(ordered)
             self.log_metrics(untrained, step)
             self.progress.set_eval(untrained, untrained=True)
@@ -186,8 +177,7 @@ class RunContext:
         self, plugin: VariantEnvPlugin, agent: Agent, episodes: int, video_dir: Path | None
     ) -> dict[str, float]:
         metrics: dict[str, float] = {}
-        # Every variant's episodes pooled too, so that eval/return_mean (the default objective)
-        # and eval/win_rate say the same for every env, and an interval covers them all.
+        # Pooled too, so that eval/return_mean (the default objective) means the same for every env.
         pooled = Episodes()
         replays = False
         for variant in plugin.eval_variants:

@@ -1,6 +1,4 @@
-"""How a run ends, whatever ends it: its last checkpoint, its artifacts and status in the tracker,
-the summary's rows that say how to go on, and files written so that a full disk is one line, not a
-traceback per write."""
+"""How a run ends: last checkpoint, tracker artifacts and status, how-to-go-on rows, full-disk-safe writes."""
 
 from __future__ import annotations
 
@@ -18,14 +16,12 @@ log = logging.getLogger("framework")
 
 
 def log_file_errors_once() -> None:
-    """A log file the disk stops taking (full) is said once and given up, where logging would print
-    a traceback for every line after it; the terminal keeps the run's lines."""
+    """A log file the disk stops taking is said once and given up, not a traceback per line after it."""
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler) and not getattr(handler, "_framework_once", False):
 
             def give_up(record: logging.LogRecord, handler: logging.FileHandler = handler) -> None:
-                handler.setLevel(logging.CRITICAL + 1)  # takes no more lines (removed, it would
-                # make logging skip the next handler for this record)
+                handler.setLevel(logging.CRITICAL + 1)  # not removed: logging would skip the next handler
                 error = sys.exc_info()[1]
                 print(
                     f"Warning: the log file {handler.baseFilename} takes no more lines: {error}",
@@ -37,8 +33,7 @@ def log_file_errors_once() -> None:
 
 
 def resume_rows(run_dir: Path, saved: Path | None, tracker: Tracker, run_id: str) -> list[tuple[str, str]]:
-    """The summary's last rows: the checkpoint, and the command that continues from it; where the
-    run stopped before its first checkpoint, that it cannot be continued."""
+    """The summary's last rows: the checkpoint and the command continuing from it, or that there is none."""
     if saved is None:
         return [("checkpoint", "none: the run stopped before its first one, and starts over when run again")]
     again = f"python -m framework resume={run_dir.resolve()}"
@@ -81,8 +76,7 @@ def end_safely(
     tags: dict[str, str] | None = None,
     wrote_trace: bool = True,
 ) -> None:
-    """End the run KILLED or FAILED (with `tags`: an Optuna trial's state, say); a tracker that fails
-    too must not hide the original error."""
+    """End the run KILLED or FAILED (`tags`: an Optuna trial's, say); a failing tracker hides no error."""
     end_time = time.time()
     try:
         if trace:
@@ -116,8 +110,7 @@ def log_artifacts(tracker: Tracker, run_dir: Path, checkpoint: Path | None) -> N
 
 
 def end_started_run(tracker: Tracker, status: str) -> str | None:
-    """End with `status` the run a tracker was making when the run was stopped (Ctrl-C as a sweep's
-    trial starts); its id, or None where it made none."""
+    """End with `status` the run a tracker began before a stop (Ctrl-C as a trial starts); its id, or None."""
     try:
         run_id = tracker.run_id
         tracker.end_run(status, end_time=time.time())

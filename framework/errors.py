@@ -9,23 +9,17 @@ from collections.abc import Iterable, Sequence
 
 
 class ConfigError(ValueError):
-    """A config value, key or command-line target that cannot be used.
-
-    Raised before anything starts; the command line prints its message alone (the traceback
-    only with HYDRA_FULL_ERROR=1). Plugins raise it from their constructors for bad config values.
-    """
+    """A config value, key or command-line target that cannot be used; raised before anything starts (plugins
+    raise it from constructors). The command line prints its message alone (HYDRA_FULL_ERROR=1: traceback)."""
 
 
 class ExplainedError(RuntimeError):
-    """A run stopped by something outside the program (a client that is gone for good, a server
-    that went away), which its message explains whole: the command line prints no traceback."""
+    """A run stopped from outside the program (a server gone), its message explaining all: no traceback."""
 
 
 class RunFailed(RuntimeError):
     """A run that raised after it started: it ended FAILED with a last checkpoint; the cause is chained.
-
-    `summary` is the run's last lines (status, metric, where its results are).
-    """
+    `summary`: the run's last lines (status, metric, where its results are)."""
 
     def __init__(self, summary: str) -> None:
         super().__init__(summary)
@@ -33,7 +27,7 @@ class RunFailed(RuntimeError):
 
 
 def closest(value: str, choices: Iterable[str], *, n: int = 1, always: bool = False) -> list[str]:
-    """The `n` choices most like `value` (case aside); with `always`, the nearest even when none is close."""
+    """The `n` choices most like `value` (case aside); with `always`, the nearest even if none is close."""
     options = list(choices)
     by_lower = {o.lower(): o for o in options}
     found = difflib.get_close_matches(value.lower(), list(by_lower), n=n)
@@ -70,9 +64,8 @@ _NOT_INT = re.compile(r"Value '(?P<value>[^']*)' of type '(?P<type>\w+)' could n
 
 
 def not_an_integer(key: str, reason: str) -> str | None:
-    """The message for a value an integer key refuses: a number with a fraction or an exponent
-    (`total_steps=1e6` reaches it as 1000000.0), naming the integer to write, or a word
-    (`total_steps=lots`); None for another refusal."""
+    """The message for a value an integer key refuses: `1e6` (read as 1000000.0) names the integer to write,
+    a word is refused plainly; None for another refusal."""
     found = _NOT_INT.search(reason)
     if found is None:
         return None
@@ -85,8 +78,7 @@ def not_an_integer(key: str, reason: str) -> str | None:
     return f"{key}={found['value']} must be an integer"
 
 
-#: Keys that moved, by their old full name (`search.workers`), to their new (`agent.workers`): what
-#: the plugins' schemas say (a schema's `MOVED` table, gathered as it is registered).
+#: Moved keys' new full names by old (`search.workers`: `agent.workers`), from the schemas' `MOVED` tables.
 MOVED: dict[str, str] = {}
 
 
@@ -158,11 +150,8 @@ def _unknown_key(full_key: str, keys: list[str]) -> str:
 
 
 class JobFailed(Exception):
-    """A sweep's job that failed in a launcher's worker (joblib's, Ray's), raised there instead of
-    sys.exit(1): that would end the worker, which the launcher reports as a crash with a traceback of
-    its own, losing the other jobs' results. The launcher hands it back to the sweep's process as the
-    job's FAILED return: a grid sweep exits 1 with `message` (None: the job said why) in main(), an
-    Optuna sweep tells the trial FAIL and says why."""
+    """A job failed in a launcher's worker: raised, as sys.exit(1) would crash the worker and lose other jobs'
+    results; as the job's FAILED return, a grid sweep exits 1 with `message` (None: said already)."""
 
     def __init__(self, message: str | None) -> None:
         super().__init__(message)

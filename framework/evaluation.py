@@ -1,12 +1,6 @@
 """Evaluation episodes on a separate, separately seeded environment, and their metrics.
-
-Evaluation seeds never meet training seeds. Every seed a run trains with is its `seed` (below
-2**32, `FrameworkConfig.seed`) plus a count (an env's index, the steps done before a resume, a
-worker's number: below 2**63, as no run takes that many steps), or a number its generator draws
-(self-play's games, below 2**31): below 2**64, for any run. Every evaluation seed
-(`evaluation_seed`) is 2**64 or more, so no evaluation episode replays a training episode's
-reset, of its own run or of any other, whatever their seeds and `n_envs`.
-"""
+Training seeds are a run's `seed` (< 2**32) plus a count (< 2**63) or a drawn number (< 2**31), all below
+2**64; every evaluation seed is 2**64 or more, so no evaluation replays any run's training reset."""
 
 from __future__ import annotations
 
@@ -29,22 +23,15 @@ EVALUATION_SEEDS_FROM = 2**64
 #: Run seeds are below this (`FrameworkConfig.seed`): each evaluation index has a block of its own.
 RUN_SEEDS = 2**32
 
-#: Where every metric of an evaluation goes (`summarize`), and where an evaluation of the untrained
-#: agent's goes instead (`untrained_metrics`): beside the learning curve, not its first point.
+#: The prefix of evaluation metrics, and of the untrained agent's (beside the curve, not its first point).
 EVAL_PREFIX, UNTRAINED_PREFIX = "eval/", "eval_untrained/"
 
 
 def evaluation_seed(seed: int, index: int = 0) -> int:
-    """The seed of a run's evaluation `index`, apart from every training seed of any run.
-
-    Index 0 seeds every evaluation of the run (`RunContext.evaluate`, an agent's own), so that
-    each replays the same episodes and a learning curve compares the agent, not its luck; an
-    agent's other games off its training data take 1, 2, ... (AlphaZero's gates). The seed is
-    `2**64 + index * 2**32 + seed`: one per (seed, index), and above every training seed (see the
-    module's docstring). An env plugin must take such a seed in `make`, `make_variant` and
-    `reset`, as gymnasium's envs and spaces do (numpy's `SeedSequence` takes any int >= 0); one
-    that needs a 32-bit seed can draw it from a generator seeded with it, as the fighter does.
-    """
+    """`2**64 + index * 2**32 + seed`: the seed of a run's evaluation `index`, above every training seed.
+    Index 0 seeds all the run's evaluations, so a learning curve compares the agent, not its luck; other
+    games off the training data take 1, 2, ... Env plugins must take such seeds in `make`, `make_variant`
+    and `reset` (gymnasium does); one needing 32 bits can seed a generator with it."""
     if not 0 <= seed < RUN_SEEDS:
         raise ValueError(f"seed={seed} must be from 0 to {RUN_SEEDS - 1} (a run's seed)")
     if index < 0:
@@ -53,8 +40,7 @@ def evaluation_seed(seed: int, index: int = 0) -> int:
 
 
 def untrained_metric(name: str) -> str:
-    """The name an evaluation metric has when the agent evaluated is untrained: `eval/return_mean`
-    is logged as `eval_untrained/return_mean` (a name outside eval/ gets the prefix in front)."""
+    """A metric's name for an untrained agent: `eval/x` is `eval_untrained/x`; any other gets the prefix."""
     return UNTRAINED_PREFIX + name.removeprefix(EVAL_PREFIX)
 
 
@@ -65,8 +51,7 @@ def untrained_metrics(metrics: dict[str, float]) -> dict[str, float]:
 
 @dataclass
 class Episodes:
-    """What evaluation episodes gave, episode by episode: returns, lengths, and the env's
-    `episode_stats` (a fighting game's win, damage dealt), each a list in episode order."""
+    """Evaluation episodes' returns, lengths and the env's `episode_stats`, each a list in episode order."""
 
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
@@ -81,8 +66,7 @@ class Episodes:
 
 
 def play_episodes(act: Policy, env: Any, *, episodes: int, seed: int, max_steps: int = 1_000_000) -> Episodes:
-    """Play `episodes` full episodes with `act`. Only the first reset is seeded, so a set of
-    episodes repeats while each episode differs: later resets draw from the env's generator."""
+    """Play `episodes` episodes of `act`, seeding only the first reset: the set repeats, episodes differ."""
     found = Episodes()
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed if episode == 0 else None)
@@ -101,9 +85,8 @@ def play_episodes(act: Policy, env: Any, *, episodes: int, seed: int, max_steps:
 
 
 def summarize(found: Episodes, prefix: str = "eval") -> dict[str, float]:
-    """`<prefix>/<stat>` (each `episode_stats` mean), `<prefix>/return_mean`, _std, _min, _max and
-    `<prefix>/length_mean`. A stat named `*_rate` whose values are all 0 or 1 (an outcome per
-    episode: a win) also gets its Wilson 95 % interval, `<prefix>/<stat>_ci_low` and `_ci_high`."""
+    """`<prefix>/` + each `episode_stats` mean, `return_mean`, _std, _min, _max and `length_mean`; a
+    `*_rate` stat of only 0s and 1s (wins) also gets its Wilson 95 % interval, `<stat>_ci_low`, `_ci_high`."""
     metrics: dict[str, float] = {}
     for key, values in found.stats.items():
         metrics[f"{prefix}/{key}"] = float(np.mean(values))
@@ -129,8 +112,7 @@ def run_episodes(
 
 
 def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion: unlike p ± z·se it stays inside [0, 1]
-    and is not empty at 0 or n successes (100 of 100 rounds won: 0.963..1 at 95 %)."""
+    """The Wilson score interval of a binomial proportion: inside [0, 1], not empty at 0 or n successes."""
     if n <= 0:
         raise ValueError(f"a confidence interval needs at least one trial, got n={n}")
     if not 0 <= successes <= n:
@@ -146,8 +128,7 @@ def record_video(env: Any, folder: Path, episodes: int) -> Any:
     """Wrap an `rgb_array` env so its first `episodes` episodes are written as mp4 to `folder`."""
     from gymnasium.wrappers import RecordVideo
 
-    # Frames are drawn off-screen: SDL (pygame, which classic-control envs draw with) needs no display,
-    # and without one it would complain about XDG_RUNTIME_DIR on every run.
+    # SDL (pygame, for classic-control) draws off-screen: no display needed, no XDG_RUNTIME_DIR warning.
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
     return RecordVideo(

@@ -1,6 +1,4 @@
-"""A run's plan: its config checked and its plugins built, before anything is tracked or started.
-The run builds it (framework.run), and a sweep's start builds every job's to refuse a mistake
-before the first job (plugins/sweeps/checks.py)."""
+"""A run's plan: config checked and plugins built before anything starts (by a run, and a sweep per job)."""
 
 from __future__ import annotations
 
@@ -35,8 +33,7 @@ class Plan:
 
 
 def check_config(cfg: DictConfig) -> None:
-    """What a run's start refuses of its config, without a tracker, a device set up or a checkpoint
-    (a sweep's start checks every job's config so: plugins/sweeps/checks.py). A resumed run's is its run's."""
+    """Refuse what a run's start would, without tracker, device or checkpoint; skipped on resume."""
     if cfg.get("resume"):
         return
     config.check_root(cfg)
@@ -71,8 +68,7 @@ def built(cfg: DictConfig, device: Callable[[], str], resume: ResumePoint | None
 
 
 def check_plan(plan: Plan) -> None:
-    """The agent's own check of the run's other plugins, the objective against the metrics they
-    will log, and the checkpoint it resumes from."""
+    """The agent's check of the other plugins, the objective against their metrics, the resumed checkpoint."""
     cfg, resume = plan.cfg, plan.resume
     if isinstance(plan.agent, CheckedAgent):
         try:

@@ -1,10 +1,5 @@
-"""Training progress: a rich bar on a terminal, plain log lines elsewhere.
-
-While the bar is shown, log records go through the bar's console (above the bar) instead of
-the terminal handlers Hydra configured, so neither overwrites the other. The display never
-counts past the budget: an agent that ends on a whole rollout past `total_steps` shows the
-budget as done, and the run's last lines give the real count and why.
-"""
+"""Training progress: a rich bar on a terminal (log records print above it, not over it), else log lines.
+The display stops at `total_steps`; the run's last lines give the real count when a rollout overshoots."""
 
 from __future__ import annotations
 
@@ -74,8 +69,7 @@ class ProgressDisplay:
             TimeRemainingColumn,
         )
 
-        # Narrow enough for an 80-column terminal with the usual metric names (steps as 352k/1M), so
-        # nothing is cut: percent done, steps/s, the objective's last value, time spent and time left.
+        # Fits an 80-column terminal with the usual metric names (steps as 352k/1M): nothing is cut.
         self._bar = Progress(
             BarColumn(bar_width=16),
             TextColumn("{task.fields[steps]}"),
@@ -138,9 +132,8 @@ class ProgressDisplay:
         return due
 
     def set_eval(self, metrics: Mapping[str, float], *, untrained: bool = False) -> None:
-        """Show an evaluation's value of the objective. `untrained`: the untrained agent's (metrics
-        named eval_untrained/*), said once in a line of its own; the objective's value stays "-"
-        until the training agent is evaluated, as its curve in the tracker has no point before."""
+        """Show an evaluation's objective value. `untrained`: the untrained agent's (eval_untrained/*), logged
+        once on its own; the shown value stays "-" until the trained agent's, as the tracker's curve does."""
         if untrained:
             key = untrained_metric(self.metric)
             if key in metrics:

@@ -74,8 +74,7 @@ RESUMES_TAG = "framework.resumes"
 def resume_tags(
     number: int, run_dir: Path, overrides: Sequence[str], step: int, total_steps: int
 ) -> dict[str, str]:
-    """The tags of a run's resume number `number`, set beside the run's own (which keep the values of
-    its first start: its directory, its command line)."""
+    """Resume `number`'s tags, beside the run's own (which keep its first start's dir and command line)."""
     prefix = f"framework.resume{number}"
     return {
         RESUMES_TAG: str(number),

@@ -1,5 +1,4 @@
-"""Where `resume=` continues from: a run directory's last checkpoint, or a tracked run's, rebuilt
-from its artifacts when its directory is gone; the saved config with this command line's overrides."""
+"""Where `resume=` continues from (a run dir's or tracked run's last checkpoint), and its config."""
 
 from __future__ import annotations
 
@@ -72,9 +71,7 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
 
 
 def local_checkpoint(run_id: str, run_dir: str | None) -> tuple[Path | None, str]:
-    """The last checkpoint in a tracked run's directory, if that checkpoint is the run's own; else
-    None and why not. A directory that another run wrote into (two runs given one `hydra.run.dir`)
-    must not continue the other run's training inside this one."""
+    """The tracked run's own last checkpoint in its directory (not another run's), else None and why not."""
     checkpoint = find_latest(Path(run_dir)) if run_dir else None
     if checkpoint is None:
         return None, "its run directory is gone"
@@ -103,12 +100,8 @@ def _warn_if_the_run_went_on(tracker: Tracker, run_id: str, checkpoint: Path, st
 def _tracked_run_of(
     saved: DictConfig, cfg: DictConfig, overrides: Sequence[str], run_id: str | None, target: str
 ) -> str | None:
-    """The tracked run a run directory continues: its own, where the tracker is the one it ran with.
-
-    A run tracked one way (tracking=none) and resumed another (the default MLflow) would look for a
-    run its store never had: that is said, unless the command line chose the tracker itself, in
-    which case the rest of the run is tracked as a new one.
-    """
+    """The tracked run a run dir continues: its own under the same tracker; None (tracked anew) where the
+    command line changed the tracker; ConfigError where only the default did."""
     before = OmegaConf.select(saved, "tracking.name")
     now = OmegaConf.select(cfg, "tracking.name")
     if before == now:
@@ -125,8 +118,7 @@ def _tracked_run_of(
 def download_checkpoint(
     tracker: Tracker, run_id: str, dst: Path, why: str = "its run directory is gone"
 ) -> Path:
-    """A tracked run's last checkpoint, rebuilt from its artifacts: state, model and config. `why`:
-    why its run directory's cannot be used, for the refusal when the artifacts lack one too."""
+    """A tracked run's last checkpoint rebuilt from its artifacts; `why`: why not its dir's, to refuse."""
     shutil.rmtree(dst, ignore_errors=True)
     dst.mkdir(parents=True)
     try:

@@ -1,9 +1,7 @@
 """The run lifecycle: validate → build → track → learn → evaluate → artifacts → end.
 
-Everything that can be refused is refused before the tracked run exists: the config, the
-plugins' own checks of their values, the resume target, the tracking store. A run that
-starts always ends FINISHED, KILLED (Ctrl-C) or FAILED, with a last checkpoint, and its last
-lines say where its results are.
+Whatever can be refused is refused before the tracked run exists; a run that starts ends FINISHED,
+KILLED or FAILED with a last checkpoint, and its last lines say where its results are.
 """
 
 from __future__ import annotations
@@ -58,8 +56,7 @@ class RunKilled(SystemExit):
 
 
 class RunAborted(RunKilled):
-    """Raised where a second Ctrl-C or SIGTERM cut the ending of a stopped run short: what is left
-    (a local Ray, the tracked run's end) ends without waiting, by the reaper and the tracking process."""
+    """Raised where a second Ctrl-C or SIGTERM cut a stopped run's ending short: the rest ends unwaited."""
 
 
 def run(
@@ -77,8 +74,7 @@ def run(
     config.check_root(cfg)
     services.open_all(cfg)
     tracking = config.plugin_section(cfg, "tracking")
-    # The tracker starts first: a tracker that works in the background gets going while the
-    # plugins below are imported and checked; it writes nothing until start_run.
+    # First, so that a background tracker gets going while the plugins are imported; it writes nothing yet.
     tracker: Tracker = build_plugin(tracking, "tracker") if tracking else null_tracker()
     stop = threading.Event()  # set by the first Ctrl-C, or by SIGTERM
     with sigterm_as_interrupt(stop):
@@ -97,7 +93,6 @@ def run(
                 if not aborted:
                     tracker.close()
             finally:
-                # A local Ray the run started (if it needed one) ends with it; at once when aborted.
                 services.close_all(at_once=aborted)
 
 
@@ -297,8 +292,7 @@ def _parts(plan: Plan, stop: threading.Event) -> dict[str, RunPart]:
 
 
 def _run_name(plan: Plan, tracker: Tracker, overrides: Sequence[str], given: str | None) -> str:
-    """The run's name (framework.run_names): a resumed run keeps its own; a name given (by a sweep,
-    or from code) stays as given."""
+    """The run's name (framework.run_names): a resumed run keeps its own, a name given stays."""
     cfg = plan.cfg
     overrides = config.named_overrides(cfg, overrides)
     if plan.resume is not None:

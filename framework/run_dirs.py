@@ -1,13 +1,6 @@
-"""A run directory is its run's alone: named by the second it started, claimed atomically so that
-runs started in the same second get their own (`10-31-13`, `10-31-13-1`, ...), and held by a lock for
-as long as its run goes on, so that a run pointed at a directory another live run holds is refused.
-
-Hydra makes the directory its config names (`hydra.run.dir`, `hydra.sweep.dir`) without asking
-whether another process made it a moment before: two runs started in one second shared one, their
-checkpoints and configs overwriting each other's. conf/config.yaml names both through the
-`framework_new_dir` resolver below; OmegaConf caches its answer on the config, and Hydra copies that
-cache into each job of a sweep, so a run or a sweep claims one directory, once.
-"""
+"""A run directory is its run's alone: named by its start second, claimed atomically (`10-31-13`, `-1`, ...)
+where Hydra gave runs started in one second the same one, and locked while its run lives. OmegaConf caches
+the resolver's answer and Hydra copies it into each sweep job: a run or a sweep claims one directory, once."""
 
 from __future__ import annotations
 
@@ -31,8 +24,7 @@ LOCK_FILE = ".run.lock"
 
 
 def claim(base: str) -> str:
-    """A new directory at `base`, or at `base-1`, `base-2`, ... where another run made it first:
-    `mkdir` is atomic, so no two processes get the same one."""
+    """A new directory at `base`, or `base-1`, `base-2`, ... where taken (`mkdir` is atomic: none shared)."""
     path = Path(base)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,9 +52,7 @@ HYDRAS_OWN = (".hydra", "multirun.yaml")
 
 
 def forget_if_unused(run_dir: Path) -> None:
-    """Remove a directory made for a run (or a sweep) refused before it started, when it holds
-    nothing but Hydra's own (`.hydra`, `multirun.yaml`, an empty log), and the folders of the default
-    `outputs/DATE/TIME` (`multirun/...`) left empty by that: a refused command leaves nothing behind."""
+    """Remove a refused run's (or sweep's) directory holding only Hydra's files, and emptied outputs/."""
     run_dir = run_dir.absolute()
     if not _only_hydras(run_dir):
         return
@@ -104,9 +94,7 @@ def register_resolver() -> None:
 
 
 def check_fresh(run_dir: Path) -> None:
-    """Refuse a new run (not a resume) a directory that holds an earlier run's checkpoints
-    (`hydra.run.dir=` set to a finished run's): its checkpoints, config and log would be
-    overwritten by this run's, and `resume=` would find this run's instead of that one's."""
+    """Refuse a new run a directory holding an earlier run's checkpoints (this run would overwrite them)."""
     from framework.checkpoint import find_latest, read_state
 
     _refuse_if_held(run_dir)  # a live run's: said as such, whether or not it checkpointed yet
@@ -128,9 +116,7 @@ def check_fresh(run_dir: Path) -> None:
 
 
 class FreshRunDir(Callback):
-    """A Hydra callback (conf/config.yaml's hydra.callbacks): a single run's directory checked by
-    `check_fresh` before Hydra writes its own files there (`.hydra/`, which would overwrite the
-    earlier run's record of its command); the run's start checks it again."""
+    """Hydra callback: `check_fresh` before Hydra's `.hydra/` overwrites an earlier run's record of it."""
 
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
         if config.get("resume"):
@@ -147,8 +133,7 @@ class RunDirInUse(ConfigError):
 
 
 class RunDirLock:
-    """An exclusive lock on a run directory for the life of its run. The kernel drops it when the
-    process ends, however it ends, so a killed run never leaves its directory locked."""
+    """An exclusive lock on a run directory for its run's life; the kernel drops it however the run ends."""
 
     def __init__(self, run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)

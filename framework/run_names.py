@@ -1,18 +1,10 @@
-"""Run names a person can tell apart in MLflow's runs table.
+"""Run names a person can tell apart in MLflow's runs table (about 21 characters show at 1400 px).
 
-A run is named for what sets it apart, in the order that most often does so between the runs of an
-experiment, as MLflow's column shows a name's start: its agent plugin with the algorithm it runs
-(`dqn`, `sb3-dqn`) and its seed, then the overrides of its command line that change what it trains
-(by short label and short value; how long it trains, last), then its env or experiment preset:
-`sb3-ppo-s0 cartpole`, `sb3-ppo-s0 epochs=10 envs=4 steps=50k cartpole`. MLflow 3.17's runs table,
-at 1400 px, gives a name 122 px (about 21 characters). Values are written short (`3e-4`, `100k`);
-the run's params keep them whole. A sweep's runs are the sweeps plugin's to name (what a sweep
-gives a job is kept, as a name given from code is), from the parts here.
-
-The same command line gives the same name. Where a name leaves a difference out (a value rounded,
-an override a child shares with its whole sweep, a name at its length limit), it ends with
-`cfg:1a2b`, a hash of the run's config (its seed aside): runs of different configs keep names of
-their own, and runs of one config (a rerun, its other seeds) share it.
+A name says what sets a run apart: its agent and seed, then the overrides that change what it trains
+(short labels and values, the budget last), then its env or preset: `sb3-ppo-s0 epochs=10 steps=50k
+cartpole`. Where a name leaves a difference out (a value rounded, a name at its length limit), it ends
+with `cfg:1a2b`, a hash of the run's config without its seed. A sweep's runs are the sweeps plugin's
+to name, from the parts here; a name given is kept.
 """
 
 from __future__ import annotations
@@ -29,8 +21,7 @@ from framework.columns import text_width
 from framework.config import same_in
 from framework.provenance import flatten
 
-#: Root keys that say how a run is carried out, measured, tracked or shown, not what it trains:
-#: an override of one is not part of the run's name or of its config hash.
+#: Root keys that say how a run is carried out or shown, not what it trains: not in a name or hash.
 NOT_CONFIG = (
     "tracking",
     "device",
@@ -50,12 +41,11 @@ BUDGET = ("total_steps",)
 NAMED_GROUPS = ("env", "agent", "experiment")
 #: The most characters a name has; the overrides past it are left to the config hash.
 MOST_CHARS = 100
-#: What MLflow 3.17's runs table gives a run's name at 1400 px (12 px Liberation Sans, measured in
-#: Chromium), less a margin for system fonts up to 5 % wider.
+#: MLflow 3.17's name column at 1400 px (measured in Chromium), less 5 % for wider system fonts.
 NAME_PX = 122 * 0.95
 
-#: Readable short labels for hyperparameters every RL library has; other keys go by their last part,
-#: or its initials past 12 letters (`target_update_interval` → `tui`).
+#: Short labels for common hyperparameters; other keys go by their last part, or its initials past 12
+#: letters (`target_update_interval` → `tui`).
 READABLE = {
     "learning_rate": "lr",
     "n_epochs": "epochs",
@@ -82,14 +72,12 @@ def agent_label(agent: Any) -> str:
 def base_name(
     cfg: DictConfig, env_name: str | None, overrides: Sequence[str], swept: Sequence[str] = ()
 ) -> str:
-    """`sb3-ppo-s0 cartpole`: the agent and the seed (`who`), then the env or the experiment preset
-    (`where`), each left out where a sweep varies it (its children say it)."""
+    """`sb3-ppo-s0 cartpole`: `who`, then `where`, each left out where a sweep varies it."""
     return " ".join(p for p in (who(cfg, overrides, swept), where(cfg, env_name, overrides, swept)) if p)
 
 
 def who(cfg: DictConfig, overrides: Sequence[str], swept: Sequence[str] = ()) -> str:
-    """`sb3-ppo-s0`: the agent plugin with its algorithm, and the seed, as far as a sweep does not
-    vary them."""
+    """`sb3-ppo-s0`: the agent plugin with its algorithm, and the seed, where a sweep does not vary them."""
     parts = []
     if not {"agent", "experiment"} & set(swept) and isinstance(cfg.get("agent"), DictConfig):
         parts.append(agent_label(cfg.agent))
@@ -99,8 +87,7 @@ def who(cfg: DictConfig, overrides: Sequence[str], swept: Sequence[str] = ()) ->
 
 
 def where(cfg: DictConfig, env_name: str | None, overrides: Sequence[str], swept: Sequence[str] = ()) -> str:
-    """`cartpole`, `gomoku_9x9`: the experiment preset where one was chosen, else the env; empty
-    where a sweep varies it."""
+    """`cartpole`, `gomoku_9x9`: the preset where one was chosen, else the env; empty if a sweep varies it."""
     if {"env", "experiment"} & set(swept):
         return ""
     env = env_name or OmegaConf.select(cfg, "env.name", default="")
@@ -110,10 +97,7 @@ def where(cfg: DictConfig, env_name: str | None, overrides: Sequence[str], swept
 def run_name(
     cfg: DictConfig, env_name: str, overrides: Sequence[str], preset: DictConfig | None = None
 ) -> str:
-    """A run's name: `sb3-ppo-s0 cartpole`, its overrides after its agent and seed, `sb3-ppo-s0
-    epochs=10 lr=3e-4 cartpole`, a budget's last of them (see the module's docstring). `preset`: the
-    config without the command line's values (`preset_of`); an override that sets the value the
-    preset has changes nothing, and is not named."""
+    """A run's name (module docstring); an override that sets the value `preset` has is not named."""
     changes = [(k, v) for k, v in config_overrides(overrides) if not same_in(preset, cfg, k)]
     changes.sort(key=lambda change: change[0] in BUDGET)  # what is trained, then for how long
     whole = all(value is None or exact(value) for _, value in changes)
@@ -129,8 +113,7 @@ def run_name(
 
 
 def config_overrides(overrides: Sequence[str]) -> list[tuple[str, str | None]]:
-    """The command line's overrides that change what a run trains, as (key, value); a deletion
-    (`~key`) has None. Not: the groups a name's first part says, the seed, NOT_CONFIG's keys."""
+    """The overrides that change what a run trains, as (key, value); a deletion (`~key`) has None."""
     found: dict[str, str | None] = {}
     for override in overrides:
         raw_key, sep, value = override.partition("=")
@@ -146,9 +129,8 @@ def config_overrides(overrides: Sequence[str]) -> list[tuple[str, str | None]]:
 
 
 def preset_of(overrides: Sequence[str]) -> DictConfig | None:
-    """The config the command line composes without the values it sets (`config_overrides`), its
-    groups kept, as Hydra composes a sweep's job: the preset they change. None where it sets no
-    value, outside a Hydra app, or where the rest alone does not compose."""
+    """The config the command line composes without the values it sets: the preset they change (None
+    where it sets no value, outside a Hydra app, or where the rest alone does not compose)."""
     changed = {key for key, _ in config_overrides(overrides)}
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
@@ -171,10 +153,8 @@ def config_hash(cfg: DictConfig) -> str:
 
 
 def labels(keys: Sequence[str], *, short: Sequence[str] = ()) -> dict[str, str]:
-    """A label per key, unique among `keys`: READABLE's word for its last part (`lr`, `epochs`), else
-    the last part (`gamma`), its initials past 12 letters; for the keys in `short`, the initials of
-    a last part of several words (`ne`, `bs`). Two keys that would share one take longer ones:
-    their last parts, then their last two parts, then the whole keys."""
+    """A label per key, unique among `keys` (`lr`, `gamma`; `ne` for a key in `short`); keys that would
+    share one take longer ones: their last parts, their last two parts, the whole keys."""
     options = {key: label_options(key, key in short) for key in keys}
     level = dict.fromkeys(keys, 0)
     while True:
@@ -188,9 +168,8 @@ def labels(keys: Sequence[str], *, short: Sequence[str] = ()) -> dict[str, str]:
 
 
 def short_value(value: str) -> str:
-    """A value as a name shows it: a number to 3 significant digits in its narrower form (`3e-4`,
-    `1e-3`, `0.01`, `0.99`, `1.37e-3`), a whole number of thousands or millions as `100k`, `2M`; a
-    list without its spaces; anything else as given."""
+    """A value as a name shows it: 3 significant digits in the narrower form (`3e-4`, `0.99`), `100k`,
+    `2M`, a list without its spaces; anything else as given."""
     text = value.strip()
     if text.lstrip("+-").isdigit():
         return _whole(int(text))

@@ -1,17 +1,7 @@
-"""Schedules of a value over a run's steps (DQN's exploration ε, AlphaZero's self-play temperature,
-noise and simulations): constant, linear, piecewise.
-
-In config a schedule is a number (constant) or a small mapping:
-
-    {kind: constant, value: 0.001}
-    {kind: linear, start: 1.0, end: 0.04, steps: 8000}      # then flat at `end`
-    {kind: linear, start: 1.0, end: 0.01, fraction: 0.1}    # over 10% of the run's total_steps
-    {kind: piecewise, endpoints: [[0, 1.0], [100000, 0.1]], outside_value: 0.01}
-
-Keys set to null count as absent. Hydra merges mappings, so on the command line a schedule of
-another kind replaces the default with `~agent.exploration '+agent.exploration={kind: ...}'`
-(a number needs no more than `agent.exploration=0.1`).
-"""
+"""A value over a run's steps (DQN's ε, AlphaZero's temperature): a number, or `{kind: constant, value}`,
+`{kind: linear, start, end, steps}` (then flat at `end`; `fraction: 0.1` for 10% of total_steps instead of
+`steps`), `{kind: piecewise, endpoints: [[step, value], ...], outside_value}`; null keys count as absent.
+Hydra merges mappings: replace another kind with `~agent.exploration '+agent.exploration={kind: ...}'`."""
 
 from __future__ import annotations
 
@@ -54,8 +44,7 @@ class LinearSchedule:
 
 @dataclass(frozen=True)
 class PiecewiseSchedule:
-    """Linear interpolation between (step, value) endpoints; `outside_value` before the first and
-    after the last (None: the nearest endpoint's value)."""
+    """Linear between (step, value) endpoints; `outside_value` outside them (None: the nearest endpoint's)."""
 
     endpoints: tuple[tuple[int, float], ...]
     outside_value: float | None = None

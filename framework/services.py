@@ -1,5 +1,4 @@
-"""The run's services (framework.contracts.service): one per service plugin, named by its root
-section, process-wide as what they hold is (a local Ray)."""
+"""The run's services (framework.contracts.service): one per plugin, process-wide as a local Ray is."""
 
 from __future__ import annotations
 

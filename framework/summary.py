@@ -1,5 +1,4 @@
-"""The last lines of a run: its status, the final metric, and where its results are, in lines of 100
-columns at most (a line holding a path or an address may be longer by that path or address alone)."""
+"""A run's last lines: status, final metric, where results are; 100 columns bar a long path or address."""
 
 from __future__ import annotations
 
@@ -59,8 +58,7 @@ class RunSummary:
 
 
 def say(text: str, *, file: TextIO | None = None) -> None:
-    """Print a run's last lines (stdout by default), and put them in the run's log file too: on a
-    terminal, where log lines do not go to the console as such, the file would lack them."""
+    """Print a run's last lines (stdout by default), into the log file too (on a terminal it lacks them)."""
     print(text, file=file or sys.stdout, flush=True)
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler):
@@ -68,9 +66,8 @@ def say(text: str, *, file: TextIO | None = None) -> None:
 
 
 def _row(key: str, value: str) -> list[str]:
-    """A name and its value, whose lines (a command, then an address) stay in the value's column. A
-    line too long is wrapped at spaces within that column, unless only its paths and addresses make
-    it long: a command that holds one stays on one line, to be copied whole."""
+    """A name and its value, whose lines stay in its column, wrapped at spaces unless only paths and addresses
+    make them long: a command holding one stays on one line, to be copied whole."""
     lines = []
     for i, line in enumerate(value.splitlines() or [""]):
         prefix = f"  {key if i == 0 else '':<{KEY_WIDTH}}  "

@@ -9,8 +9,7 @@ from framework.contracts.sweeper import SweeperPlugin, Trial, trial_spec
 
 
 def sweeper_plugin(config: DictConfig) -> SweeperPlugin | None:
-    """The sweeper plugin whose Hydra sweeper runs this sweep, built from its section (None:
-    Hydra's basic sweeper, or another that is no plugin of ours)."""
+    """The sweeper plugin whose Hydra sweeper runs this sweep, built from its section; None for any other."""
     target = OmegaConf.select(config, "hydra.sweeper._target_")
     for name in registry.names("sweeper"):
         plugin = registry.load("sweeper", name)

@@ -1,13 +1,8 @@
-"""What a config key's value may be, declared once beside its default, and the check that holds a
-section to it before anything starts.
+"""What a config key's value may be, declared beside its default, and the check that holds a section
+to it before anything starts: `field(default=0.99, metadata=bounds(ge=0, le=1))`, or `HOST`.
 
-    gamma: float = field(default=0.99, metadata=bounds(ge=0, le=1))  # and under it, its description
-
-`bounds` declares a numeric key's range (pydantic's ge, gt, le, lt; `also` for values outside it
-that mean something, such as -1 for "one per env step"); `HOST` a host name or IP address. Whether
-declared or not, every integer fits in 64 bits and every float is finite: a NaN or an infinity never
-gets as far as a training loop. A list's range holds for each element, a schedule's (a number or
-`{kind: linear, start, end, ...}`, see `framework.schedules`) for every value it passes through.
+Declared or not, every integer fits in 64 bits and every float is finite. A list's range holds for
+each element, a schedule's (`framework.schedules`) for every value it passes through.
 """
 
 from __future__ import annotations
@@ -38,8 +33,7 @@ SCHEDULE_VALUES = ("value", "start", "end", "outside_value")
 
 @dataclass(frozen=True)
 class Bounds:
-    """The numbers a key takes: a range (each end optional, open or closed), the values outside it
-    that mean something (`also`), and whether an infinity is one of them (`finite`)."""
+    """The numbers a key takes: a range (ends optional), values outside it that mean something (`also`)."""
 
     ge: float | None = None
     gt: float | None = None
@@ -61,8 +55,7 @@ class Bounds:
         )
 
     def closed(self) -> Bounds:
-        """The same range with its open ends closed: where a schedule may go after its start (a
-        learning rate > 0 may decay to 0)."""
+        """The range with its open ends closed: where a schedule may go after its start."""
         return Bounds(
             ge=self.gt if self.gt is not None else self.ge,
             le=self.lt if self.lt is not None else self.le,
@@ -114,16 +107,14 @@ def bounds(
     also: Sequence[float] = (),
     finite: bool = True,
 ) -> dict[str, Any]:
-    """A field's metadata declaring the numbers it takes, beside its default:
-    `gamma: float = field(default=0.99, metadata=bounds(ge=0, le=1))`."""
+    """A field's metadata declaring the numbers it takes (pydantic's ge, gt, le, lt)."""
     return {CHECK: Bounds(ge=ge, gt=gt, le=le, lt=lt, also=tuple(also), finite=finite)}
 
 
 #: A field's metadata declaring that it holds a host: `field(default="127.0.0.1", metadata=HOST)`.
 HOST: Mapping[str, Any] = {CHECK: Host()}
-#: A schema field's metadata (alone or merged into another's) for a key that says how a run is shown
-#: or reached (a page's port, whether a browser opens), not what it trains: like the root's
-#: tracking or progress keys, an override of it is not part of the run's name (framework.run_names).
+#: A field's metadata for a key that says how a run is shown or reached (a page's port), not what it
+#: trains: an override of it is not part of the run's name (framework.run_names).
 OPERATIONAL = "framework.operational"
 SHOWN: Mapping[str, Any] = {OPERATIONAL: True}
 
@@ -135,9 +126,8 @@ def declared(f: Field[Any]) -> Bounds | Host | None:
 
 
 def check_values(schema: type, values: Any, prefix: str = "") -> None:
-    """Hold each key of `values` (an instance of the dataclass `schema`, or a mapping of its keys)
-    to what `schema` declares, and every number to 64 bits and finiteness; a ConfigError naming
-    the first key that is not (`prefix` + its name), its value and what it may be."""
+    """Hold each key of `values` (a `schema` instance or mapping) to what `schema` declares; a
+    ConfigError names the first key that is not, its value and what it may be."""
     assert is_dataclass(schema)
     hints = typing.get_type_hints(schema)
     for f in fields(schema):
@@ -161,7 +151,6 @@ def check_values(schema: type, values: Any, prefix: str = "") -> None:
 
 def _described(message: str, schema: type, name: str) -> str:
     """`message` and the first sentence of the key's description, which says what its values mean."""
-
     sentence = re.split(r"(?<=[.!?])\s+(?=[A-Z(])", field_docs(schema).get(name, ""), maxsplit=1)[0]
     return f"{message}: {sentence}" if sentence else message
 
@@ -169,8 +158,7 @@ def _described(message: str, schema: type, name: str) -> str:
 def check_number(
     key: str, value: Any, bounds: Bounds, *, nullable: bool = False, default: Any = MISSING
 ) -> None:
-    """A ConfigError unless `value` (a number, a list of numbers, a schedule, or anything else,
-    which is not this check's to refuse) keeps to `bounds` and fits in 64 bits."""
+    """A ConfigError unless `value` (a number, a list of them, a schedule) keeps to `bounds`."""
     if isinstance(value, bool) or value is None:
         return
     if isinstance(value, int | float):
@@ -205,8 +193,7 @@ def show(value: Any) -> str:
 
 
 def resolved(node: Any) -> Any:
-    """`node` as plain data with every interpolation resolved (`${oc.env:X}`, `${oc.select:...}`):
-    one that cannot be, or a mandatory value left unset (???), is a ConfigError naming the key."""
+    """`node` as plain data, interpolations resolved; one that cannot be, or a ??? left, is a ConfigError."""
     try:
         return OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
     except MissingMandatoryValue as e:
@@ -224,8 +211,7 @@ def resolved(node: Any) -> Any:
 
 
 def _check_schedule(key: str, spec: Mapping[str, Any], bounds: Bounds) -> None:
-    """A schedule starts within `bounds` and passes only through their closure: each of its values
-    is a point of the piecewise-linear curve, which stays between them."""
+    """A schedule starts within `bounds` and passes only through their closure."""
     points = [(name == "start" or name == "value", spec.get(name)) for name in SCHEDULE_VALUES]
     endpoints = spec.get("endpoints")
     if isinstance(endpoints, Sequence) and not isinstance(endpoints, str):

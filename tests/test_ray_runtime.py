@@ -21,6 +21,7 @@ import pytest
 
 from framework import machine
 from framework.errors import ConfigError
+from framework_plugins.ray_runtime import host
 from framework_plugins.ray_runtime import reaper as ray_reaper
 from framework_plugins.ray_runtime import runtime as ray_runtime
 from tests.conftest import REPO
@@ -110,14 +111,14 @@ def test_ray_num_cpus_lets_a_local_ray_offer_more_cpus_than_the_machine(no_ray: 
 
 def test_more_memory_than_is_free_is_refused_in_gib(no_ray: None) -> None:
     configure()
-    free = ray_runtime.memory_available_bytes()
+    free = host.memory_available_bytes()
     assert 0 < free < 2**50
     with pytest.raises(ConfigError) as refused:
         ray_runtime.check_capacity(
             cpus=1, gpus=0, memory_bytes=free * 2, what="1000 self-play workers", keys="agent.workers=1000"
         )
     message = str(refused.value)
-    assert f"ask for {machine.gib(free * 2)} of memory; the local Ray has" in message
+    assert f"ask for {host.gib(free * 2)} of memory; the local Ray has" in message
     assert "of memory free: ask for less" in message and "ray.num_cpus" not in message
 
 

@@ -1,10 +1,5 @@
-"""The contracts every plugin kind satisfies (structural: no base class to inherit).
-
-Each kind is a Protocol that mypy checks plugins against; an optional capability is a Protocol of
-its own that extends its kind's (`VectorEnvPlugin`, `FrameBuffer`), so that what a plugin can do
-is declared and typed, never guessed. `check` holds a loaded plugin to its kind's contract.
-One module per kind; every public name is re-exported here (`from framework.contracts import Agent`).
-"""
+"""Each plugin kind's contract: a Protocol (no base class to inherit), one module per kind, re-exported here.
+An optional capability extends its kind's Protocol (`VectorEnvPlugin`); `check` holds a plugin to it."""
 
 from framework.contracts.agent import (
     Agent,

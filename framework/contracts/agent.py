@@ -1,5 +1,4 @@
-"""Agents: each owns its training loop, and the optional capabilities an agent may declare; the
-RunContext its `learn` is handed (`framework.context.RunContext` is the core's)."""
+"""Agents, the optional capabilities an agent may declare, and the RunContext its `learn` is handed."""
 
 from __future__ import annotations
 
@@ -34,26 +33,24 @@ class Agent(Protocol):
 
 @runtime_checkable
 class EvaluatingAgent(Agent, Protocol):
-    """An agent that evaluates itself (matches against opponents, say) instead of the run playing
-    episodes of its `act`: metrics named `eval/...`, the run's objective among them; none (an empty
-    dict, nothing logged) when it gives up because the run is stopping (`ctx.stop`)."""
+    """An agent that evaluates itself (matches against opponents, say) instead of the run playing its `act`.
+    Returns `eval/...` metrics, the run's objective among them; {} (nothing logged) when `ctx.stop` is set."""
 
     def evaluate(self, ctx: RunContext, *, episodes: int) -> dict[str, float]: ...
 
 
 @runtime_checkable
 class MetricNamingAgent(EvaluatingAgent, Protocol):
-    """An EvaluatingAgent that names, before the run starts, every metric its `evaluate` logs on
-    `env` (eval/<opponent>/win_rate, ...): the run then refuses an objective that is none of them."""
+    """An EvaluatingAgent that names, before the run starts, every metric its `evaluate` logs on `env`:
+    the run then refuses an objective that is none of them."""
 
     def eval_metric_names(self, env: EnvPlugin) -> tuple[str, ...]: ...
 
 
 @runtime_checkable
 class CheckedAgent(Agent, Protocol):
-    """An agent that can tell, before the run starts, that it cannot train with the run's other
-    plugins (a buffer it cannot fill, say): `check_run` raises ConfigError naming what to change.
-    `parts`: the plugins of the kinds plugin packages add, by kind (`search`), those the run has."""
+    """An agent whose `check_run` raises ConfigError, before the run starts, naming what to change in plugins
+    it cannot train with. `parts`: the run's plugins of the kinds plugin packages add, by kind (`search`)."""
 
     def check_run(self, *, env: EnvPlugin, buffer: Buffer | None, parts: Mapping[str, object]) -> None: ...
 
@@ -113,8 +110,7 @@ class RunContext(Protocol):
 
     @property
     def parts(self) -> Mapping[str, RunPart]:
-        """What the run holds of each added kind's plugin, by kind: `search` (a config with
-        search=...), the run's searches and their inference service."""
+        """What the run holds of each added kind's plugin, by kind (`search`: searches, inference service)."""
         ...
 
     def make_env(

@@ -22,8 +22,7 @@ from framework.contracts.service import RunService
 from framework.contracts.sweeper import SweeperPlugin
 from framework.contracts.tracker import Tracker
 
-#: The contract of each of the core's plugin kinds, and the optional capabilities a plugin of that
-#: kind may have; a kind a plugin package adds brings its own (`contract_of`, `capabilities_of`).
+#: The core kinds' contracts and optional capabilities; an added kind brings its own (`contract_of`).
 CONTRACTS: dict[str, type] = {
     "env": EnvPlugin,
     "buffer": Buffer,
@@ -70,11 +69,7 @@ def capabilities_of(kind: str) -> tuple[type, ...]:
 
 def check(kind: str, plugin: object) -> list[str]:
     """What `plugin` (a class) lacks of its kind's contract, one line each; [] when it conforms.
-
-    Methods must exist and accept every call the contract allows (the same parameter names,
-    kinds and defaults, no other required parameter); `Config` must be a dataclass. Attributes
-    (`n_envs`, `capacity`) belong to instances and are checked by `check_instance`.
-    """
+    `Config` must be a dataclass, methods take every call the contract allows; attributes: check_instance."""
     contract = contract_of(kind)
     if not inspect.isclass(plugin):
         return [f"is a {type(plugin).__name__}, not a class"]
@@ -98,8 +93,7 @@ def check(kind: str, plugin: object) -> list[str]:
 
 
 def check_env(env: object) -> list[str]:
-    """What an env (or env class) lacks of the env capabilities it claims, by having any of their
-    methods: one line each, [] when it keeps them all."""
+    """What an env (or its class) lacks of each env capability it has a method of, a line each; [] if none."""
     klass = env if inspect.isclass(env) else type(env)
     problems = []
     for capability in ENV_CAPABILITIES:
@@ -199,7 +193,7 @@ def _accepts(expected: Callable[..., Any], actual: Callable[..., Any]) -> str:
             mine = by_name.get(p.name)
             if mine is None and not var_kw:
                 return f"has no keyword parameter {p.name} (the contract says {want})"
-        else:  # positional in the contract
+        else:
             if index < len(positional):
                 mine = positional[index]
             elif var_pos:

@@ -13,10 +13,7 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class EnvPlugin(Protocol):
-    """Builds environments; constructed with its validated `env.*` config.
-
-    The constructor checks the config and raises ConfigError for a bad value; it starts nothing.
-    """
+    """Builds environments; its constructor checks the `env.*` config (ConfigError if bad), starts nothing."""
 
     Config: ClassVar[type]
     n_envs: int
@@ -30,16 +27,14 @@ class EnvPlugin(Protocol):
 
 @runtime_checkable
 class VectorEnvPlugin(EnvPlugin, Protocol):
-    """An env plugin that runs many instances better together (game arenas sharing one connection):
-    agents train on its vector env (same-step autoreset) instead of n single envs."""
+    """An env plugin whose envs run best together: agents train on its vector env (same-step autoreset)."""
 
     def make_vector(self, *, seed: int, n: int) -> gym.vector.VectorEnv: ...
 
 
 @runtime_checkable
 class VariantEnvPlugin(EnvPlugin, Protocol):
-    """An env plugin with named evaluation variants (one per opponent, say): the run evaluates an
-    agent on each and logs `eval/<variant>/<metric>`."""
+    """An env plugin with named evaluation variants (opponents, say), logged as `eval/<variant>/<metric>`."""
 
     @property
     def eval_variants(self) -> tuple[str, ...]: ...
@@ -48,37 +43,31 @@ class VariantEnvPlugin(EnvPlugin, Protocol):
 
 @runtime_checkable
 class EpisodeStatsEnvPlugin(EnvPlugin, Protocol):
-    """An env plugin that names, before any env is made, the `episode_stats` its envs report as an
-    episode ends (a round's win_rate, damage_dealt; none for most gymnasium envs): with them the run
-    knows every metric its evaluation will log, and refuses an objective that is none of them."""
+    """An env plugin that names, before any env is made, the `episode_stats` its envs report as an episode
+    ends (win_rate, say): the run then refuses an objective its evaluation will not log."""
 
     def episode_stat_names(self) -> tuple[str, ...]: ...
 
 
 @runtime_checkable
 class SpacesEnvPlugin(EnvPlugin, Protocol):
-    """An env plugin that says its envs' observation and action spaces before a run starts (a plain
-    gymnasium env makes one and closes it): an agent's `check_run` refuses, before a run exists,
-    spaces it cannot train on."""
+    """An env plugin that gives its envs' observation and action spaces without making one (`check_run`)."""
 
     def spaces(self) -> tuple[gym.Space[Any], gym.Space[Any]]: ...
 
 
 @runtime_checkable
 class RunWatchingEnvPlugin(EnvPlugin, Protocol):
-    """An env plugin whose envs show the run to a person (a game page): given the run's stop flag
-    and the step the run starts at (a resumed run's, else 0), its envs count the steps as the run
-    does, and an env closed without an error can say whether the run finished or was stopped."""
+    """An env plugin whose envs show the run to a person (a game page): they count steps as the run does,
+    from `start_step`, and an env closed without error can tell whether the run finished or was stopped."""
 
     def watch_run(self, stop: threading.Event, *, start_step: int) -> None: ...
 
 
 @runtime_checkable
 class BestEpisodeReplay(Protocol):
-    """An evaluation env (not a plugin: an env a plugin makes) that keeps its best episode and
-    writes it as a video. With `eval.video` the run's final evaluation attaches that video
-    instead of recording the first episodes frame by frame: the env keeps its own compact
-    states while it plays and draws only the best episode's, once."""
+    """An evaluation env (one a plugin makes) that keeps its best episode and writes it as a video: with
+    `eval.video` the final evaluation attaches it instead of recording the first episodes frame by frame."""
 
     def keep_best_episode(self) -> None:
         """From now on keep the best episode (the highest return) that ends; forget any kept before."""

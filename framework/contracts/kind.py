@@ -1,6 +1,5 @@
-"""Plugin kinds a plugin package adds to the core's (the `framework.kinds` entry-point group): the
-board games' `search` is one. A run whose config has the kind's section builds the plugin it
-names, and hands its agent what the kind makes of it (`RunContext.parts`)."""
+"""Plugin kinds a plugin package adds (the `framework.kinds` group; the board games' `search`): a run whose
+config has the kind's section builds the plugin it names and hands its agent the part (`RunContext.parts`)."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class PluginKind(Protocol):
-    """A kind of plugin: its name (also its root config section), the entry-point group its plugins
-    register in, the contract they keep and the capabilities they may have."""
+    """A kind of plugin: its name (its root config section), entry-point group, contract and capabilities."""
 
     name: str
     group: str
@@ -25,8 +23,7 @@ class PluginKind(Protocol):
     """Capabilities it adds to the core's kinds ("env": a board game's rules, say)."""
 
     def check(self, plugin: str, *, env: str, env_plugin: EnvPlugin, agent: str, agent_plugin: Agent) -> None:
-        """Refuse (a ConfigError naming what to change) a run whose env or agent cannot go with this
-        kind's plugin `plugin`, before it is built."""
+        """Before the run is built, ConfigError (what to change) if env or agent can't go with `plugin`."""
         ...
 
     def part(

@@ -1,10 +1,5 @@
-"""A service a run's plugins share (Ray): configured by a root section of the run's config.
-
-A service plugin (entry point group framework.services) is named by its root section (`ray:`):
-the root schema holds its Config there. A run opens every service before it builds its plugins
-(where a value or an address is refused before anything starts) and closes it when the run
-ends; whatever the service started on a plugin's first use ends then.
-"""
+"""A service a run's plugins share (Ray): a `framework.services` plugin named by its root section (`ray:`).
+A run opens every service before building its plugins and closes it, with all it started, when it ends."""
 
 from __future__ import annotations
 
@@ -19,8 +14,7 @@ class RunService(Protocol):
 
     def __init__(self, cfg: Any) -> None: ...
     def open(self) -> None:
-        """Take this run's settings (checked now: a ConfigError before the run starts); start
-        nothing until a plugin asks for it."""
+        """Take this run's settings (a ConfigError now for a bad one); start nothing until a plugin asks."""
         ...
 
     def close(self, *, at_once: bool = False) -> None:

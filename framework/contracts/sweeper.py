@@ -1,15 +1,4 @@
-"""A sweep's job as the core sees it, and a Hydra sweeper shipped as a plugin (`hydra/sweeper=NAME`).
-
-A sweep's parent run is the sweeps plugin's (`plugins/sweeps`, a Hydra callback): it hands each job
-its parent run and its name in the environment (PARENT_RUN_ENV, RUN_NAME_ENV), which the core's run
-reads to become the parent's child.
-
-The core knows a sweeper only through this contract: the sweep's parent run asks it to check and
-name its sweep before the first job, and a job launched by it finds its trial in the environment
-(TRIAL_ENV: a JSON object whose "sweeper" names the plugin that reads the rest, and whose "number"
-says which trial it is). Hydra itself is told of the sweeper class (`hydra_sweeper`) when the app
-starts, as an editable install hides it from Hydra's own scan.
-"""
+"""A sweep's job as the core sees it, and a Hydra sweeper shipped as a plugin (`hydra/sweeper=NAME`)."""
 
 from __future__ import annotations
 
@@ -18,13 +7,12 @@ import os
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-#: Environment variables that hand a sweep's job its parent run and its name (in-process or spawned).
+#: Environment variables in which the sweeps plugin hands a sweep's job its parent run and its name.
 PARENT_RUN_ENV = "FRAMEWORK_PARENT_RUN_ID"
 RUN_NAME_ENV = "FRAMEWORK_RUN_NAME"
-#: The environment variable a sweeper sets in each job it launches: which trial the job is.
+#: A sweeper sets it in each job: JSON whose "sweeper" names the plugin that reads it, "number" the trial.
 TRIAL_ENV = "FRAMEWORK_TRIAL"
-#: The status a pruned trial's run ends with: it did not run its budget (FINISHED would compare it
-#: with runs that did), and nothing failed; its state tag tells it from a run stopped by Ctrl-C.
+#: A pruned trial's run status: short of its budget (not FINISHED), not failed; a tag tells it from Ctrl-C.
 PRUNED_STATUS = "KILLED"
 
 
@@ -62,7 +50,7 @@ class SweeperPlugin(Protocol):
     results_dir: ClassVar[str]
     """The sweep dir's folder of its own results, which the parent run holds."""
     hydra_sweeper: ClassVar[type]
-    """The Hydra Sweeper class Hydra is told of."""
+    """The Hydra Sweeper class, registered at start (an editable install hides it from Hydra's scan)."""
 
     def __init__(self, cfg: Any) -> None: ...
     def check(self) -> None:
@@ -70,8 +58,7 @@ class SweeperPlugin(Protocol):
         ...
 
     def study(self) -> str | None:
-        """The name of what the sweep adds to (named here when the command line named none), shown
-        in the parent run's name; None when it adds to nothing."""
+        """The name of what the sweep adds to (named here if the command line gave none); None: nothing."""
         ...
 
     def recorded_parent(self, config: Any) -> str | None:

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-#: The parent run's tag with its SweepSummarySpec (JSON): what the tracker summarises should the
-#: sweep's process die before it ends the sweep (SIGTERM), when the tracking process ends the parent.
+#: The parent run's tag with its SweepSummarySpec (JSON), to summarise should the sweep's process die first.
 SUMMARY_SPEC_TAG = "framework.summary_spec"
 
 
@@ -30,11 +29,8 @@ class SweepSummarySpec:
 
 @runtime_checkable
 class Tracker(Protocol):
-    """Experiment tracking: one run at a time, plus the parent run of a sweep.
-
-    Logging calls may be asynchronous; `run_id` waits until the run exists, and `end_run`
-    returns once everything logged is stored. Times are seconds since the epoch.
-    """
+    """Experiment tracking: one run at a time, plus a sweep's parent run. Times are seconds since the epoch.
+    Logging may be asynchronous: `run_id` waits until the run exists, `end_run` until all logged is stored."""
 
     Config: ClassVar[type]
 

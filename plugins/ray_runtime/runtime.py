@@ -25,6 +25,7 @@ from framework import machine
 from framework.errors import ConfigError
 
 from . import address as ray_address
+from . import host
 
 log = logging.getLogger("framework")
 
@@ -85,11 +86,6 @@ def local_cpus() -> int:
     return int(_settings.get("num_cpus") or machine.cpus())
 
 
-def memory_available_bytes() -> int:
-    """Memory this machine can give now without swapping (MemAvailable, within a cgroup's limit)."""
-    return machine.memory_available_bytes()
-
-
 def check_capacity(*, cpus: float, gpus: float, memory_bytes: int, what: str, keys: str) -> None:
     """Refuse, in one line naming asked and available and the keys to change, actors that together
     ask for more than the run's Ray has: `what` (e.g. "4 self-play workers and 3 inference actors")
@@ -104,9 +100,9 @@ def check_capacity(*, cpus: float, gpus: float, memory_bytes: int, what: str, ke
     local = not _settings.get("address") and not (ray is not None and ray.is_initialized())
     if local:
         num_gpus = _settings.get("num_gpus")
-        have_cpus, have_memory = float(local_cpus()), float(machine.memory_available_bytes())
+        have_cpus, have_memory = float(local_cpus()), float(host.memory_available_bytes())
         # Only a run that asks for GPUs looks for them (nvidia-smi takes a moment).
-        have_gpus = float(num_gpus if num_gpus is not None else machine.gpus() if gpus > 0 else 0)
+        have_gpus = float(num_gpus if num_gpus is not None else host.gpus() if gpus > 0 else 0)
         cpus_from = _cpus_from()
         where, memory_kind = "the local Ray has", "free"
     else:
@@ -121,8 +117,8 @@ def check_capacity(*, cpus: float, gpus: float, memory_bytes: int, what: str, ke
     rows = [  # asked, available, each as a number and in words
         (cpus, have_cpus, f"{cpus:g} CPUs", f"{have_cpus:g} CPUs" + (f" ({cpus_from})" if cpus_from else "")),
         (gpus, have_gpus, f"{gpus:g} GPUs", f"{have_gpus:g} GPUs"),
-        (memory_bytes, have_memory, f"{machine.gib(memory_bytes)} of memory",
-         f"{machine.gib(have_memory)} of memory {memory_kind}"),
+        (memory_bytes, have_memory, f"{host.gib(memory_bytes)} of memory",
+         f"{host.gib(have_memory)} of memory {memory_kind}"),
     ]  # fmt: skip
     short = [row for row in rows if row[0] > row[1]]
     if not short:

@@ -134,8 +134,8 @@ class TrackingProcess:
 
 def launch(argv: list[str]) -> subprocess.Popen[str]:
     """The tracking process: `python -m framework_plugins.trackers.tracking_process ARGV` in a session
-    of its own, its stdin, stdout and stderr text pipes. (The tests' zygote, tests/cli_zygote.py, puts
-    a fork of itself in its place.)"""
+    of its own, its stdin, stdout and stderr text pipes. (The tests' zygote puts a fork of
+    itself in its place: tests/zygote_tracking.py.)"""
     return subprocess.Popen(
         [sys.executable, "-m", __name__, *argv],
         stdin=subprocess.PIPE,

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.alphazero.test_play_cli import Brain
+from tests.alphazero.brain import Brain
 
 
 @pytest.fixture

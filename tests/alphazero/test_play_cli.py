@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
 import re
 import shutil
 import signal
@@ -23,12 +22,12 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
-from framework_plugins.gomoku.rules import GameState, Gomoku
-from tests.conftest import LOADED_S, popen_cli, run_cli
+from framework_plugins.gomoku.rules import GameState
+from tests.alphazero.brain import GAME, MOVE, Brain
+from tests.conftest import LOADED_S, run_cli
 
 pytestmark = pytest.mark.slow
 
-GAME = Gomoku(9, 5)
 TINY = [
     "experiment=gomoku_9x9",
     "total_steps=64",
@@ -50,7 +49,6 @@ TINY = [
     "progress=off",
     "hydra.run.dir=outputs/run",
 ]
-MOVE = re.compile(r"^(\d+),(\d+)$")
 
 
 @pytest.fixture(scope="module")
@@ -62,74 +60,6 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     client = MlflowClient(tracking_uri=f"sqlite:///{cwd / 'mlflow.db'}")
     (run,) = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
     return cwd, run.info.run_id
-
-
-class Brain:
-    """`python -m framework gomocup ...` in a subprocess, spoken to a line at a time."""
-
-    def __init__(self, cwd: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.process = popen_cli(
-            "gomocup", *args, cwd=cwd, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.messages: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-        # Its stderr read all along: a full pipe would block the brain's next write (its exit too).
-        self._err: list[str] = []
-        self._err_reader = threading.Thread(target=lambda: self._err.extend(self.process.stderr), daemon=True)  # type: ignore[arg-type]
-        self._err_reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def send(self, *lines: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write("".join(line + "\n" for line in lines))
-        self.process.stdin.flush()
-
-    def answer(self, timeout: float = 60) -> str:
-        """The next line that is not a MESSAGE."""
-        deadline = time.monotonic() + timeout
-        while True:
-            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            assert line is not None, f"the brain exited: {self.stderr()}"
-            if line.startswith("MESSAGE"):
-                self.messages.append(line)
-                continue
-            return line
-
-    def move(self, *lines: str) -> int:
-        self.send(*lines)
-        answer = self.answer()
-        found = MOVE.match(answer)
-        assert found, answer
-        return GAME.from_xy(int(found[1]), int(found[2]))
-
-    def stderr(self) -> str:
-        """All it wrote to stderr (it is killed first if it still runs)."""
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(timeout=30)
-        self._err_reader.join(timeout=10)
-        return "".join(self._err)
-
-    def exit_status(self, timeout: float) -> int:
-        """Its exit status, once it ends within `timeout`; else a failure that shows its stderr."""
-        try:
-            return self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"the brain did not end in {timeout:g} s: {self.stderr()[-3000:]}") from None
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(timeout=10)
-        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
-            if stream is not None:
-                stream.close()
 
 
 def test_a_whole_gomocup_game_through_a_subprocess(trained: tuple[Path, str], brains: list[Brain]) -> None:

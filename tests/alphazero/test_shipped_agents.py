@@ -10,7 +10,7 @@ import pytest
 
 from framework import registry
 from framework_plugins.gomoku.player import PLAY_SIMULATIONS, load_trained, shipped_checkpoint
-from tests.alphazero.test_play_cli import MOVE, Brain
+from tests.alphazero.brain import MOVE, Brain
 
 SHIPPED = registry.names("trained")
 MAX_BYTES = 2_000_000

@@ -1,0 +1,91 @@
+"""hydra/sweeper=optuna when trials fail: a sweep ends only past hydra.sweeper.max_failure_rate, in
+Hydra's basic launcher, joblib and Ray alike; a sweep killed outright leaves no trial RUNNING once
+its study is resumed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tests.conftest import FAST
+from tests.test_optuna_sweeper import SPACE
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["basic", "joblib"])
+def test_failed_trials_end_the_sweep_only_past_max_failure_rate(
+    cli: Any, tmp_path: Path, launcher: str
+) -> None:
+    place = (
+        ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "hydra.sweeper.n_jobs=2"]
+        if launcher == "joblib"
+        else []
+    )
+    _check_max_failure_rate(cli, tmp_path, place, {})
+
+
+@pytest.mark.slow
+def test_failed_trials_on_ray_end_the_sweep_only_past_max_failure_rate(
+    cli: Any, tmp_path: Path, ray_session: Any
+) -> None:
+    place = [
+        "hydra/launcher=ray",
+        f"hydra.launcher.ray.init.address={ray_session.address}",
+        "hydra.sweeper.n_jobs=2",
+    ]
+    _check_max_failure_rate(cli, tmp_path, place, {"RAY_AUTH_MODE": "token"})
+
+
+def _check_max_failure_rate(cli: Any, tmp_path: Path, place: list[str], env: dict[str, str]) -> None:
+    # batch_size=0 is refused by the job (not by composing the config): that trial fails.
+    sweep = [
+        "-m", *FAST, "progress=off", "tracking=none", "hydra/sweeper=optuna", "hydra.sweeper.sampler=grid",
+        "hydra.sweeper.pruner=none", "agent.batch_size=choice(0,16)", *place,
+    ]  # fmt: skip
+    allowed = ["hydra.sweeper.study_name=allowed", "hydra.sweeper.max_failure_rate=0.5"]
+    r = cli(*sweep, *allowed, timeout=240, env=env)
+    assert r.returncode == 0, r.output[-3000:]
+    assert "agent.batch_size=0 must be >= 1" in r.output
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    trials = optuna.load_study(study_name="allowed", storage=storage).get_trials()
+    assert {t.params["agent.batch_size"]: t.state for t in trials} == {
+        0: TrialState.FAIL,
+        16: TrialState.COMPLETE,
+    }
+    # By default the first failure ends the sweep, with one message.
+    r = cli(*sweep, "hydra.sweeper.study_name=strict", timeout=240, env=env)
+    assert r.returncode == 1
+    assert "trials failed, more than hydra.sweeper.max_failure_rate=0.0 of 2 allows" in r.stderr
+    assert "Traceback" not in r.output
+
+
+def test_a_sweep_killed_outright_leaves_no_trial_running_once_its_study_is_resumed(
+    cli: Any, tmp_path: Path
+) -> None:
+    """SIGKILL to the sweep in the middle of a trial: nothing can tell the study, whose trial stays
+    RUNNING; its heartbeat stops, and the next sweep on the study marks it FAIL before going on."""
+    import time
+
+    from tests.conftest import start_cli
+
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    sweep = ["-m", "progress=log", "hydra/sweeper=optuna", "hydra.sweeper.study_name=killed", *SPACE]
+    p = start_cli(*sweep, "total_steps=1000000", "hydra.sweeper.heartbeat_s=1", cwd=tmp_path)
+    assert p.stdout is not None
+    for line in p.stdout:  # the trial is training
+        if "| eval/" in line:
+            break
+    stuck = optuna.load_study(study_name="killed", storage=storage).get_trials()
+    assert [t.state for t in stuck] == [TrialState.RUNNING]
+    p.kill()
+    p.communicate(timeout=60)
+    time.sleep(4)  # 3 missed heartbeats of 1 s make a trial stale
+    r = cli(*sweep, *FAST, "hydra.sweeper.n_trials=1", "hydra.sweeper.heartbeat_s=1", timeout=240)
+    assert r.returncode == 0, r.output[-3000:]
+    assert "1 trial(s) a stopped sweep left RUNNING are FAIL now" in r.output
+    trials = optuna.load_study(study_name="killed", storage=storage).get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]

@@ -11,6 +11,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from hydra_plugins.framework_optuna_sweeper import _study
 from tests.conftest import FAST
 from tests.test_optuna_sweeper import SPACE
 
@@ -83,7 +84,14 @@ def test_a_sweep_killed_outright_leaves_no_trial_running_once_its_study_is_resum
     assert [t.state for t in stuck] == [TrialState.RUNNING]
     p.kill()
     p.communicate(timeout=60)
-    time.sleep(4)  # 3 missed heartbeats of 1 s make a trial stale
+    # Until the trial is stale by the storage's own test (3 missed heartbeats of 1 s), which the next
+    # sweep applies: waited for as an event, not a fixed time.
+    storage_of_sweep = _study.open_storage(storage, heartbeat_s=1)
+    study_id = storage_of_sweep.get_study_id_from_name("killed")
+    deadline = time.monotonic() + 60
+    while not storage_of_sweep._get_stale_trial_ids(study_id):
+        assert time.monotonic() < deadline, "the killed sweep's trial was not stale within 60 s"
+        time.sleep(0.2)
     r = cli(*sweep, *FAST, "hydra.sweeper.n_trials=1", "hydra.sweeper.heartbeat_s=1", timeout=240)
     assert r.returncode == 0, r.output[-3000:]
     assert "1 trial(s) a stopped sweep left RUNNING are FAIL now" in r.output

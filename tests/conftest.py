@@ -312,10 +312,31 @@ def ray_session() -> Iterator[RaySession]:
 
 def pytest_configure(config: pytest.Config) -> None:
     """One torch thread in each test process, as in each worker of a run: pytest-xdist runs a
-    process per core, and torch's own threads beside them would spin against each other."""
+    process per core, and torch's own threads beside them would spin against each other. Before
+    the test processes start (here, in pytest-xdist's controller), the numba kernels of Gomoku and
+    the search are compiled once where their cache is cold and the tests play Gomoku."""
     import torch
 
     torch.set_num_threads(1)
+    if not hasattr(config, "workerinput") and _plays_gomoku(config.args):
+        from tests.numba_warmup import warm_up
+
+        said = warm_up()
+        if said:
+            print(f"\n{said}", file=sys.__stderr__, flush=True)
+
+
+#: The tests that reach the numba kernels, most of them through runs.
+KERNEL_TESTS = tuple(REPO / "tests" / name for name in ("alphazero", "gomoku", "mcts"))
+
+
+def _plays_gomoku(args: list[str]) -> bool:
+    """Whether the tests named on the command line (folders, files or node ids) include kernel tests."""
+    for arg in args or ["."]:
+        path = Path(arg.split("::")[0]).resolve()
+        if any(path == d or d in path.parents or path in d.parents for d in KERNEL_TESTS):
+            return True
+    return False
 
 
 #: Fixtures that start a server or take a minute to make (a regular install of the package): their

@@ -62,7 +62,7 @@ def _server(uri: str, cwd: Path) -> Any:
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
-         "--host", "127.0.0.1", "--port", str(port)],
+         "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
         cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         env=server_env(),
     )  # fmt: skip

@@ -125,9 +125,3 @@ call_winning_move: Any = intrinsic(_call_winning_move)
 #: `forced_win` has `winning_move`'s signature.
 call_forced_win: Any = call_winning_move
 call_encode: Any = intrinsic(_call_encode)
-
-
-@nb.njit(cache=True)
-def encode_position(game: GameKernels, board: np.ndarray, player: int, last: int, out: np.ndarray) -> None:
-    """The network's planes of a position, into `out`."""
-    call_encode(game.encode, board, player, last, game.params, out)

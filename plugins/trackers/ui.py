@@ -130,6 +130,10 @@ def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_brow
         "127.0.0.1",
         "--port",
         str(port),
+        # One worker: a store on this machine is browsed by one person, and SQLite takes one writer
+        # at a time; MLflow's default four each import MLflow (~3 s of CPU apiece at every start).
+        "--workers",
+        "1",
     ]
     with open(log_path, "wb") as log:
         server = subprocess.Popen(

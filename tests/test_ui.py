@@ -96,6 +96,83 @@ def test_ui_serves_the_store_opens_the_runs_and_a_second_call_finds_it(store: Pa
     assert not list((store / "cache").glob("ui-*.json"))
 
 
+#: A server that answers every GET with 200: another program's, on the port `ui` chose.
+ANSWERS_ALL = """
+import http.server, sys
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"not mlflow")
+    def log_message(self, *args): pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Answer).serve_forever()
+"""
+#: `ui` finding its default port free once (as a second `ui` started at the same moment does), though
+#: another server is about to listen on it.
+RACED_UI = """
+import sys
+from framework_plugins.trackers import ui
+ui.DEFAULT_PORT, free, asked = int(sys.argv[1]), ui._free, []
+def free_once(port):
+    asked.append(port)
+    return len(asked) == 1 or free(port)
+ui._free = free_once
+sys.exit(ui.main(["--no-browser"]))
+"""
+
+
+@pytest.mark.slow
+def test_a_server_that_takes_the_port_as_ui_starts_is_not_taken_for_its_own(store: Path) -> None:
+    """Two `ui` calls at once both found port 5000 free; the one whose `mlflow ui` lost it printed the
+    other's address, and its user browsed another store. An answer on the port is not enough: `ui`
+    waits for its own server, and where that lost the port, starts it on another."""
+    from framework_plugins.trackers import local_views
+    from framework_plugins.trackers.local_views import holds_port
+    from framework_plugins.trackers.ui import _free_port
+
+    port = _free_port()
+    other = subprocess.Popen(
+        [sys.executable, "-c", ANSWERS_ALL, str(port)], start_new_session=True, stdout=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 60
+    while holds_port(other.pid, port) is not True and time.monotonic() < deadline:
+        time.sleep(0.1)
+    ours = subprocess.Popen(
+        [sys.executable, "-c", RACED_UI, str(port)],
+        cwd=store, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        address = _address(ours)
+        assert f":{port}/" not in address, address  # not the other server's
+        search = urllib.request.Request(
+            f"{address.split('#')[0]}ajax-api/2.0/mlflow/runs/search",
+            data=json.dumps({"experiment_ids": ["1"]}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(search, timeout=30) as answer:
+            assert "first-run" in answer.read().decode()  # the store it was started on
+        server = json.loads(next((store / "cache").glob("ui-*.json")).read_text())["pid"]
+        assert holds_port(server, int(address.split(":")[2].split("/")[0])) is True
+        assert holds_port(server, port) is False and holds_port(other.pid, port) is True
+        # A record of the store's server whose address another server answers is not its server.
+        uri = f"{local_views.SQLITE}{(store / 'mlflow.db').resolve()}"
+        record = local_views.record_path(uri)
+        own = record.read_text()
+        assert local_views.running(uri) is not None
+        record.write_text(json.dumps({"pid": server, "address": f"http://127.0.0.1:{port}", "uri": uri}))
+        assert local_views.running(uri) is None
+        record.write_text(own)
+    finally:
+        ours.send_signal(signal.SIGINT)
+        try:
+            out, _ = ours.communicate(timeout=60)
+        finally:
+            if ours.poll() is None:
+                ours.kill()
+            other.kill()
+            other.wait(timeout=10)
+    assert ours.returncode == 0, out
+
+
 def test_ui_without_a_store_says_how_to_make_one(cli: Any, tmp_path: Path) -> None:
     r = cli("ui", "--no-browser")
     assert r.returncode == 1 and "Traceback" not in r.output

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,11 @@ def running(uri: str) -> dict[str, Any] | None:
         os.kill(int(found["pid"]), 0)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return found if found.get("uri") == uri and answers(str(found["address"])) else None
+    address = str(found.get("address"))
+    if found.get("uri") != uri or not answers(address):
+        return None
+    # The address answers; on Linux, also the server this record names and not another on its port.
+    return None if holds_port(int(found["pid"]), port_of(address)) is False else found
 
 
 def answers(address: str) -> bool:
@@ -57,6 +62,41 @@ def answers(address: str) -> bool:
             return bool(r.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False
+
+
+def port_of(address: str) -> int:
+    return int(urllib.parse.urlsplit(address).port or 80)
+
+
+def holds_port(group: int, port: int) -> bool | None:
+    """Whether a process of process group `group` listens on TCP `port`; None where /proc cannot say.
+
+    Two servers started at once may each find a port free: the one that loses it exits, after the
+    other answers on it, so an answer alone does not say whose server it is."""
+    listening: set[str] = set()
+    tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
+    if not tables[0].exists():
+        return None
+    for table in tables:
+        try:
+            rows = table.read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                listening.add(f"socket:[{fields[9]}]")  # 0A: LISTEN; field 9 is the socket's inode
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:  # stat's fields after the command's closing parenthesis: state, ppid, pgrp, ...
+            if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2]) != group:
+                continue
+            if any(os.readlink(fd) in listening for fd in (proc / "fd").iterdir()):
+                return True
+        except (OSError, ValueError, IndexError):
+            continue  # gone, or not ours to read
+    return False
 
 
 def record_path(uri: str) -> Path:

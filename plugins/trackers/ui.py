@@ -54,6 +54,8 @@ RUNS_LOOKED_AT = 500
 DEFAULT_PORT = 5000
 #: The longest wait for `mlflow ui` to answer (a store of an older MLflow is migrated first).
 START_TIMEOUT_S = 120.0
+#: How many ports `ui` tries where another server takes the one it chose as its own starts.
+PORT_TRIES = 3
 
 
 def main(argv: list[str]) -> int:
@@ -115,10 +117,50 @@ def server_env() -> dict[str, str]:
 
 
 def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_browser: bool) -> int:
-    port = port or (DEFAULT_PORT if _free(DEFAULT_PORT) else _free_port())
-    address = f"http://127.0.0.1:{port}"
+    if port is not None and not _free(port):
+        refuse(f"--port {port}: the port is in use on 127.0.0.1; give another, or leave --port out")
+        return 1
     log_path = cache_dir() / f"ui-{local_views.key(uri)}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    record = local_views.record_path(uri)
+    # Ctrl-C or SIGTERM stops the server too (SIGINT handled here even where it came in ignored,
+    # as in a background job).
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
+    server: subprocess.Popen[bytes] | None = None
+    page, started = None, False
+    try:
+        for _ in range(PORT_TRIES):
+            chosen = port or (DEFAULT_PORT if _free(DEFAULT_PORT) else _free_port())
+            address = f"http://127.0.0.1:{chosen}"
+            server = _start_server(uri, chosen, log_path)
+            page = page or _page(uri, experiment, run)  # while the server starts
+            started = _wait_until_it_answers(address, server)
+            lost_its_port = server.poll() is not None and port is None and not _free(chosen)
+            if started or not lost_its_port:
+                break
+            # Another server took the port as this one started (two `ui` calls at once): another port.
+        assert server is not None and page is not None
+        if not started:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+            refuse(f"`mlflow ui` did not start on {address}:\n  " + "\n  ".join(tail))
+            return 1
+        record.write_text(json.dumps({"pid": server.pid, "address": address, "uri": uri}))
+        print(f"MLflow UI on {Path(uri[len(local_views.SQLITE) :])} (Ctrl-C stops it).")
+        _show(address, page, no_browser, _compared(uri, experiment))
+        server.wait()
+        return 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        if server is not None:
+            with contextlib.suppress(OSError):
+                record.unlink()
+            stop_server(server)
+
+
+def _start_server(uri: str, port: int, log_path: Path) -> subprocess.Popen[bytes]:
+    """`mlflow ui` on the store, on 127.0.0.1:`port`, in a process group of its own."""
     cmd = [
         sys.executable,
         "-m",
@@ -136,7 +178,7 @@ def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_brow
         "1",
     ]
     with open(log_path, "wb") as log:
-        server = subprocess.Popen(
+        return subprocess.Popen(
             cmd,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -144,28 +186,6 @@ def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_brow
             start_new_session=True,
             env=server_env(),
         )
-    record = local_views.record_path(uri)
-    # Ctrl-C or SIGTERM stops the server too (SIGINT handled here even where it came in ignored,
-    # as in a background job).
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, _interrupt)
-    try:
-        page = _page(uri, experiment, run)  # while the server starts
-        if not _wait_until_it_answers(address, server):
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-            refuse(f"`mlflow ui` did not start on {address}:\n  " + "\n  ".join(tail))
-            return 1
-        record.write_text(json.dumps({"pid": server.pid, "address": address, "uri": uri}))
-        print(f"MLflow UI on {Path(uri[len(local_views.SQLITE) :])} (Ctrl-C stops it).")
-        _show(address, page, no_browser, _compared(uri, experiment))
-        server.wait()
-        return 0
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        with contextlib.suppress(OSError):
-            record.unlink()
-        stop_server(server)
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -312,11 +332,14 @@ def _clamp(value: float, low: float, high: float) -> float:
 
 
 def _wait_until_it_answers(address: str, server: subprocess.Popen[bytes]) -> bool:
+    """Whether `server` came to answer on `address`: False once it has exited (another took its
+    port, say) or after START_TIMEOUT_S. Another server answering there is not it (`holds_port`)."""
     deadline = time.monotonic() + START_TIMEOUT_S
+    port = local_views.port_of(address)
     while time.monotonic() < deadline:
         if server.poll() is not None:
             return False
-        if local_views.answers(address):
+        if local_views.answers(address) and local_views.holds_port(server.pid, port) is not False:
             return True
         time.sleep(0.25)
     return False
@@ -338,6 +361,8 @@ def stop_server(server: subprocess.Popen[bytes], grace_s: float = 10) -> None:
 
 def _free(port: int) -> bool:
     with socket.socket() as s:
+        # As uvicorn binds: a port whose last connections are closing (TIME_WAIT) is free to serve on.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:

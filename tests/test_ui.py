@@ -158,8 +158,11 @@ def test_a_server_that_takes_the_port_as_ui_starts_is_not_taken_for_its_own(stor
         record = local_views.record_path(uri)
         own = record.read_text()
         assert local_views.running(uri) is not None
+        # A run's `view it` line names the server `ui` runs on the store (not the port it takes first).
+        assert local_views.ui_address(uri) == address.split("/#")[0]
         record.write_text(json.dumps({"pid": server, "address": f"http://127.0.0.1:{port}", "uri": uri}))
         assert local_views.running(uri) is None
+        assert local_views.ui_address(uri) == f"http://127.0.0.1:{local_views.DEFAULT_PORT}"
         record.write_text(own)
     finally:
         ours.send_signal(signal.SIGINT)

@@ -16,6 +16,8 @@ from typing import Any
 from .store_template import cache_dir
 
 SQLITE = "sqlite:///"
+#: The port `ui` serves a store on where it is free.
+DEFAULT_PORT = 5000
 
 
 def tracking(overrides: list[str]) -> tuple[str, str]:
@@ -54,6 +56,12 @@ def running(uri: str) -> dict[str, Any] | None:
         return None
     # The address answers; on Linux, also the server this record names and not another on its port.
     return None if holds_port(int(found["pid"]), port_of(address)) is False else found
+
+
+def ui_address(uri: str) -> str:
+    """Where `ui` serves the store: its running server's address, else the one it takes when free."""
+    found = running(uri)
+    return str(found["address"]) if found is not None else f"http://127.0.0.1:{DEFAULT_PORT}"
 
 
 def answers(address: str) -> bool:

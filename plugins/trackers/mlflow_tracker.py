@@ -16,6 +16,7 @@ from framework.contracts import SweepSummarySpec
 from framework.provenance import run_dir_of
 from framework.values import bounds
 
+from . import local_views
 from .journal import FOLDER, sync_notice
 from .store_checks import TrackingUnavailable, check_reachable, check_writable, first_reason, store_name
 from .tracking_process import TrackingError, TrackingProcess
@@ -183,7 +184,7 @@ class MlflowTracker:
                 command += f" tracking.uri={self.uri}"
             if self.cfg.experiment != MlflowConfig.experiment:
                 command += f" tracking.experiment={self.cfg.experiment}"
-            return f"{command}\nhttp://127.0.0.1:5000/{page}"
+            return f"{command}\n{local_views.ui_address(self.uri)}/{page}"
         return f"MLflow run {run_id} in experiment {self.cfg.experiment!r} at {self.uri}"
 
     def start_parent(

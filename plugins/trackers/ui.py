@@ -33,6 +33,7 @@ from framework.columns import refuse
 from framework.commands import Parser
 
 from . import local_views
+from .local_views import DEFAULT_PORT
 from .store_template import cache_dir
 
 #: The query that opens an MLflow UI page in its model-training view.
@@ -51,7 +52,6 @@ HEADER_CELL_PX = 40
 WIDEST_NAME_COLUMN_PX = 280
 #: The latest runs of an experiment `ui` looks at for its sweep and objective.
 RUNS_LOOKED_AT = 500
-DEFAULT_PORT = 5000
 #: The longest wait for `mlflow ui` to answer (a store of an older MLflow is migrated first).
 START_TIMEOUT_S = 120.0
 #: How many ports `ui` tries where another server takes the one it chose as its own starts.

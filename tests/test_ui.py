@@ -176,6 +176,19 @@ def test_a_server_that_takes_the_port_as_ui_starts_is_not_taken_for_its_own(stor
     assert ours.returncode == 0, out
 
 
+def test_a_port_given_that_another_process_holds_is_refused_before_anything_starts(store: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = run_cli("ui", "--no-browser", "--port", str(port), cwd=store, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.output, r.output
+    assert f"--port {port}: the port is in use on 127.0.0.1; give another, or leave --port out" in r.stderr
+    assert not list((store / "cache").glob("ui-*"))  # no server was started: no log, no record
+
+
 def test_ui_without_a_store_says_how_to_make_one(cli: Any, tmp_path: Path) -> None:
     r = cli("ui", "--no-browser")
     assert r.returncode == 1 and "Traceback" not in r.output

@@ -120,6 +120,22 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
         return hydra_compose(config_name="config", overrides=overrides or [])
 
 
+def resumed_overrides(argv: list[str]) -> list[str]:
+    """With `resume=`, a key of a plugin section is set whether or not the default plugin has it
+    (`++env.continuous=false`): the command composes the default groups, and the key is checked
+    against the config of the plugin the resumed run used, which it goes on with."""
+    if not any(a.startswith("resume=") and a not in ("resume=", "resume=null") for a in argv):
+        return argv
+    sections = config.plugin_sections()
+
+    def forced(arg: str) -> str:
+        key = arg.split("=", 1)[0]
+        in_a_section = arg[:1].isalpha() and "=" in arg and "." in key and key.split(".")[0] in sections
+        return f"++{arg}" if in_a_section else arg
+
+    return [forced(a) for a in argv]
+
+
 def main() -> None:
     """`python -m framework OVERRIDES`: a mistake is one message and exit status 1, a bug a traceback."""
     full = os.environ.get(FULL_ERROR_ENV) == "1"
@@ -129,6 +145,7 @@ def main() -> None:
     os.environ[FULL_ERROR_ENV] = "1"
     try:
         _setup()
+        sys.argv[1:] = resumed_overrides(sys.argv[1:])
         hydra.main(version_base="1.3", config_path=None, config_name="config")(task)()
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM before a run existed (a run ends KILLED itself)
         forget_caught_interrupt()

@@ -91,6 +91,29 @@ def test_resume_refuses_to_change_the_env(cli, tmp_path: Path) -> None:
     assert f"{said} 'lunarlander'" in r.stderr
 
 
+def test_resume_takes_keys_of_the_runs_own_plugins_that_the_default_plugins_lack(cli, tmp_path: Path) -> None:
+    """The command composes the default env (cartpole), which has no `continuous`: the key is checked
+    against, and goes to, the resumed run's own env (lunarlander)."""
+    from omegaconf import OmegaConf
+
+    lunar = ["env=lunarlander", "env.max_episode_steps=100", "eval.at_start=false", "tracking=none"]
+    first = cli(*FAST, *lunar, "hydra.run.dir=outputs/a")
+    assert first.returncode == 0, first.output[-3000:]
+    resume = f"resume={tmp_path / 'outputs/a'}"
+    again = cli(
+        resume, "total_steps=1536", "env.continuous=false", "tracking=none", "hydra.run.dir=outputs/b"
+    )
+    assert again.returncode == 0, again.output[-3000:]
+    assert "FINISHED at step 1536" in again.output
+    saved = OmegaConf.load(tmp_path / "outputs/b/checkpoints/step_0000001536/config.yaml")
+    assert (saved.env.name, saved.env.continuous, saved.env.max_episode_steps) == ("lunarlander", False, 100)
+    typo = cli(resume, "env.continous=false", "tracking=none")
+    assert typo.returncode == 1 and "Traceback" not in typo.output
+    assert "Unknown config key env.continous for env plugin 'lunarlander'. Did you mean env.continuous?" in (
+        typo.stderr
+    )
+
+
 def test_exception_ends_failed_with_the_traceback(cli, tmp_path: Path) -> None:
     # A value the env itself refuses only when it is made (gymnasium's own assertion), with an
     # agent that makes its envs once the run has started (agent=dqn makes one first: refused).

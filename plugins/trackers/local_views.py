@@ -39,9 +39,14 @@ def tracking(overrides: list[str]) -> tuple[str, str]:
     uri = OmegaConf.select(cfg, "tracking.uri", default=None)
     if uri is None:
         raise ValueError("tracking is off in this config (tracking=none): give tracking=mlflow")
-    from .mlflow_tracker import absolute_uri
-
     return absolute_uri(str(uri)), str(OmegaConf.select(cfg, "tracking.experiment", default="framework"))
+
+
+def absolute_uri(uri: str) -> str:
+    """Pin a relative SQLite path to the launch directory, so every job of a sweep shares it."""
+    if uri.startswith(SQLITE) and not uri.startswith(SQLITE + "/"):
+        return SQLITE + str(Path(uri[len(SQLITE) :]).resolve())
+    return uri
 
 
 def running(uri: str) -> dict[str, Any] | None:

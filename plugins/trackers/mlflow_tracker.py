@@ -18,6 +18,7 @@ from framework.values import bounds
 
 from . import local_views
 from .journal import FOLDER, sync_notice
+from .local_views import absolute_uri
 from .store_checks import TrackingUnavailable, check_reachable, check_writable, first_reason, store_name
 from .tracking_process import TrackingError, TrackingProcess
 
@@ -236,14 +237,6 @@ class MlflowTracker:
     def close(self) -> None:
         """A run not ended yet is ended FAILED by the tracking process, which may wait for its store."""
         self._process.close(timeout=self.cfg.outage_wait_s + ANSWER_MARGIN_S)
-
-
-def absolute_uri(uri: str) -> str:
-    """Pin a relative SQLite path to the launch directory, so every job of a sweep shares it."""
-    prefix = "sqlite:///"
-    if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
-        return prefix + str(Path(uri[len(prefix) :]).resolve())
-    return uri
 
 
 if TYPE_CHECKING:  # mypy holds each plugin to its kind's contract

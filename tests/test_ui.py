@@ -135,6 +135,7 @@ def test_a_server_that_takes_the_port_as_ui_starts_is_not_taken_for_its_own(stor
     deadline = time.monotonic() + 60
     while holds_port(other.pid, port) is not True and time.monotonic() < deadline:
         time.sleep(0.1)
+    assert holds_port(other.pid, port), "the other server did not start listening in 60 s"
     ours = subprocess.Popen(
         [sys.executable, "-c", RACED_UI, str(port)],
         cwd=store, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -58,6 +58,16 @@ def _address(process: subprocess.Popen[str], timeout: float = 240) -> str:
     raise AssertionError(f"no address printed: {seen}")
 
 
+def _ctrl_c(process: subprocess.Popen[str]) -> str:
+    """Stop a `ui` as Ctrl-C does; its output (killed where it has not ended in 60 s)."""
+    process.send_signal(signal.SIGINT)
+    try:
+        return process.communicate(timeout=60)[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
 @pytest.mark.slow
 def test_ui_serves_the_store_opens_the_runs_and_a_second_call_finds_it(store: Path) -> None:
     first = _start(store)
@@ -83,12 +93,7 @@ def test_ui_serves_the_store_opens_the_runs_and_a_second_call_finds_it(store: Pa
         assert second.returncode == 0, second.output
         assert "running already" in second.stdout and address.split("#")[0] in second.stdout
     finally:
-        first.send_signal(signal.SIGINT)
-        try:
-            out, _ = first.communicate(timeout=60)
-        finally:
-            if first.poll() is None:
-                first.kill()
+        out = _ctrl_c(first)
     assert first.returncode == 0, out
     # The server went with it, and so did its record.
     with pytest.raises(OSError):
@@ -166,12 +171,9 @@ def test_a_server_that_takes_the_port_as_ui_starts_is_not_taken_for_its_own(stor
         assert local_views.ui_address(uri) == f"http://127.0.0.1:{local_views.DEFAULT_PORT}"
         record.write_text(own)
     finally:
-        ours.send_signal(signal.SIGINT)
         try:
-            out, _ = ours.communicate(timeout=60)
+            out = _ctrl_c(ours)
         finally:
-            if ours.poll() is None:
-                ours.kill()
             other.kill()
             other.wait(timeout=10)
     assert ours.returncode == 0, out
@@ -289,12 +291,7 @@ def test_ui_opens_the_runs_sorted_by_the_objective_with_the_swept_params_as_colu
         assert scores[:5] == ["480", "300", "150", "120", "60"], scores  # best first
         assert "Sort: eval/return_mean" in text and "Model training" in text and "Evaluation runs" not in text
     finally:
-        first.send_signal(signal.SIGINT)
-        try:
-            first.communicate(timeout=60)
-        finally:
-            if first.poll() is None:
-                first.kill()
+        _ctrl_c(first)
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -108,7 +109,9 @@ class Answer(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200); self.end_headers(); self.wfile.write(b"not mlflow")
     def log_message(self, *args): pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Answer).serve_forever()
+server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Answer)  # bound and listening
+print("listening", flush=True)
+server.serve_forever()
 """
 #: `ui` finding its default port free once (as a second `ui` started at the same moment does), though
 #: another server is about to listen on it.
@@ -135,12 +138,13 @@ def test_a_server_that_takes_the_port_as_ui_starts_is_not_taken_for_its_own(stor
 
     port = _free_port()
     other = subprocess.Popen(
-        [sys.executable, "-c", ANSWERS_ALL, str(port)], start_new_session=True, stdout=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 60
-    while holds_port(other.pid, port) is not True and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert holds_port(other.pid, port), "the other server did not start listening in 60 s"
+        [sys.executable, "-c", ANSWERS_ALL, str(port)],
+        start_new_session=True, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert other.stdout is not None
+    ready, _, _ = select.select([other.stdout], [], [], 60)
+    assert ready and other.stdout.readline() == "listening\n", "the other server did not listen in 60 s"
+    assert holds_port(other.pid, port)
     ours = subprocess.Popen(
         [sys.executable, "-c", RACED_UI, str(port)],
         cwd=store, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -10,7 +10,7 @@ import pytest
 
 from tests.cli_zygote import KMP_RUNTIME, forkable
 from tests.conftest import run_cli, start_cli
-from tests.zygote_client import ZYGOTE, ForkedCli
+from tests.zygote_client import ZYGOTE, ForkedCli, shell_env
 
 ZYGOTE_ENV = {"PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"}
 
@@ -67,3 +67,19 @@ def test_command_lines_started_together_are_each_forked_and_answer_as_popen_does
     long_run.kill()
     out, err = long_run.communicate(timeout=60)
     assert long_run.returncode == -signal.SIGKILL and err is None and "run started" not in out
+
+
+def test_a_command_line_after_the_test_process_imported_opencv_is_still_forked(tmp_path: Path) -> None:
+    """Importing OpenCV (gymnasium's Atari wrappers do, building an env in a test) prepends its folder
+    to LD_LIBRARY_PATH for the processes this one starts: the command lines of every later test in
+    this process got a new interpreter each, seconds of CPU, until they were given the value the
+    process started with."""
+    import os
+
+    import cv2  # noqa: F401
+
+    assert os.environ.get("LD_LIBRARY_PATH") != shell_env().get("LD_LIBRARY_PATH")
+    run = start_cli("plugins", "--kind", "tracker", cwd=tmp_path)
+    assert isinstance(run, ForkedCli), "not forked: FRAMEWORK_TESTS_ZYGOTE_LOG=PATH says why"
+    out, _ = run.communicate(timeout=120)
+    assert run.returncode == 0 and "mlflow" in out

@@ -20,6 +20,25 @@ from typing import IO, Any
 
 from tests import cli_zygote
 
+#: Variables a library sets in the process that imports it, for the processes that process starts:
+#: OpenCV (gymnasium's Atari and image wrappers) prepends its folder to LD_LIBRARY_PATH. A test
+#: process that has built such an env in-process still gives its command lines, and its zygote,
+#: the value it started with, as a user's shell would; otherwise every command line after that test
+#: differs from the zygote in a load-time variable and runs in a new interpreter.
+SET_BY_IMPORTS = ("LD_LIBRARY_PATH",)
+_STARTED_WITH = {k: os.environ.get(k) for k in SET_BY_IMPORTS}
+
+
+def shell_env(**changes: str) -> dict[str, str]:
+    """This process's environment with the variables of `SET_BY_IMPORTS` as it started, and `changes`."""
+    env = dict(os.environ)
+    for key, value in _STARTED_WITH.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return {**env, **changes}
+
 
 class Zygote:
     """This test process's zygote (tests/cli_zygote.py), started on first use; any number of command
@@ -139,7 +158,7 @@ class Zygote:
             if self.process is not None:
                 return self.usable and not self.gone
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"}
+            env = shell_env(PYTHONUNBUFFERED="1", HYDRA_FULL_ERROR="0")
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tests.cli_zygote", str(theirs.fileno())],
                 stdin=subprocess.DEVNULL,

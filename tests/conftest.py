@@ -218,7 +218,7 @@ def run_cli(*args: str, cwd: Path, timeout: float = 300, env: dict[str, str] | N
     """`python -m framework ARGS` in `cwd`, as a user would type it: in a process of its own, forked
     by this test process's zygote (tests/cli_zygote.py) where what it would import at start is the
     zygote's already, else a new interpreter."""
-    full_env = shell_env(PYTHONUNBUFFERED="1", HYDRA_FULL_ERROR="0", **(env or {}))
+    full_env = shell_env({"PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0", **(env or {})})
     forked = ZYGOTE.run(list(args), cwd=cwd, env=full_env, timeout=timeout)
     if forked is not None:
         code, stdout, stderr = forked
@@ -253,7 +253,7 @@ def popen_cli(
     """`python -m framework ARGS` started in `cwd`, unbuffered, as `subprocess.Popen` starts it with
     stdout=PIPE and `stdin` (None, DEVNULL or PIPE), `stderr` (STDOUT or PIPE) and `text`: forked
     by the zygote where it can be, else (or given Popen's other arguments) a new interpreter."""
-    full_env = shell_env(PYTHONUNBUFFERED="1", HYDRA_FULL_ERROR="0", **(env or {}))
+    full_env = shell_env({"PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0", **(env or {})})
     forked = None
     if not popen:
         forked = ZYGOTE.start(

@@ -78,7 +78,7 @@ def test_a_command_line_after_the_test_process_imported_opencv_is_still_forked(t
 
     import cv2  # noqa: F401
 
-    assert os.environ.get("LD_LIBRARY_PATH") != shell_env().get("LD_LIBRARY_PATH")
+    assert os.environ.get("LD_LIBRARY_PATH") != shell_env({}).get("LD_LIBRARY_PATH")
     run = start_cli("plugins", "--kind", "tracker", cwd=tmp_path)
     assert isinstance(run, ForkedCli), "not forked: FRAMEWORK_TESTS_ZYGOTE_LOG=PATH says why"
     out, _ = run.communicate(timeout=120)

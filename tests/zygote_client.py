@@ -29,7 +29,7 @@ SET_BY_IMPORTS = ("LD_LIBRARY_PATH",)
 _STARTED_WITH = {k: os.environ.get(k) for k in SET_BY_IMPORTS}
 
 
-def shell_env(**changes: str) -> dict[str, str]:
+def shell_env(changes: dict[str, str]) -> dict[str, str]:
     """This process's environment with the variables of `SET_BY_IMPORTS` as it started, and `changes`."""
     env = dict(os.environ)
     for key, value in _STARTED_WITH.items():
@@ -158,7 +158,7 @@ class Zygote:
             if self.process is not None:
                 return self.usable and not self.gone
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            env = shell_env(PYTHONUNBUFFERED="1", HYDRA_FULL_ERROR="0")
+            env = shell_env({"PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"})
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tests.cli_zygote", str(theirs.fileno())],
                 stdin=subprocess.DEVNULL,

@@ -3,6 +3,7 @@ how it runs several at once."""
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -74,8 +75,6 @@ def test_a_command_line_after_the_test_process_imported_opencv_is_still_forked(t
     to LD_LIBRARY_PATH for the processes this one starts: the command lines of every later test in
     this process got a new interpreter each, seconds of CPU, until they were given the value the
     process started with."""
-    import os
-
     import cv2  # noqa: F401
 
     assert os.environ.get("LD_LIBRARY_PATH") != shell_env({}).get("LD_LIBRARY_PATH")

@@ -71,8 +71,8 @@ def test_command_lines_started_together_are_each_forked_and_answer_as_popen_does
 
 
 def test_a_command_line_after_the_test_process_imported_opencv_is_still_forked(tmp_path: Path) -> None:
-    """Importing OpenCV (gymnasium's Atari wrappers do, building an env in a test) prepends its folder
-    to LD_LIBRARY_PATH for the processes this one starts: the command lines of every later test in
+    """Importing OpenCV (Stable-Baselines3 and gymnasium's Atari wrappers do) prepends its folder to
+    LD_LIBRARY_PATH for the processes this one starts: the command lines of every later test in
     this process got a new interpreter each, seconds of CPU, until they were given the value the
     process started with."""
     import cv2  # noqa: F401

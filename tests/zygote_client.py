@@ -21,10 +21,12 @@ from typing import IO, Any
 from tests import cli_zygote
 
 #: Variables a library sets in the process that imports it, for the processes that process starts:
-#: OpenCV (gymnasium's Atari and image wrappers) prepends its folder to LD_LIBRARY_PATH. A test
-#: process that has built such an env in-process still gives its command lines, and its zygote,
-#: the value it started with, as a user's shell would; otherwise every command line after that test
-#: differs from the zygote in a load-time variable and runs in a new interpreter.
+#: OpenCV (imported by Stable-Baselines3 and gymnasium's Atari wrappers) prepends its folder to
+#: LD_LIBRARY_PATH. A test process that has imported it still gives its command lines, and its
+#: zygote, the value it started with, as a user's shell would; otherwise every command line after
+#: the test that first imported it differs from the zygote in a load-time variable and runs in a
+#: new interpreter (in a whole run, test modules import it as they are collected, before the
+#: zygote starts; in a run of a few files, often in the middle).
 SET_BY_IMPORTS = ("LD_LIBRARY_PATH",)
 _STARTED_WITH = {k: os.environ.get(k) for k in SET_BY_IMPORTS}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import re
@@ -12,7 +13,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -260,18 +261,44 @@ def popen_cli(
             list(args), cwd=cwd, env=full_env, stdin=stdin == subprocess.PIPE,
             stderr=stderr == subprocess.PIPE, text=text,
         )  # fmt: skip
-    if forked is not None:
-        return forked
-    return subprocess.Popen(
-        [sys.executable, "-m", "framework", *args],
-        cwd=cwd,
-        stdin=stdin,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        text=text,
-        env=full_env,
-        **popen,
-    )
+    if forked is None:
+        forked = subprocess.Popen(
+            [sys.executable, "-m", "framework", *args],
+            cwd=cwd,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=text,
+            env=full_env,
+            **popen,
+        )
+    _started.append(forked)
+    return forked
+
+
+#: The command lines the test under way started (`popen_cli`).
+_started: list[Any] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """A command line a test started and left running (it failed before it ended it) is killed once
+    the test's fixtures are done, so that it and its local Ray do not run through the next tests
+    (killed outright, a run's reaper still ends its Ray); after the last test that asks for the
+    tests' Ray, that Ray ends."""
+    try:
+        return (yield)
+    finally:
+        if "ray_session" in getattr(item, "fixturenames", ()):
+            _ray_tests_left[0] -= 1
+            if _ray_tests_left[0] == 0 and _ray_end:
+                _ray_end.pop()()
+        while _started:
+            process = _started.pop()
+            if process.poll() is None:
+                process.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.communicate(timeout=30)
 
 
 @pytest.fixture
@@ -305,36 +332,82 @@ def ray_session() -> Iterator[RaySession]:
 
     address = ray_runtime.start_local(ray, num_cpus=8, num_gpus=0)
     session = ray._private.worker._global_node.get_session_dir_path()
+
+    def end() -> None:
+        ray.shutdown()
+        ray_reaper.remove_session(session)  # its logs and sockets in /tmp/ray, as a run's own Ray does
+
+    _ray_end.append(end)
     yield RaySession(address=address)
-    ray.shutdown()
-    ray_reaper.remove_session(session)  # its logs and sockets in /tmp/ray, as a run's own Ray does
+    while _ray_end:
+        _ray_end.pop()()
+
+
+#: How to end the tests' Ray, while it runs; and the tests that ask for it left to run in this
+#: process. It ends after the last of them, not with the session: its servers and idle workers took
+#: ~3.5 s of CPU a minute, and its tests (one group) run first. (Where they are spread over several
+#: processes, as under `--dist load`, none sees the count reach 0, and it ends with the session.)
+_ray_end: list[Callable[[], None]] = []
+_ray_tests_left = [0]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _ray_tests_left[0] = sum("ray_session" in getattr(item, "fixturenames", ()) for item in session.items)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """One torch thread in each test process, as in each worker of a run: pytest-xdist runs a
-    process per core, and torch's own threads beside them would spin against each other. Before
-    the test processes start (here, in pytest-xdist's controller), the numba kernels of Gomoku and
-    the search are compiled once where their cache is cold and the tests play Gomoku."""
+    process per core, and torch's own threads beside them would spin against each other. Where the
+    numba kernels of Gomoku and the search are cold and the tests play Gomoku, they are compiled
+    once (here, in pytest-xdist's controller) beside the tests that reach none, which run first."""
     import torch
 
     torch.set_num_threads(1)
     if not hasattr(config, "workerinput") and _plays_gomoku(config.args):
-        from tests.numba_warmup import warm_up
+        from tests import numba_warmup
 
-        said = warm_up()
-        if said:
-            print(f"\n{said}", file=sys.__stderr__, flush=True)
+        if numba_warmup.cold(numba_warmup.kernel_sources()):
+            _warming.append(numba_warmup.Background())
+            os.environ[numba_warmup.DONE_ENV] = str(_warming[0].done)  # the test processes' to wait on
+
+
+#: The warm-up this process started, if any.
+_warming: list[Any] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    said = _warming.pop().end() if _warming else ""
+    if said:
+        terminalreporter.write_line(said)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _warming:
+        _warming.pop().end()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test that reaches the kernels waits for a warm-up under way to have compiled them."""
+    from tests import numba_warmup
+
+    done = os.environ.get(numba_warmup.DONE_ENV)
+    if done and _reaches_kernels(item.path):
+        numba_warmup.wait_for(Path(done))
 
 
 #: The tests that reach the numba kernels, most of them through runs.
-KERNEL_TESTS = tuple(REPO / "tests" / name for name in ("alphazero", "gomoku", "mcts"))
+KERNEL_TESTS = tuple(REPO / "tests" / name for name in ("alphazero", "gomoku", "mcts", "test_eval_seeds.py"))
+
+
+def _reaches_kernels(path: Path) -> bool:
+    return any(path == d or d in path.parents for d in KERNEL_TESTS)
 
 
 def _plays_gomoku(args: list[str]) -> bool:
     """Whether the tests named on the command line (folders, files or node ids) include kernel tests."""
     for arg in args or ["."]:
         path = Path(arg.split("::")[0]).resolve()
-        if any(path == d or d in path.parents or path in d.parents for d in KERNEL_TESTS):
+        if _reaches_kernels(path) or any(path in d.parents for d in KERNEL_TESTS):
             return True
     return False
 
@@ -348,7 +421,12 @@ SHARED_SERVERS = {"ray_session": "ray", "mlflow_server": "mlflow-server", "wheel
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
     """Mark each test of a shared server with its group, before pytest-xdist reads the groups into
-    node ids; then check that it did, as a silent failure starts every server once per process."""
+    node ids; then check that it did, as a silent failure starts every server once per process.
+    While the kernels are being compiled, the tests that reach them come last."""
+    from tests import numba_warmup
+
+    if os.environ.get(numba_warmup.DONE_ENV):  # the kernels' tests after the others, as they compile
+        items.sort(key=lambda item: _reaches_kernels(item.path))
     grouped: dict[pytest.Item, str] = {}
     for item in items:
         for fixture, group in SHARED_SERVERS.items():

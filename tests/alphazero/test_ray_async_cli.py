@@ -5,6 +5,7 @@ neither a process nor a session directory behind, whether the run ends, is stopp
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -136,6 +137,10 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+#: A progress line's step.
+STEP = re.compile(r"\bstep (\d+)/")
+
+
 def _start_until_self_play(tmp_path: Path) -> tuple[subprocess.Popen[str], list[str]]:
     # 1 worker and 3 inference actors of 0.5 CPU: 2.5 CPUs, shared on a 2-CPU machine.
     args = [*RAY_ASYNC, "total_steps=1000000", "ray.num_cpus=4", "hydra.run.dir=outputs/run"]
@@ -143,13 +148,17 @@ def _start_until_self_play(tmp_path: Path) -> tuple[subprocess.Popen[str], list[
     assert p.stdout is not None
     lines = []
     deadline = time.monotonic() + 180
+    steps: list[int] | None = None  # the run's steps its progress lines say once the worker started
     for line in p.stdout:
         lines.append(line)
-        if "self-play: 1 Ray worker(s)" in line:
-            break
-        assert time.monotonic() < deadline, "no self-play worker started in 180 s"
+        if steps is None and "self-play: 1 Ray worker(s)" in line:
+            steps = []
+        if steps is not None:
+            steps += [int(m.group(1)) for m in STEP.finditer(line)]
+            if len(set(steps)) > 1:  # moves have come in since: self-play plays
+                break
+        assert time.monotonic() < deadline, "no self-play worker played in 180 s"
     assert p.poll() is None, "".join(lines)[-3000:]
-    time.sleep(3)
     return p, lines
 
 

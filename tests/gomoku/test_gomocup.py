@@ -25,13 +25,17 @@ MOVE = re.compile(r"^(\d+),(\d+)$")
 class Session:
     """A brain fed one command at a time; `send` returns its answer lines, MESSAGE lines apart."""
 
-    def __init__(self, game: Gomoku, sims: int = 64, *, reuse_tree: bool = True, root: str = "puct") -> None:
+    def __init__(
+        self, game: Gomoku, sims: int = 64, *, reuse_tree: bool = True, root: str = "puct", warm: bool = False
+    ) -> None:
         self.reuse_tree, self.root = reuse_tree, root
         self.out = io.StringIO()
         self.engines: list[PuctSearch] = []
         self.brain = GomocupBrain(
             game, self._engine, num_simulations=sims, about={"name": "test", "version": "1"}, out=self.out
         )
+        if warm:  # as `python -m framework gomocup` does before its first command
+            self.brain.engine.warm_up(self.brain.game.new_state())
         self.messages: list[str] = []
 
     def _engine(self, game: Gomoku) -> PuctSearch:
@@ -272,7 +276,7 @@ def test_a_line_over_the_limit_is_an_error_and_the_brain_goes_on() -> None:
 def test_a_turn_limit_holds_to_ten_percent_with_any_search(
     limit_ms: int, reuse_tree: bool, root: str
 ) -> None:
-    session = Session(Gomoku(15, 5), sims=10_000_000, reuse_tree=reuse_tree, root=root)
+    session = Session(Gomoku(15, 5), sims=10_000_000, reuse_tree=reuse_tree, root=root, warm=True)
     session.send(f"INFO timeout_turn {limit_ms}", "START 15")
     session.move("BEGIN")  # compiled kernels
     times = []
@@ -291,7 +295,7 @@ def test_a_turn_limit_holds_to_ten_percent_with_any_search(
 def test_a_move_searched_on_a_busy_machine_does_not_cut_the_next_ones_search_short() -> None:
     # A tournament machine is sometimes busy: a search slowed then must not size the next, quiet
     # one's tree so small that it ends long before its time is up.
-    session = Session(Gomoku(15, 5), sims=10_000_000, reuse_tree=False)
+    session = Session(Gomoku(15, 5), sims=10_000_000, reuse_tree=False, warm=True)
     session.send("INFO timeout_turn 1000", "START 15")
     session.move("BEGIN")  # compiled kernels
 

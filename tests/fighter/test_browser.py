@@ -313,7 +313,10 @@ def test_a_second_tab_takes_over_and_the_first_says_so_and_stays_away(watched) -
     second = open_another()
     first = pages[0]
     assert first.wait_for("fighterState.connection === 'replaced'", 30)
-    assert "another page took over" in text(first, "banner-text")
+    # ...and says so from the next frame it draws.
+    assert first.wait_for(
+        "document.getElementById('banner-text').textContent.includes('another page took over')", 5
+    )
     assert first.evaluate("document.getElementById('take-over').hidden") is False
     assert env.step(0)[3]  # truncated: the round moved to the other page
     env.reset(seed=1)

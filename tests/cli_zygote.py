@@ -60,6 +60,8 @@ EMULATED = ("PYTHONPATH",)
 PRELOAD = (
     "numpy",
     "torch",
+    # Imported by torch's optimizers as the first is made (~1.5 CPU-s): once here, not per run.
+    "torch._dynamo",
     "hydra",
     "omegaconf",
     "mlflow",
@@ -68,6 +70,9 @@ PRELOAD = (
     "framework_plugins.gomoku.env",
     "framework_plugins.alphazero.agent",
     "framework_plugins.mcts.engines",
+    # Imported by torch's TorchScript exporter as AlphaZero's CPU evaluator exports its network (~0.7
+    # CPU-s); onnxruntime starts a thread as it is imported, so each run imports its own.
+    "onnx",
     "framework_plugins.trackers.tracking_process",
     "framework_plugins.trackers.mlflow_session",
     "mlflow.store.tracking.sqlalchemy_store",

@@ -82,3 +82,18 @@ def test_a_command_line_after_the_test_process_imported_opencv_is_still_forked(t
     assert isinstance(run, ForkedCli), "not forked: FRAMEWORK_TESTS_ZYGOTE_LOG=PATH says why"
     out, _ = run.communicate(timeout=120)
     assert run.returncode == 0 and "mlflow" in out
+
+
+def test_a_command_line_after_torch_set_its_compile_cache_folder_is_still_forked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch's first optimizer imports torch._dynamo, which sets TORCHINDUCTOR_CACHE_DIR for the
+    processes this one starts. The zygote has imported it too (each run saves ~1.5 CPU-s), so that
+    variable counts there: a command line is given it as this process started, and still forked."""
+    first = run_cli("plugins", "--kind", "tracker", cwd=tmp_path)  # the zygote has started
+    assert first.returncode == 0 and "torch._inductor" in ZYGOTE.imported
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # as torch sets it
+    run = start_cli("plugins", "--kind", "tracker", cwd=tmp_path)
+    assert isinstance(run, ForkedCli), "not forked: FRAMEWORK_TESTS_ZYGOTE_LOG=PATH says why"
+    out, _ = run.communicate(timeout=120)
+    assert run.returncode == 0 and "mlflow" in out

@@ -26,8 +26,9 @@ from tests import cli_zygote
 #: zygote, the value it started with, as a user's shell would; otherwise every command line after
 #: the test that first imported it differs from the zygote in a load-time variable and runs in a
 #: new interpreter (in a whole run, test modules import it as they are collected, before the
-#: zygote starts; in a run of a few files, often in the middle).
-SET_BY_IMPORTS = ("LD_LIBRARY_PATH",)
+#: zygote starts; in a run of a few files, often in the middle). torch._dynamo (imported by torch's
+#: optimizers as the first is made, and by the zygote) sets TORCHINDUCTOR_CACHE_DIR to its default.
+SET_BY_IMPORTS = ("LD_LIBRARY_PATH", "TORCHINDUCTOR_CACHE_DIR")
 _STARTED_WITH = {k: os.environ.get(k) for k in SET_BY_IMPORTS}
 
 

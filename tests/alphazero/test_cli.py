@@ -84,13 +84,13 @@ def test_ctrl_c_during_an_evaluation_stops_the_run_within_seconds(tmp_path: Path
     """An evaluation of many long games (here: the one at the start) gives up at Ctrl-C; the run ends
     KILLED with its checkpoint, and no score of the matches cut short is logged."""
     p = start_cli(
-        *SHORT, "tracking=none", "eval.episodes=400", "agent.eval_simulations=400", "hydra.run.dir=run",
-        cwd=tmp_path,
+        *SHORT, "tracking=none", "eval.episodes=400", "agent.eval_simulations=400", "log_every_s=0",
+        "hydra.run.dir=run", cwd=tmp_path,
     )  # fmt: skip
     log = tmp_path / "run/framework.log"
     deadline = time.monotonic() + 120
-    # The first self-play moves (16 steps), then the evaluation of 400 games at 400 simulations,
-    # which takes minutes: Ctrl-C lands in it.
+    # The first self-play moves (16 steps, their line written at once: log_every_s=0), then the
+    # evaluation of 400 games at 400 simulations, which takes tens of seconds: Ctrl-C lands in it.
     while not (log.exists() and "step 16/640" in log.read_text()):
         assert p.poll() is None and time.monotonic() < deadline
         time.sleep(0.1)

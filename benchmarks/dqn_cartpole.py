@@ -102,8 +102,8 @@ def build_context(cfg: Any, out: Path, context_class: Any = None) -> tuple[Any, 
     from framework import config
     from framework.checkpoint import Checkpointer
     from framework.context import RunContext
-    from framework.null_tracker import NullTracker
     from framework.progress import ProgressDisplay
+    from framework_plugins.trackers.null_tracker import NullTracker
 
     env, agent, buffer = (config.plugin_section(cfg, s) for s in ("env", "agent", "buffer"))
     assert env is not None and agent is not None and buffer is not None

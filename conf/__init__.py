@@ -5,7 +5,6 @@ description; the YAML files here start from them and set only what differs.
 """
 
 from framework.config import store_schema
-from framework.null_tracker import NullTrackerConfig
 from framework_plugins.alphazero.config import AlphaZeroConfig
 from framework_plugins.buffers.config import MemoryEfficientReplayBufferConfig, ReplayBufferConfig
 from framework_plugins.dqn.config import DQNConfig
@@ -15,6 +14,7 @@ from framework_plugins.gym_envs.config import AtariConfig, CartPoleConfig, GymCo
 from framework_plugins.mcts.config import RayAsyncConfig, SequentialConfig
 from framework_plugins.sb3.config import SB3Config
 from framework_plugins.trackers.mlflow_tracker import MlflowConfig
+from framework_plugins.trackers.null_tracker import NullTrackerConfig
 
 for section, name, schema in (
     ("env", "gym", GymConfig),

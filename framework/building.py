@@ -112,16 +112,16 @@ def _variants(env: EnvPlugin) -> tuple[str, ...]:
     return tuple(env.eval_variants) if isinstance(env, VariantEnvPlugin) else ()
 
 
-def null_tracker() -> Tracker:
-    from framework.null_tracker import NullTracker
+#: The tracker that keeps no runs (`tracking=none`), which a run without `tracking` gets too.
+NO_TRACKING = "none"
 
-    return NullTracker(None)
+
+def null_tracker() -> Tracker:
+    return registry.load("tracker", NO_TRACKING)(None)
 
 
 def untracked(tracker: Tracker) -> bool:
-    from framework.null_tracker import NullTracker
-
-    return isinstance(tracker, NullTracker)
+    return isinstance(tracker, registry.load("tracker", NO_TRACKING))
 
 
 def run_threads(threads: int) -> int:

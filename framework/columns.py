@@ -1,4 +1,4 @@
-"""Lines for a 100-column terminal, wrapped at spaces, a path kept whole to copy; MLflow's text widths."""
+"""Lines for a 100-column terminal, wrapped at spaces, a path kept whole to copy."""
 
 from __future__ import annotations
 
@@ -93,36 +93,3 @@ class LogFormatter(logging.Formatter):
             for paragraph in message.splitlines()
             for line in ([paragraph] if fits(paragraph) else wrap(paragraph, WIDTH, indent="  "))
         )
-
-
-#: Advance widths of Arial (Liberation Sans, its metric twin), in thousandths of the font size.
-_WIDTHS = {
-    1000: "…",
-    191: "'",
-    222: "ijl",
-    260: "|",
-    278: " !,./:;I[\\]ft",
-    333: "()-`r",
-    334: "{}",
-    355: '"',
-    389: "*",
-    469: "^",
-    500: "Jckvxyzs",
-    556: "#$0123456789?L_abdeghnopqu",
-    584: "+<=>~",
-    611: "FTZ",
-    667: "&ABEKPSVXY",
-    722: "CDHNRUw",
-    778: "GOQ",
-    833: "Mm",
-    889: "%",
-    944: "W",
-    1015: "@",
-}
-_WIDTH = {char: width for width, chars in _WIDTHS.items() for char in chars}
-FONT_PX = 12
-
-
-def text_width(text: str) -> float:
-    """Pixels `text` takes in the runs table's font (12 px Arial metrics; other letters as `n`)."""
-    return sum(_WIDTH.get(char, 556) for char in text) * FONT_PX / 1000

@@ -6,7 +6,6 @@ KILLED or FAILED with a last checkpoint, and its last lines say where its result
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import random
@@ -20,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from framework import __version__, config, endings, registry, run_dirs, run_names, services, sweepers
+from framework import __version__, config, endings, registry, run_dirs, services, sweepers
 from framework.building import (
     build_plugin,
     null_tracker,
@@ -31,6 +30,7 @@ from framework.checkpoint import Checkpointer, DiskError
 from framework.context import RunContext
 from framework.contracts import Agent, RunPart, RunWatchingEnvPlugin, Tracker
 from framework.contracts.sweeper import PRUNED_STATUS
+from framework.contracts.tracker import NAME_TAG
 from framework.errors import ConfigError, ExplainedError, RunFailed
 from framework.interrupts import (
     EXIT_KILLED,
@@ -266,7 +266,7 @@ def _end_pruned(ctx: RunContext, agent: Agent, summary: RunSummary) -> dict[str,
     step = ctx.progress.step
     last = ctx.save_checkpoint(step, agent)
     endings.log_artifacts(ctx.tracker, ctx.run_dir, last)
-    ctx.tracker.set_tags({**ctx.trial.tags("PRUNED"), "mlflow.runName": f"{summary.run_name} (pruned)"})
+    ctx.tracker.set_tags({**ctx.trial.tags("PRUNED"), NAME_TAG: f"{summary.run_name} (pruned)"})
     ctx.tracker.end_run(PRUNED_STATUS, end_time=time.time())
     ctx.trial.tell_pruned()
     ctx.close()
@@ -292,17 +292,12 @@ def _parts(plan: Plan, stop: threading.Event) -> dict[str, RunPart]:
 
 
 def _run_name(plan: Plan, tracker: Tracker, overrides: Sequence[str], given: str | None) -> str:
-    """The run's name (framework.run_names): a resumed run keeps its own, a name given stays."""
-    cfg = plan.cfg
-    overrides = config.named_overrides(cfg, overrides)
-    if plan.resume is not None:
-        if plan.resume.run_id:
-            with contextlib.suppress(LookupError):
-                own = tracker.run_tags(plan.resume.run_id).get("mlflow.runName")
-                if own:
-                    return own
-        return run_names.base_name(cfg, plan.env_name, ())
-    return given or run_names.run_name(cfg, plan.env_name, overrides, run_names.preset_of(overrides))
+    """The run's name, its tracker's (`Tracker.name_run`): a name given stays, a resumed run keeps its own."""
+    if plan.resume is None:
+        return given or tracker.name_run(
+            plan.cfg, plan.env_name, config.named_overrides(plan.cfg, overrides), resumes=None
+        )
+    return tracker.name_run(plan.cfg, plan.env_name, (), resumes=plan.resume.run_id or "")
 
 
 def _agent_label(cfg: DictConfig) -> str:

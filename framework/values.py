@@ -114,7 +114,7 @@ def bounds(
 #: A field's metadata declaring that it holds a host: `field(default="127.0.0.1", metadata=HOST)`.
 HOST: Mapping[str, Any] = {CHECK: Host()}
 #: A field's metadata for a key that says how a run is shown or reached (a page's port), not what it
-#: trains: an override of it is not part of the run's name (framework.run_names).
+#: trains: an override of it is not part of the run's name (the trackers' run_names).
 OPERATIONAL = "framework.operational"
 SHOWN: Mapping[str, Any] = {OPERATIONAL: True}
 

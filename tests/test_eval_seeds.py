@@ -20,7 +20,6 @@ from framework.app import compose
 from framework.checkpoint import Checkpointer
 from framework.context import RunContext
 from framework.evaluation import EVALUATION_SEEDS_FROM, RUN_SEEDS, evaluation_seed, untrained_metric
-from framework.null_tracker import NullTracker
 from framework.progress import ProgressDisplay
 from framework_plugins.alphazero.gating import gate_seeds
 from framework_plugins.fighter.config import FighterConfig
@@ -33,6 +32,7 @@ from framework_plugins.fighter.env import (
 from framework_plugins.fighter.plugin import Fighter
 from framework_plugins.fighter.transports import InProcessTransport
 from framework_plugins.gym_envs.envs import CartPole
+from framework_plugins.trackers.null_tracker import NullTracker
 from tests.conftest import run_cli
 
 #: The highest seed a run may have (FrameworkConfig.seed).

@@ -13,8 +13,6 @@ import pytest
 from omegaconf import DictConfig
 
 from framework.app import compose
-from framework.columns import text_width
-from framework.run_names import MOST_CHARS, NAME_PX, labels, run_name, short_value
 from framework_plugins.sweeps.names import (
     CHILD_NAME_PX,
     CHILD_VALUES_PX,
@@ -23,6 +21,14 @@ from framework_plugins.sweeps.names import (
     child_run_name,
     parent_run_name,
     sweep_style,
+)
+from framework_plugins.trackers.run_names import (
+    MOST_CHARS,
+    NAME_PX,
+    labels,
+    run_name,
+    short_value,
+    text_width,
 )
 
 LR, EPOCHS = "agent.hyperparams.learning_rate", "agent.hyperparams.n_epochs"

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 #: The parent run's tag with its SweepSummarySpec (JSON), to summarise should the sweep's process die first.
 SUMMARY_SPEC_TAG = "framework.summary_spec"
+#: The tag that holds a run's name (MLflow's): set, it renames the run; a tracker maps it to its own.
+NAME_TAG = "mlflow.runName"
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,11 @@ class Tracker(Protocol):
     def __init__(self, cfg: Any) -> None: ...
     @property
     def run_id(self) -> str: ...
+    def name_run(self, cfg: Any, env_name: str, overrides: Sequence[str], *, resumes: str | None) -> str:
+        """A new run's name in this tracker's listing, from its config and the overrides that set it
+        apart; `resumes`: None for a new run, else the id of the run a resume continues ('' if none)."""
+        ...
+
     def start_run(
         self,
         *,

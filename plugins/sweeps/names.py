@@ -1,4 +1,4 @@
-"""A sweep's runs named for what sets them apart (framework.run_names names a run of its own).
+"""A sweep's runs named for what sets them apart (the trackers' run_names name a run of its own).
 
 A sweep's child starts with its own values of the swept keys, then what it shares with its
 siblings: `lr=1e-3 ne=5 sb3-ppo-s0 cartpole`, or, with a seed swept too, `lr1e-3 ne5 s1 sb3-ppo
@@ -20,8 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from framework.columns import text_width
-from framework.run_names import (
+from framework_plugins.trackers.run_names import (
     MOST_CHARS,
     base_name,
     config_hash,
@@ -31,12 +30,13 @@ from framework.run_names import (
     labels,
     override_parts,
     short_value,
+    text_width,
     where,
     who,
 )
 
 #: What MLflow 3.17's runs table gives a child's name under its parent at 1400 px, less a margin
-#: for wider fonts (framework.run_names.NAME_PX); a name cut there ends with `…` (12 px).
+#: for wider fonts (run_names.NAME_PX); a name cut there ends with `…` (12 px).
 CHILD_NAME_PX = 98 * 0.95
 CHILD_VALUES_PX = CHILD_NAME_PX - 12
 #: A swept value as wide as most (`1e-4` and `10` around it), for choosing a sweep's labels.

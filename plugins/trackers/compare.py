@@ -15,9 +15,9 @@ from typing import Any
 
 from framework.columns import WIDTH, refuse, wrap
 from framework.commands import Parser
-from framework.run_names import NOT_CONFIG
 
 from . import local_views, report, seed_summary, summary_page
+from .run_names import NOT_CONFIG
 from .seed_summary import SEED
 from .sweep_child import child_from_run
 from .sweep_parents import history, run_fragment

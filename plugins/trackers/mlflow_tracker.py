@@ -6,7 +6,7 @@ import logging
 import os
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
@@ -16,7 +16,7 @@ from framework.contracts import SweepSummarySpec
 from framework.provenance import run_dir_of
 from framework.values import bounds
 
-from . import local_views
+from . import local_views, run_names
 from .journal import FOLDER, sync_notice
 from .local_views import absolute_uri
 from .store_checks import TrackingUnavailable, check_reachable, check_writable, first_reason, store_name
@@ -82,6 +82,10 @@ class MlflowTracker:
         self._run_id: Optional[str] = None
         self._experiment_id: Optional[str] = None
         self._run_dir: Optional[str] = None
+
+    def name_run(self, cfg: Any, env_name: str, overrides: Sequence[str], *, resumes: str | None) -> str:
+        """What sets the run apart, sized to MLflow's runs table (run_names)."""
+        return run_names.name_run(self, cfg, env_name, overrides, resumes)
 
     def start_run(
         self,

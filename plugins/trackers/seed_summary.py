@@ -12,9 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from framework.run_names import short_value
-
 from . import seed_stats as ss
+from .run_names import short_value
 
 if TYPE_CHECKING:
     from .sweep_child import Child

@@ -311,7 +311,7 @@ def _view_state(found: Comparison, metric: str, ascending: bool) -> dict[str, An
     `orderByAsc`): the objective and the params shown, first after the run's name and start (MLflow
     keeps those two ahead of its metric and param groups), in columns wide enough for their
     headers; the Run Name column as wide as the longest name, up to WIDEST_NAME_COLUMN_PX."""
-    from framework.columns import text_width
+    from .run_names import text_width
 
     params = [f"params.`{key}`" for key in found.params]
     longest = max((text_width(name) for name in found.names), default=0.0)

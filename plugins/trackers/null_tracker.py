@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from framework.contracts import SweepSummarySpec
+
+from . import run_names
 
 
 @dataclass
@@ -23,6 +25,10 @@ class NullTracker:
 
     def __init__(self, cfg: Any) -> None:
         self.run_id = ""
+
+    def name_run(self, cfg: Any, env_name: str, overrides: Sequence[str], *, resumes: str | None) -> str:
+        """Named as a tracked run would be, for the run's last lines."""
+        return run_names.name_run(self, cfg, env_name, overrides, resumes)
 
     def start_run(
         self,

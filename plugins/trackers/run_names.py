@@ -4,11 +4,13 @@ A name says what sets a run apart: its agent and seed, then the overrides that c
 (short labels and values, the budget last), then its env or preset: `sb3-ppo-s0 epochs=10 steps=50k
 cartpole`. Where a name leaves a difference out (a value rounded, a name at its length limit), it ends
 with `cfg:1a2b`, a hash of the run's config without its seed. A sweep's runs are the sweeps plugin's
-to name, from the parts here; a name given is kept.
+to name, from the parts here; a name given is kept. Both trackers name their runs so
+(`Tracker.name_run`), and `text_width` measures a name as the runs table draws it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -17,8 +19,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from framework.columns import text_width
 from framework.config import same_in
+from framework.contracts import Tracker
+from framework.contracts.tracker import NAME_TAG
 from framework.provenance import flatten
 
 #: Root keys that say how a run is carried out or shown, not what it trains: not in a name or hash.
@@ -110,6 +113,20 @@ def run_name(
         shown.append(part)
     name = " ".join(p for p in (head, *shown, place) if p)
     return name if whole else f"{name} cfg:{config_hash(cfg)}"
+
+
+def name_run(
+    tracker: Tracker, cfg: DictConfig, env_name: str, overrides: Sequence[str], resumes: str | None
+) -> str:
+    """A run's name (`Tracker.name_run`): a resumed run keeps its own where `tracker` has it."""
+    if resumes is None:
+        return run_name(cfg, env_name, overrides, preset_of(overrides))
+    if resumes:
+        with contextlib.suppress(LookupError):
+            own = tracker.run_tags(resumes).get(NAME_TAG)
+            if own:
+                return own
+    return base_name(cfg, env_name, ())
 
 
 def config_overrides(overrides: Sequence[str]) -> list[tuple[str, str | None]]:
@@ -237,3 +254,36 @@ def _groups(overrides: Sequence[str]) -> dict[str, str]:
         if sep and key.lstrip("+") in NAMED_GROUPS:
             chosen[key.lstrip("+")] = value.strip()
     return chosen
+
+
+#: Advance widths of Arial (Liberation Sans, its metric twin), in thousandths of the font size.
+_WIDTHS = {
+    1000: "…",
+    191: "'",
+    222: "ijl",
+    260: "|",
+    278: " !,./:;I[\\]ft",
+    333: "()-`r",
+    334: "{}",
+    355: '"',
+    389: "*",
+    469: "^",
+    500: "Jckvxyzs",
+    556: "#$0123456789?L_abdeghnopqu",
+    584: "+<=>~",
+    611: "FTZ",
+    667: "&ABEKPSVXY",
+    722: "CDHNRUw",
+    778: "GOQ",
+    833: "Mm",
+    889: "%",
+    944: "W",
+    1015: "@",
+}
+_WIDTH = {char: width for width, chars in _WIDTHS.items() for char in chars}
+FONT_PX = 12
+
+
+def text_width(text: str) -> float:
+    """Pixels `text` takes in the runs table's font (12 px Arial metrics; other letters as `n`)."""
+    return sum(_WIDTH.get(char, 556) for char in text) * FONT_PX / 1000

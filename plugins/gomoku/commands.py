@@ -84,7 +84,7 @@ def gomocup(argv: list[str]) -> int:
             about=_about(player),
             out=protocol,
         )
-        brain.engine.warm_up(brain.game.new_state())  # the first move is not the one that compiles
+        brain.warm_up()
         brain.serve(_lines(sys.stdin.buffer))
         return 0
     except KeyboardInterrupt:

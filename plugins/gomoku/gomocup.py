@@ -96,6 +96,10 @@ class GomocupBrain:
         self._rate: float | None = None
         """Simulations a second of the searches so far (sizes a timed search's tree)."""
 
+    def warm_up(self) -> None:
+        """Load the search's kernels before the first command, so that no timed move pays for it."""
+        self.engine.warm_up(self.game.new_state())
+
     # -- the loop -----------------------------------------------------------------------------------
 
     def serve(self, lines: Iterable[str]) -> None:

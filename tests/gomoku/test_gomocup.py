@@ -35,7 +35,7 @@ class Session:
             game, self._engine, num_simulations=sims, about={"name": "test", "version": "1"}, out=self.out
         )
         if warm:  # as `python -m framework gomocup` does before its first command
-            self.brain.engine.warm_up(self.brain.game.new_state())
+            self.brain.warm_up()
         self.messages: list[str] = []
 
     def _engine(self, game: Gomoku) -> PuctSearch:

@@ -133,6 +133,8 @@ def test_identical_seeds_give_identical_metrics_and_different_seeds_different_on
     for name, seed in (("a", 7), ("b", 7), ("c", 8)):
         r = cli(*FAST, f"seed={seed}", f"tracking.run_name={name}")
         assert r.returncode == 0, r.output[-3000:]
+        (line,) = [line for line in r.stdout.splitlines() if line.startswith("  run  ")]
+        assert line.split()[1] == name, line  # the last lines say the name MLflow shows
     client = store(tmp_path)
     exp = client.get_experiment_by_name("framework")
     runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}

@@ -84,8 +84,8 @@ class MlflowTracker:
         self._run_dir: Optional[str] = None
 
     def name_run(self, cfg: Any, env_name: str, overrides: Sequence[str], *, resumes: str | None) -> str:
-        """What sets the run apart, sized to MLflow's runs table (run_names)."""
-        return run_names.name_run(self, cfg, env_name, overrides, resumes)
+        """`tracking.run_name` where given, else what sets the run apart, sized to MLflow's runs table."""
+        return self.cfg.run_name or run_names.name_run(self, cfg, env_name, overrides, resumes)
 
     def start_run(
         self,

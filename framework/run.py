@@ -194,6 +194,8 @@ def _execute(
             saved = endings.last_checkpoint(ctx, agent)
             endings.end_safely(tracker, run_dir, saved, "KILLED")
             ctx.close()
+            extra = endings.resume_rows(run_dir, saved, tracker, run_id)
+            text = summary.text("KILLED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, extra=extra)
         except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: no more waiting
             forget_caught_interrupt()
             print(
@@ -202,8 +204,9 @@ def _execute(
                 file=sys.stderr,
             )
             raise RunAborted(EXIT_KILLED) from None
-        extra = endings.resume_rows(run_dir, saved, tracker, run_id)
-        say(summary.text("KILLED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, extra=extra))
+        if stop.is_set():  # stopped and ended: another signal exits at once (130), not as an interrupt
+            exit_at_the_next_signal()  # outside the run's handlers, taken for one before the run started
+        say(text)
         raise RunKilled(EXIT_KILLED) from None
     except BaseException as e:
         trace = traceback.format_exc()

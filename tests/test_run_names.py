@@ -305,3 +305,22 @@ def test_in_mlflows_runs_table_at_1400_px_the_names_show_what_tells_them_apart(
     for name in children:  # each child's own values show, then `…`: what is cut is what siblings share
         own = name.split(" sb3-ppo")[0]
         assert text_width(f"{own} …") <= found[name][1], (name, found[name])
+
+
+@pytest.mark.slow
+def test_a_sweep_named_by_tracking_run_name_gives_its_parent_that_name_and_its_children_their_own(
+    cli, tmp_path: Path
+) -> None:
+    """Each child's last lines say the name MLflow shows it, as a run's do."""
+    from mlflow.tracking import MlflowClient
+
+    r = cli("-m", "seed=1,2", "total_steps=256", "eval.episodes=1", "progress=off", "tracking.run_name=mine")
+    assert r.returncode == 0, r.output[-3000:]
+    said = [" ".join(line.split()[1:-1]) for line in r.stdout.splitlines() if line.startswith("  run  ")]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
+    (parent,) = [run for run in runs if "mlflow.parentRunId" not in run.data.tags]
+    assert parent.info.run_name == "mine"
+    children = sorted(run.info.run_name for run in runs if run is not parent)
+    assert len(children) == 2 and len(set(children)) == 2 and "mine" not in children, children
+    assert sorted(said) == children, r.stdout

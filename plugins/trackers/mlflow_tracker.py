@@ -36,8 +36,9 @@ class MlflowConfig:
     experiment: str = "framework"
     """Experiment that runs (and sweeps) are grouped under."""
     run_name: Optional[str] = None
-    """Run name; default `<env>-<agent>-s<seed>` and the overrides that change what it trains,
-    `sb3-ppo-s0 epochs=10 cartpole` (in a sweep: the job's own values first, `lr=1e-3 ne=5 ...`)."""
+    """Run name (a sweep's: its parent's); default `<agent>-s<seed>` and the overrides that change
+    what it trains, `sb3-ppo-s0 epochs=10 cartpole` (a sweep's child: its own values first,
+    `lr=1e-3 ne=5 ...`)."""
     flush_every_s: float = field(default=1.0, metadata=bounds(gt=0))
     """Metrics are sent in batches at most this often (and at the end of the run)."""
     check_timeout_s: float = field(default=5.0, metadata=bounds(gt=0))
@@ -100,7 +101,7 @@ class MlflowTracker:
         self._run_dir = run_dir_of(tags)
         self._start_ticket = self._process.ask(
             "start_run",
-            run_name=self.cfg.run_name or run_name,
+            run_name=run_name,
             tags=dict(tags),
             parent_run_id=parent_run_id,
             resume_run_id=resume_run_id,
@@ -203,7 +204,7 @@ class MlflowTracker:
     ) -> str:
         run_id: str = self._process.call(
             "start_parent",
-            run_name=run_name,
+            run_name=self.cfg.run_name or run_name,
             tags=dict(tags),
             params=dict(params),
             start_time=start_time,

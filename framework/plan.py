@@ -21,7 +21,6 @@ class Plan:
 
     cfg: DictConfig
     env_name: str
-    agent_name: str
     env: EnvPlugin
     agent: Agent
     buffer: Buffer | None
@@ -56,7 +55,6 @@ def built(cfg: DictConfig, device: Callable[[], str], resume: ResumePoint | None
     return Plan(
         cfg=cfg,
         env_name=env.name,
-        agent_name=agent.name,
         env=env_plugin,
         buffer=built_buffer,
         parts=parts,

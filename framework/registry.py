@@ -83,12 +83,6 @@ def groups() -> dict[str, str]:
     return {**GROUPS, **{name: kind.group for name, kind in added_kinds().items()}}
 
 
-def refresh() -> None:
-    """Forget what was discovered, e.g. after installing a plugin into the running process."""
-    _entry_points.cache_clear()
-    added_kinds.cache_clear()
-
-
 def discover(kind: str) -> dict[str, list[PluginInfo]]:
     """Every plugin of `kind`, by name; a name with two or more entries is a conflict."""
     group = _check_kind(kind)

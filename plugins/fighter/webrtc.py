@@ -135,10 +135,6 @@ class WebRTCClient:
 
     # --- the synchronous side -------------------------------------------------------------
 
-    def wait_connected(self, timeout: float) -> None:
-        if not self.connected.wait(timeout):
-            raise TimeoutError(f"No game client connected to {self.public_url} within {timeout:.0f} s")
-
     def send(self, message: dict[str, Any]) -> None:
         """Send a message; a reset, step or ping is owed an answer (see the flood check)."""
         text = encode(message)

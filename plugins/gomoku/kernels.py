@@ -117,7 +117,6 @@ def encode(board: np.ndarray, player: int, last_move: int, params: np.ndarray, o
 # disk cache keeps it (a jitted function passed as an argument is a new type in every process).
 BOARD_PTR = nb.types.CPointer(nb.types.int8)
 PARAMS_PTR = nb.types.CPointer(nb.types.int64)
-PLANES_PTR = nb.types.CPointer(nb.types.float32)
 
 
 @nb.cfunc(nb.types.int64(BOARD_PTR, nb.types.int64, nb.types.int64, nb.types.int64, PARAMS_PTR), cache=True)

@@ -18,7 +18,6 @@ import numpy as np
 from .kernels import DRAW, ONGOING, WIN, apply_move, line_lengths, wins
 from .rules import GameState, Gomoku
 
-OPPONENT_KINDS = ("random", "heuristic", "mcts", "alphabeta")
 #: `mcts` plays with this many rollouts per move unless the name says: mcts1000, mcts5000.
 DEFAULT_ROLLOUTS = 1000
 #: `alphabeta` searches this many plies unless the name says: alphabeta1, alphabeta4.

@@ -229,10 +229,6 @@ def typed(node: DictConfig, schema: type, section: str, name: str) -> Any:
     return typed_cfg
 
 
-#: What a key absent from a config is read as.
-_ABSENT = object()
-
-
 def moved(schema: Any, key: str) -> str | None:
     """Where a key of a plugin's schema lives now (its `MOVED` table), None if it never moved."""
     table = getattr(schema, "MOVED", None)
@@ -284,18 +280,3 @@ def _schemas(cfg: DictConfig) -> Iterator[tuple[str, DictConfig, Any]]:
         except Exception:  # a plugin that does not load: its run is refused elsewhere
             continue
         yield section, node, schema
-
-
-def same_in(preset: DictConfig | None, cfg: DictConfig, key: str) -> bool:
-    """Whether `key` has the same value in `preset` as in `cfg` (a key one of them lacks does not)."""
-    if preset is None:
-        return False
-    try:
-        before, after = (_plain(OmegaConf.select(c, key, default=_ABSENT)) for c in (preset, cfg))
-    except Exception:  # an interpolation one of them cannot resolve
-        return False
-    return before is not _ABSENT and before == after
-
-
-def _plain(value: Any) -> Any:
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value

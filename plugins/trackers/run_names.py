@@ -19,7 +19,6 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from framework.config import same_in
 from framework.contracts import Tracker
 from framework.contracts.tracker import NAME_TAG
 from framework.provenance import flatten
@@ -287,3 +286,22 @@ FONT_PX = 12
 def text_width(text: str) -> float:
     """Pixels `text` takes in the runs table's font (12 px Arial metrics; other letters as `n`)."""
     return sum(_WIDTH.get(char, 556) for char in text) * FONT_PX / 1000
+
+
+#: What a key absent from a config is read as.
+_ABSENT = object()
+
+
+def same_in(preset: DictConfig | None, cfg: DictConfig, key: str) -> bool:
+    """Whether `key` has the same value in `preset` as in `cfg` (a key one of them lacks does not)."""
+    if preset is None:
+        return False
+    try:
+        before, after = (_plain(OmegaConf.select(c, key, default=_ABSENT)) for c in (preset, cfg))
+    except Exception:  # an interpolation one of them cannot resolve
+        return False
+    return before is not _ABSENT and before == after
+
+
+def _plain(value: Any) -> Any:
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value

@@ -100,7 +100,7 @@ def run_name(
     cfg: DictConfig, env_name: str, overrides: Sequence[str], preset: DictConfig | None = None
 ) -> str:
     """A run's name (module docstring); an override that sets the value `preset` has is not named."""
-    changes = [(k, v) for k, v in config_overrides(overrides) if not same_in(preset, cfg, k)]
+    changes = [(k, v) for k, v in config_overrides(overrides) if not _same_in(preset, cfg, k)]
     changes.sort(key=lambda change: change[0] in BUDGET)  # what is trained, then for how long
     whole = all(value is None or exact(value) for _, value in changes)
     head, place = who(cfg, overrides), where(cfg, env_name, overrides)
@@ -158,6 +158,25 @@ def preset_of(overrides: Sequence[str]) -> DictConfig | None:
         return GlobalHydra.instance().config_loader().load_sweep_config(HydraConfig.instance().cfg, kept)  # type: ignore[arg-type]
     except Exception:  # every override is named then
         return None
+
+
+#: What a key absent from a config is read as.
+_ABSENT = object()
+
+
+def _same_in(preset: DictConfig | None, cfg: DictConfig, key: str) -> bool:
+    """Whether `key` has the same value in `preset` as in `cfg` (a key one of them lacks does not)."""
+    if preset is None:
+        return False
+    try:
+        before, after = (_plain(OmegaConf.select(c, key, default=_ABSENT)) for c in (preset, cfg))
+    except Exception:  # an interpolation one of them cannot resolve
+        return False
+    return before is not _ABSENT and before == after
+
+
+def _plain(value: Any) -> Any:
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
 def config_hash(cfg: DictConfig) -> str:
@@ -286,22 +305,3 @@ FONT_PX = 12
 def text_width(text: str) -> float:
     """Pixels `text` takes in the runs table's font (12 px Arial metrics; other letters as `n`)."""
     return sum(_WIDTH.get(char, 556) for char in text) * FONT_PX / 1000
-
-
-#: What a key absent from a config is read as.
-_ABSENT = object()
-
-
-def same_in(preset: DictConfig | None, cfg: DictConfig, key: str) -> bool:
-    """Whether `key` has the same value in `preset` as in `cfg` (a key one of them lacks does not)."""
-    if preset is None:
-        return False
-    try:
-        before, after = (_plain(OmegaConf.select(c, key, default=_ABSENT)) for c in (preset, cfg))
-    except Exception:  # an interpolation one of them cannot resolve
-        return False
-    return before is not _ABSENT and before == after
-
-
-def _plain(value: Any) -> Any:
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value

@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 from framework.errors import ConfigError
 from framework_plugins.sweeps import seeds
 from plugins.trackers import local_views, ui
-from tests.conftest import FAST
+from tests.conftest import FAST, free_port
 
 OBJECTIVE = "eval/return_mean"
 
@@ -138,6 +138,17 @@ def test_compare_says_what_it_cannot_compare(tmp_path: Path, cli) -> None:
         and "--metric eval/return_men: no run logged it (did you mean eval/return_mean?)" in r.stderr
     )
     assert "Traceback" not in r.output
+
+
+def test_compare_and_ui_refuse_at_once_a_tracking_server_that_does_not_answer(cli) -> None:
+    """Not after MLflow's own retries (7, backing off: four minutes), nor with a traceback."""
+    uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    for command in (["compare"], ["ui", "--no-browser"]):
+        r = cli(*command, f"tracking.uri={uri}", timeout=120)
+        assert r.returncode == 1 and "Traceback" not in r.output, r.output
+        assert " ".join(r.stderr.split()).startswith(
+            f"Error: The MLflow tracking server tracking.uri={uri} does not answer ("
+        ), r.stderr
 
 
 @pytest.mark.slow

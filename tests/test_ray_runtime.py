@@ -164,6 +164,49 @@ def test_a_local_ray_is_not_sized_past_the_machine_by_what_actors_reserve() -> N
     ), done.stderr[-3000:]
 
 
+def test_a_sigterm_while_a_local_ray_starts_is_the_runs_and_leaves_no_ray_behind() -> None:
+    """ray.init sets its own SIGTERM handler (exit 15) first thing: a SIGTERM that lands while the
+    node starts goes to the run's handler (KILLED with a checkpoint, as Ctrl-C), and what had
+    started of that Ray (its processes, its session directory) ends with the interrupted start."""
+    code = textwrap.dedent(
+        """
+        import os, signal, threading, time
+        from types import SimpleNamespace
+        from framework_plugins.ray_runtime import reaper, runtime
+        runtime.configure(SimpleNamespace())
+        stop = threading.Event()
+        def run_handler(signum, frame):  # as framework.interrupts.sigterm_as_interrupt's
+            stop.set()
+            raise KeyboardInterrupt
+        signal.signal(signal.SIGTERM, run_handler)
+        sessions = set()
+        def strike():  # once Ray's handler is in place and its node's first processes run
+            deadline = time.monotonic() + 100
+            while time.monotonic() < deadline:
+                found = reaper.ray_descendants(os.getpid())
+                if signal.getsignal(signal.SIGTERM) is not run_handler and found:
+                    sessions.update(reaper.session_dirs(found))
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    return
+                time.sleep(0.005)
+        threading.Thread(target=strike, daemon=True).start()
+        try:
+            runtime.ensure()
+            print("started")
+        except KeyboardInterrupt:
+            alive = reaper.ray_descendants(os.getpid())
+            print("interrupted", stop.is_set(), signal.getsignal(signal.SIGTERM) is run_handler,
+                  runtime.sys.modules["ray"].is_initialized(), sorted(alive), bool(sessions),
+                  [s for s in sessions if os.path.exists(s)])
+        runtime.shutdown()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=180)
+    assert done.returncode == 0 and done.stdout.strip() == "interrupted True True False [] True []", (
+        done.stdout + done.stderr[-3000:]
+    )
+
+
 def test_removing_a_session_directory_leaves_other_sessions_and_their_latest_link(tmp_path: Path) -> None:
     ours, theirs = tmp_path / "session_2026_1", tmp_path / "session_2026_2"
     for session in (ours, theirs):

@@ -172,6 +172,22 @@ def test_unreachable_tracking_server_fails_fast_naming_the_uri(cli) -> None:
     assert "Traceback" not in r.output
 
 
+@pytest.mark.parametrize("sweeper", ["basic", "optuna"])
+def test_a_sweep_to_an_unreachable_tracking_server_is_refused_whole_before_its_first_job(
+    cli, tmp_path: Path, sweeper: str
+) -> None:
+    from tests.conftest import free_port
+
+    uri = f"http://127.0.0.1:{free_port()}"
+    swept = ["seed=1,2"] if sweeper == "basic" else ["hydra.sweeper.n_trials=2", "seed=choice(1,2)"]
+    r = cli("-m", f"hydra/sweeper={sweeper}", *FAST, f"tracking.uri={uri}", *swept, timeout=120)
+    assert r.returncode == 1, r.output[-3000:]
+    assert r.stderr.startswith(f"Error: The MLflow tracking server tracking.uri={uri} does not answer")
+    assert r.stderr.count("Error:") == 1 and "Traceback" not in r.output, r.output[-3000:]
+    assert "Launching" not in r.output and "Warning" not in r.output, r.output[-3000:]  # no job ran
+    assert not (tmp_path / "multirun").exists()
+
+
 def test_a_runs_recorded_duration_is_its_real_one(tmp_path: Path) -> None:
     """Start and end times are taken where they happen, not when the tracking process gets to them."""
     # The test process's first command line would start its zygote inside the measured wall time.

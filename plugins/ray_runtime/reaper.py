@@ -172,8 +172,16 @@ def main(owner: int) -> None:
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(_alive(p, s) for p, s in seen.items()):
         time.sleep(0.2)
+    end(seen)
+    for session in sessions:
+        remove_session(session)
+
+
+def end(processes: dict[int, int]) -> None:
+    """End these processes (pid → start time; a pid taken since by another is left): SIGTERM, then
+    SIGKILL for those still there 2 s later."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        left = [p for p, s in seen.items() if _alive(p, s)]
+        left = [p for p, s in processes.items() if _alive(p, s)]
         for pid in left:
             try:
                 os.kill(pid, sig)
@@ -182,8 +190,6 @@ def main(owner: int) -> None:
         if not left:
             break
         time.sleep(2.0)
-    for session in sessions:
-        remove_session(session)
 
 
 if __name__ == "__main__":

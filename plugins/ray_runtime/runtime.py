@@ -10,6 +10,7 @@ and `get`, which give up when the run is asked to stop.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -215,9 +216,24 @@ def start_local(ray: Any, *, num_cpus: int | None = None, num_gpus: int | None =
 
 
 def _init_local(ray: Any, *, num_cpus: int | None, num_gpus: int | None) -> Any:
-    """ray.init of a local Ray on 127.0.0.1; its context (address_info: addresses, session_dir)."""
-    with _own_sigterm():
-        return _ray_init_local(ray, num_cpus=num_cpus, num_gpus=num_gpus)
+    """ray.init of a local Ray on 127.0.0.1; its context (address_info: addresses, session_dir).
+    Interrupted, what it had started (its processes, its session directory) ends at once."""
+    from . import reaper as ray_reaper
+
+    before = set(ray_reaper.ray_descendants(os.getpid()))
+    try:
+        with _own_sigterm():
+            return _ray_init_local(ray, num_cpus=num_cpus, num_gpus=num_gpus)
+    except BaseException:
+        started = {p: t for p, t in ray_reaper.ray_descendants(os.getpid()).items() if p not in before}
+        sessions = ray_reaper.session_dirs(started)  # read while they run: their command lines
+        with _own_sigterm():  # a second SIGTERM meanwhile is the run's to handle, not Ray's
+            with contextlib.suppress(Exception):
+                ray.shutdown()  # the node's processes, where ray.init had made its node
+            ray_reaper.end(started)  # and those it started before
+        for session in sessions:
+            ray_reaper.remove_session(session)
+        raise
 
 
 @contextmanager
@@ -233,6 +249,14 @@ def _own_sigterm() -> Iterator[None]:
     previous = signal.getsignal(signal.SIGTERM)
     try:
         yield
+    except SystemExit as e:
+        # Ray's handler, set part-way through, took a SIGTERM that was the process's: its own
+        # handler has it now (a run's stops the run as Ctrl-C would, KILLED with a checkpoint).
+        if e.code != signal.SIGTERM or not callable(previous):
+            raise
+        signal.signal(signal.SIGTERM, previous)
+        previous(signal.SIGTERM, None)
+        raise KeyboardInterrupt from None  # a handler that returned: the call is cut short all the same
     finally:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 

@@ -22,7 +22,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn, JobStatus
@@ -123,8 +123,12 @@ class SweepParentRun(Callback):
             study = sweeper.study()  # the study, and what it searches, name the parent
         else:
             _refuse_a_bad_job(config)
-        section = _tracking(config)
-        if section is None:
+        try:
+            section = _tracking(config)
+            tracker = section.plugin(section.cfg) if section is not None else None
+        except ConfigError as e:  # a store that cannot be used (a server gone): refused as a run's is
+            _refuse(str(e))
+        if section is None or tracker is None:
             return
         params = OmegaConf.select(config, "hydra.sweeper.params")
         sweeper_params = OmegaConf.to_container(params) if isinstance(params, DictConfig) else None
@@ -139,7 +143,7 @@ class SweepParentRun(Callback):
             if sweeper is not None
             else None,
         )
-        self._tracker = section.plugin(section.cfg)
+        self._tracker = tracker
         overrides = " ".join(task_overrides(config.hydra.overrides.task))
         self._run_id = self._tracker.start_parent(
             run_name=parent_run_name(
@@ -226,16 +230,21 @@ def _refuse_a_bad_job(config: DictConfig) -> None:
     """A grid sweep whose jobs' values are refused is refused whole, before its first job runs
     (`checks`): one message and exit status 1, as for a single run. (What a callback raises
     Hydra turns into a warning; an exit it lets through.)"""
-    from framework import run_dirs
-
     from .checks import check_jobs
 
     try:
         check_jobs(config)
     except ConfigError as e:
-        run_dirs.forget_claimed()
-        refuse(str(e))
-        sys.exit(1)
+        _refuse(str(e))
+
+
+def _refuse(message: str) -> NoReturn:
+    """Refuse the sweep before its first job: one message, exit status 1, its folder gone."""
+    from framework import run_dirs
+
+    run_dirs.forget_claimed()
+    refuse(message)
+    sys.exit(1)
 
 
 def common_params(cfg: DictConfig, swept: Mapping[str, str]) -> dict[str, str]:

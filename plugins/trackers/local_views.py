@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from .store_checks import limit_http_waits, server_unreachable
 from .store_template import cache_dir
 
 SQLITE = "sqlite:///"
@@ -39,6 +40,16 @@ def tracking(overrides: list[str]) -> tuple[str, str]:
     uri = OmegaConf.select(cfg, "tracking.uri", default=None)
     if uri is None:
         raise ValueError("tracking is off in this config (tracking=none): give tracking=mlflow")
+    # A server gone is said at once, as a run says it, not after MLflow's minutes of retries.
+    limit_http_waits(int(cfg.tracking.http_timeout_s), int(cfg.tracking.http_retries))
+    timeout_s = float(cfg.tracking.check_timeout_s)
+    reason = server_unreachable(str(uri), timeout_s=timeout_s)
+    if reason is not None:
+        raise ValueError(
+            f"The MLflow tracking server tracking.uri={uri} does not answer ({reason}) within "
+            f"{timeout_s:g} s: start it, or give one that runs (the local store: "
+            "tracking.uri=sqlite:///mlflow.db)"
+        )
     return absolute_uri(str(uri)), str(OmegaConf.select(cfg, "tracking.experiment", default="framework"))
 
 

@@ -3,7 +3,6 @@
 # Optional[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
 import dataclasses
 import logging
-import os
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -19,7 +18,14 @@ from framework.values import bounds
 from . import local_views, run_names
 from .journal import FOLDER, sync_notice
 from .local_views import absolute_uri
-from .store_checks import TrackingUnavailable, check_reachable, check_writable, first_reason, store_name
+from .store_checks import (
+    TrackingUnavailable,
+    check_reachable,
+    check_writable,
+    first_reason,
+    limit_http_waits,
+    store_name,
+)
 from .tracking_process import TrackingError, TrackingProcess
 
 log = logging.getLogger("framework.tracking")
@@ -66,10 +72,7 @@ class MlflowTracker:
         self.uri = absolute_uri(cfg.uri)
         check_reachable(self.uri, timeout_s=cfg.check_timeout_s)
         check_writable(self.uri, cfg.experiment)
-        # MLflow's own defaults (7 retries, 120 s timeouts) stall a run for minutes on a dead server.
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(cfg.http_timeout_s))
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(cfg.http_retries))
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+        limit_http_waits(cfg.http_timeout_s, cfg.http_retries)
         self._process = TrackingProcess(
             "framework_plugins.trackers.mlflow_session:MlflowSession",
             self.uri,

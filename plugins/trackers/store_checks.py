@@ -76,6 +76,14 @@ def server_unreachable(uri: str, *, timeout_s: float) -> str | None:
         return str(getattr(e, "reason", e))
 
 
+def limit_http_waits(timeout_s: int, retries: int) -> None:
+    """Bound MLflow's requests to a server, unless the environment sets them: its own defaults (7
+    retries, 120 s timeouts) stall a run or a command for minutes on a server gone."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(timeout_s))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(retries))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+
+
 def check_writable(uri: str, experiment: str) -> None:
     """Refuse a SQLite store that cannot be written: the store itself, its folder (SQLite writes its
     rollback journal beside the store), or the experiment's local artifact folder. The checks write

@@ -63,11 +63,21 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
         if run_id is not None:
             _warn_if_the_run_went_on(tracker, run_id, checkpoint, int(state["step"]))
     merged = _apply_resume_overrides(saved, cfg, overrides)
+    step, total = int(state["step"]), int(merged.total_steps)
+    if step > total:
+        raise ConfigError(
+            f"resume={target}: the run is at step {step}, past total_steps={total}: give total_steps "
+            f"above {step} to train it further"
+        )
+    if step == total:
+        log.warning(
+            "the run is at its total_steps=%d: it is evaluated and ends (raise total_steps to train)", total
+        )
     try:
         number = resumes(tracker.run_tags(run_id)) + 1 if run_id is not None else 1
     except LookupError:
         number = 1
-    return ResumePoint(run_id, checkpoint, merged, int(state["step"]), number)
+    return ResumePoint(run_id, checkpoint, merged, step, number)
 
 
 def local_checkpoint(run_id: str, run_dir: str | None) -> tuple[Path | None, str]:

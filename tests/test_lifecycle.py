@@ -81,6 +81,19 @@ def test_resume_from_a_run_directory(cli, tmp_path: Path) -> None:
     assert again.returncode == 0, again.output[-3000:]
     assert "FINISHED at step 2048" in again.output
     assert (tmp_path / "outputs/b/checkpoints/step_0000002048").is_dir()
+    # A budget the run has passed is refused before anything starts; its own says it trains no more.
+    past = cli(
+        f"resume={tmp_path / 'outputs/b'}", "total_steps=1024", "tracking=none", "hydra.run.dir=outputs/c"
+    )
+    assert past.returncode == 1 and "Traceback" not in past.output, past.output[-3000:]
+    assert " ".join(past.stderr.split()) == (
+        f"Error: resume={tmp_path / 'outputs/b'}: the run is at step 2048, past total_steps=1024: give "
+        "total_steps above 2048 to train it further"
+    )
+    assert not (tmp_path / "outputs/c").exists()
+    done = cli(f"resume={tmp_path / 'outputs/b'}", "tracking=none", "hydra.run.dir=outputs/d")
+    assert done.returncode == 0 and "FINISHED at step 2048 of 2048" in done.output, done.output[-3000:]
+    assert "the run is at its total_steps=2048: it is evaluated and ends" in " ".join(done.output.split())
 
 
 def test_resume_refuses_to_change_the_env(cli, tmp_path: Path) -> None:

@@ -78,11 +78,14 @@ def end_safely(
 ) -> None:
     """End the run KILLED or FAILED (`tags`: an Optuna trial's, say); a failing tracker hides no error."""
     end_time = time.time()
+    tags = dict(tags or {})
     try:
         if trace:
             if wrote_trace:
                 tracker.log_artifact(run_dir / "traceback.txt")
-            tracker.set_tags({**(tags or {}), "framework.error": trace.strip().splitlines()[-1][:5000]})
+            tags["framework.error"] = trace.strip().splitlines()[-1][:5000]
+        if tags:
+            tracker.set_tags(tags)
         log_artifacts(tracker, run_dir, saved)
     except OSError as e:  # a full disk, say: said in one line
         log.warning("could not log the artifacts of a %s run: %s", status, e)

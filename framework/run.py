@@ -192,7 +192,9 @@ def _execute(
         forget_caught_interrupt()  # the status is EXIT_KILLED, whatever code the interrupt landed in
         try:
             saved = endings.last_checkpoint(ctx, agent)
-            endings.end_safely(tracker, run_dir, saved, "KILLED")
+            # A trial stopped before its end is one its sweeper's study records as failed.
+            tags = ctx.trial.tags("FAIL") if ctx.trial is not None else {}
+            endings.end_safely(tracker, run_dir, saved, "KILLED", tags=tags)
             ctx.close()
             extra = endings.resume_rows(run_dir, saved, tracker, run_id)
             text = summary.text("KILLED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, extra=extra)

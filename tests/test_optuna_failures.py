@@ -97,3 +97,38 @@ def test_a_sweep_killed_outright_leaves_no_trial_running_once_its_study_is_resum
     assert "1 trial(s) a stopped sweep left RUNNING are FAIL now" in r.output
     trials = optuna.load_study(study_name="killed", storage=storage).get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]
+
+
+@pytest.mark.slow
+def test_a_trial_stopped_by_sigterm_ends_killed_tagged_as_the_study_records_it(
+    cli: Any, tmp_path: Path
+) -> None:
+    """SIGTERM (a scheduler's) in the middle of a trial: its run ends KILLED with a checkpoint, and
+    carries the trial's tags as every child does: its number, and FAIL, the state its study gives it."""
+    import signal
+
+    from mlflow.tracking import MlflowClient
+
+    from tests.conftest import start_cli
+
+    sweep = ["-m", "progress=log", "hydra/sweeper=optuna", "hydra.sweeper.study_name=stopped", *SPACE]
+    p = start_cli(*sweep, "total_steps=1000000", "eval.every_steps=500", cwd=tmp_path)
+    assert p.stdout is not None
+    for line in p.stdout:  # the trial is training: its first evaluation is logged
+        if "| eval/" in line:
+            break
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 130, out[-3000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
+    (child,) = [run for run in runs if "mlflow.parentRunId" in run.data.tags]
+    assert child.info.status == "KILLED"
+    assert (child.data.tags["framework.trial_state"], child.data.tags["framework.trial_number"]) == (
+        "FAIL",
+        "0",
+    )
+    trials = optuna.load_study(
+        study_name="stopped", storage=f"sqlite:///{tmp_path / 'optuna.db'}"
+    ).get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL]

@@ -165,6 +165,21 @@ def test_the_note_names_the_heat_maps_when_there_are_some() -> None:
     assert "eat map" not in sweep_summary.note(runs, top, OBJECTIVE, "max", links)
 
 
+def test_the_note_names_only_the_plots_that_were_drawn() -> None:
+    runs = children()
+    top = sweep_summary.best(runs, "max")
+    links = {c.run_id: f"#/runs/{c.run_id}" for c in runs}
+    table = ["sweep_summary.html", "sweep_summary.csv"]
+    drawn = sweep_summary.note(runs, top, OBJECTIVE, "max", links, files=[*table, "objective.png"])
+    assert "the objective across them: objective.png" in drawn
+    assert "objective.png" not in sweep_summary.note(runs, top, OBJECTIVE, "max", links, files=table)
+    study = {"study_name": "s", "states": {"COMPLETE": 1}, "storage": "optuna.db"}
+    one = sweep_summary.note(runs, top, OBJECTIVE, "max", links, study={**study, "plots": ["slice"]})
+    assert "its plots (slice) are under optuna/" in one and "param_importances" not in one
+    none = sweep_summary.note(runs, top, OBJECTIVE, "max", links, study=study)
+    assert "too few trials finished for its plots" in none and "optuna/plots.html" not in none
+
+
 def test_the_parent_run_holds_the_heat_maps_and_the_wider_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -182,7 +182,15 @@ class SweepParents:
                 self.client.log_artifact(parent_id, str(path))
         top = found.top
         said = sweep_summary.note(
-            children, top, objective, mode, links, [p.name for p in found.heatmaps], study, found.configs
+            children,
+            top,
+            objective,
+            mode,
+            links,
+            [p.name for p in found.heatmaps],
+            study,
+            found.configs,
+            files=[p.name for p in found.files],
         )
         tags = {"mlflow.note.content": said}
         if study and "best_params" in study:
@@ -214,7 +222,9 @@ class SweepParents:
             found = json.loads((folder / "study.json").read_text())
         except (OSError, ValueError):
             return None
-        return found if isinstance(found, dict) else None
+        if not isinstance(found, dict):
+            return None
+        return {**found, "plots": sorted(p.stem for p in folder.glob("*.png"))}
 
     def _wait_for_children(self, parent_id: str) -> None:
         """Until the children's own trackers have ended them (their jobs went with the sweep's

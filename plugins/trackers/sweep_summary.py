@@ -319,9 +319,11 @@ def note(
     heatmaps: Sequence[str] = (),
     study: Mapping[str, Any] | None = None,
     configs: Sequence[seed_summary.Configuration] = (),
+    files: Sequence[str] = (),
 ) -> str:
     """The parent run's description (markdown): the best child, linked, the count by status, the
-    configurations over seeds (if they repeat), and the artifacts to look at."""
+    configurations over seeds (if they repeat), and the artifacts to look at: `files`, the
+    summary's own; `study["plots"]`, those its sweeper drew."""
     counts: dict[str, int] = {}
     for c in children:
         counts[c.outcome] = counts.get(c.outcome, 0) + 1
@@ -331,14 +333,15 @@ def note(
         lines.append(f"Best: [{top.name}]({links[top.run_id]}) with {objective} = {top.objective:.6g}.")
     if study is not None:
         states = ", ".join(f"{n} {s}" for s, n in sorted(study.get("states", {}).items()))
-        lines.append(
-            f"Optuna study `{study.get('study_name')}` ({states}) in {study.get('storage')}: its plots "
-            "(optimization_history, param_importances, parallel_coordinate, slice) are under optuna/, "
-            "all of them in optuna/plots.html."
+        plots = list(study.get("plots") or ())
+        drawn = (
+            f": its plots ({', '.join(plots)}) are under optuna/, all of them in optuna/plots.html"
+            if plots
+            else ": too few trials finished for its plots"
         )
-        lines.append(f"Every child: artifacts {TABLE_HTML} and {TABLE_CSV}.")
-    else:
-        lines.append(f"Every child: artifacts {TABLE_HTML} and {TABLE_CSV}; the objective: {PLOT_PNG}.")
+        lines.append(f"Optuna study `{study.get('study_name')}` ({states}) in {study.get('storage')}{drawn}.")
+    table = f"The children in a table: artifacts {TABLE_HTML} and {TABLE_CSV}"
+    lines.append(table + (f"; the objective across them: {PLOT_PNG}." if PLOT_PNG in files else "."))
     if heatmaps:
         lines.append(f"Heat maps over the two swept settings: {', '.join(heatmaps)}.")
     if configs:

@@ -43,6 +43,12 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
                 f"resume={target!r}: no checkpoint in that directory (a run directory holds "
                 f"checkpoints/latest; give the run directory or one of its checkpoints/step_* folders)"
             )
+    elif "/" in target or target.startswith("."):  # a path (a run id has neither)
+        what = "is not a directory" if Path(target).exists() else "does not exist"
+        raise ConfigError(
+            f"resume={target}: {Path(target).absolute()} {what}; give a run directory (its `run dir` "
+            "line) or a tracked run's id"
+        )
     else:
         try:
             tags = tracker.run_tags(target)

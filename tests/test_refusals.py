@@ -89,6 +89,13 @@ def test_resume_of_nothing_in_a_fresh_directory_creates_no_store(cli, tmp_path: 
     r = cli("resume=doesnotexist")
     assert_refused(r, "resume='doesnotexist' is neither a run directory nor a tracked run")
     assert not (tmp_path / "mlflow.db").exists()
+    # A path is not looked up as a run id: what is wrong with it is said.
+    assert_refused(
+        cli("resume=outputs/nope"), f"resume=outputs/nope: {tmp_path / 'outputs/nope'} does not exist"
+    )
+    (tmp_path / "latest").write_text("step_0000000100")
+    assert_refused(cli("resume=./latest"), f"resume=./latest: {tmp_path / 'latest'} is not a directory")
+    assert not (tmp_path / "mlflow.db").exists()
 
 
 def test_a_tracking_server_that_does_not_answer_is_refused_within_ten_seconds(cli, tmp_path: Path) -> None:

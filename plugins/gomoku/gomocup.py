@@ -109,7 +109,7 @@ class GomocupBrain:
             if not line:
                 continue
             if len(line) > MAX_LINE:
-                too_long = f"a line of {len(line)} characters (at most {MAX_LINE})"
+                too_long = f"a line over {MAX_LINE} characters long"  # read no further than that
                 if self._board is None:
                     self._say(f"ERROR {too_long}")
                 elif self._board.refused is None:  # the BOARD it is part of is answered at DONE

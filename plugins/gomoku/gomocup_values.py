@@ -63,6 +63,8 @@ def whole_number(text: str, what: str, form: str, *, signed: bool = False) -> in
     text = text.strip(" \t")
     digits = text[1:] if signed and text.startswith("-") else text
     if not (digits.isascii() and digits.isdigit()):
+        if digits.startswith("-") and digits[1:].isascii() and digits[1:].isdigit():
+            raise ProtocolError(f"{what} {quoted(text)} is below 0: {form}")
         raise ProtocolError(f"{what} {quoted(text)} is not a whole number in the digits 0-9: {form}")
     if len(digits.lstrip("0")) > MAX_DIGITS:
         raise ProtocolError(f"{what} {quoted(text)} is out of range: {form}")

@@ -108,6 +108,7 @@ def test_turn_on_a_taken_or_off_board_cell_is_an_error_and_changes_nothing() -> 
     assert "off the 9x9 board" in session.send("TURN 9,0")[0]
     assert "expected x,y" in session.send("TURN 3")[0]
     assert "is not a whole number in the digits 0-9" in session.send("TURN a,b")[0]
+    assert session.send("INFO timeout_turn -5")[0].startswith("ERROR INFO timeout_turn '-5' is below 0")
     assert session.brain.state.moves == before  # type: ignore[union-attr]
 
 
@@ -267,7 +268,7 @@ def test_takeback_of_any_stone_but_the_last_is_refused_and_changes_nothing() -> 
 def test_a_line_over_the_limit_is_an_error_and_the_brain_goes_on() -> None:
     session = Session(GAME)
     (answer,) = session.send("X" * 5000)
-    assert answer.startswith("ERROR a line of 5000 characters")
+    assert answer == "ERROR a line over 4096 characters long"
     assert session.send("START 9") == ["OK"]
 
 

@@ -244,6 +244,8 @@ async def play_to_the_end_and_step_back(server: PlayServer, profile: Path) -> No
             assert await page.evaluate(PAGE_BOARD) == board_after(final["moves"][:2], size)
             assert "Reviewing: the board after move 2 of" in await page.evaluate(STATUS)
             assert await page.evaluate("document.getElementById('banner').hidden")
+            note = await page.evaluate("document.getElementById('review-note').textContent")
+            assert note.startswith("The game is over: “Back to the game” shows how it ended"), note
             assert await page.evaluate(PAGE_VISITS) == final["analyses"][0]["visits"]
             await page.send("Input.dispatchKeyEvent", type="keyDown", key="ArrowLeft", code="ArrowLeft")
             assert await page.evaluate(PAGE_BOARD) == board_after(final["moves"][:1], size)

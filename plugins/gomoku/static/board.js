@@ -223,5 +223,7 @@ function drawMoves(game, s) {
   });
   if (s.live) list.scrollTop = list.scrollHeight;
   $("review-note").hidden = s.live;
-  $("review-note").textContent = s.live ? "" : "The game goes on where you left it: “Back to the game”.";
+  const back = game.result ? "The game is over: “Back to the game” shows how it ended."
+    : "The game goes on where you left it: “Back to the game”.";
+  $("review-note").textContent = s.live ? "" : back;
 }

@@ -49,7 +49,8 @@ class Gomoku:
             raise ValueError(f"board_size={self.board_size} is out of range; a board is 3 to 32 cells wide")
         if not 3 <= self.n_in_row <= self.board_size:
             raise ValueError(
-                f"n_in_row={self.n_in_row} does not fit: it must be from 3 to board_size ({self.board_size})"
+                f"n_in_row={self.n_in_row} does not fit on a {self.board_size}x{self.board_size} board "
+                f"(board_size={self.board_size}): it must be from 3 to board_size"
             )
 
     @property

@@ -115,6 +115,14 @@ def test_a_game_ends_with_the_winner_when_a_move_completes_five(
         assert state.done and state.outcome == WIN and state.winner == winner
 
 
+def test_a_row_longer_than_the_board_is_refused_naming_both_values() -> None:
+    with pytest.raises(ValueError) as refused:
+        Gomoku(board_size=3, n_in_row=5)
+    assert str(refused.value) == (
+        "n_in_row=5 does not fit on a 3x3 board (board_size=3): it must be from 3 to board_size"
+    )
+
+
 def test_freestyle_six_in_a_row_wins() -> None:
     game = Gomoku(9, 5, "freestyle")
     row = xy(game, (0, 4), (1, 4), (2, 4), (4, 4), (5, 4))

@@ -221,6 +221,26 @@ def test_removing_a_session_directory_leaves_other_sessions_and_their_latest_lin
     assert not (tmp_path / "session_latest").is_symlink() and list(tmp_path.iterdir()) == []
 
 
+def test_a_session_directory_written_into_as_it_is_removed_is_removed_all_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = tmp_path / "session_2026_1"
+    (session / "logs").mkdir(parents=True)
+    removals: list[str] = []
+    rmtree = ray_reaper.shutil.rmtree
+
+    def racing(path: str, ignore_errors: bool = False) -> None:
+        rmtree(path, ignore_errors=ignore_errors)
+        if not removals:  # a Ray process on its way out writes its last file as the folder goes
+            Path(path).mkdir()
+            (Path(path) / "raylet.out").write_text("exiting")
+        removals.append(str(path))
+
+    monkeypatch.setattr(ray_reaper.shutil, "rmtree", racing)
+    ray_reaper.remove_session(str(session))
+    assert not session.exists() and len(removals) == 2
+
+
 def test_a_process_that_exits_at_once_has_its_ray_ended_by_the_reaper_without_the_grace_period() -> None:
     owner = textwrap.dedent(
         """

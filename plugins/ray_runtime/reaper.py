@@ -78,6 +78,10 @@ def note_session(process: subprocess.Popen[bytes] | None, session_dir: str | Non
         return
 
 
+#: How long removing a session directory tries again while something still writes into it.
+REMOVE_S = 3.0
+
+
 def remove_session(session_dir: str | None) -> None:
     """Remove a Ray session directory (`<ray temp>/session_*`), and `session_latest` where it
     points there; anything else is left alone."""
@@ -89,7 +93,12 @@ def remove_session(session_dir: str | None) -> None:
     latest = path.parent / "session_latest"
     if latest.is_symlink() and os.path.realpath(latest) == os.path.realpath(path):
         latest.unlink(missing_ok=True)
+    # A Ray process still on its way out may write into it (a socket, a last log) while it goes.
+    deadline = time.monotonic() + REMOVE_S
     shutil.rmtree(path, ignore_errors=True)
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def session_dirs(pids: Iterable[int]) -> set[str]:

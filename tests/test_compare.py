@@ -91,7 +91,7 @@ def test_compare_folds_the_seeds_of_two_sweeps_and_a_single_run(tmp_path: Path, 
     assert ui._compared(uri, "framework") == "python -m framework compare framework"  # none written yet
     r = cli("compare", *parents, single, f"tracking.uri={uri}", "--out", str(out))
     assert r.returncode == 0, r.output
-    assert "Compared 7 runs in 3 configurations on eval/return_mean (max)." in r.stdout
+    assert "Compared 7 runs (7 FINISHED) in 3 configurations on eval/return_mean (max)." in r.stdout
     # The single run has no spread over seeds, so no interval: it stands out of the verdict.
     said = " ".join(r.stdout.split())
     assert (
@@ -122,6 +122,52 @@ def test_compare_folds_the_seeds_of_two_sweeps_and_a_single_run(tmp_path: Path, 
     }
     assert local_views.latest_page(uri, "framework") == (out / "compare.html").resolve()
     assert ui._compared(uri, "framework") == (out / "compare.html").resolve().as_uri()  # what `ui` names
+
+
+def test_a_seed_run_again_with_the_same_settings_counts_once_by_its_latest_run(tmp_path: Path, cli) -> None:
+    """A single run of seed 0, then a sweep over seeds 0-2 of the same settings: three seeds, not
+    four (seed 0 twice would narrow the interval with a copy); the earlier run shown, greyed, and a
+    killed run counted in the headline as what it is."""
+    uri, client, experiment = _store(tmp_path)
+    first = _run(client, experiment, {"agent.name": "dqn", "seed": "0"}, [50.0])
+    parent = client.create_run(experiment, run_name="sweep").info.run_id
+    for seed, score in ((0, 40.0), (1, 20.0), (2, 30.0)):
+        _run(client, experiment, {"agent.name": "dqn", "seed": str(seed)}, [score], parent)
+    killed = _run(client, experiment, {"agent.name": "dqn", "seed": "3"}, [90.0])
+    client.set_terminated(killed, "KILLED")
+    out = tmp_path / "cmp"
+    r = cli("compare", first, parent, killed, f"tracking.uri={uri}", "--out", str(out))
+    assert r.returncode == 0, r.output
+    said = " ".join(r.stdout.split())
+    assert "Compared 5 runs (3 FINISHED, 1 KILLED, 1 REPEATED) in 1 configuration" in said, r.stdout
+    assert "3 seeds: IQM of eval/return_mean 30," in said  # 40, 20, 30: not 50 nor 90
+    assert (
+        "1 run was run again later with the same settings and seed (agent.name=dqn seed=0): each seed "
+        "counts once, by its latest run." in said
+    )
+    rows = list(csv.DictReader((out / "compare.csv").open(encoding="utf-8")))
+    (config,) = [row for row in rows if row["row"] == "configuration"]
+    assert (config["n"], config["iqm"]) == ("3", "30")
+    status = {row["run_id"]: row["status"] for row in rows if row["row"] == "run"}
+    assert (status[first], status[killed]) == ("REPEATED", "KILLED")
+    assert list(status.values()).count("FINISHED") == 3
+    page = (out / "compare.html").read_text(encoding="utf-8")
+    assert (
+        "Runs that did not finish, or that a later run repeats (its settings, its seed), are greyed" in page
+    )
+
+
+def test_a_schedules_setting_is_labelled_with_its_schedule() -> None:
+    """`end=0.05` alone would not say whose end: a schedule's keys keep their schedule's name."""
+    from plugins.trackers.seed_summary import short_labels
+
+    keys = ["agent.exploration.end", "agent.lr", "agent.hyperparams.n_steps", "env.steps"]
+    assert short_labels(keys) == {
+        "agent.exploration.end": "exploration.end",
+        "agent.lr": "lr",
+        "agent.hyperparams.n_steps": "n_steps",
+        "env.steps": "steps",
+    }
 
 
 def test_compare_says_what_it_cannot_compare(tmp_path: Path, cli) -> None:

@@ -6,6 +6,7 @@ a page, a CSV and the plots over seeds."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import re
 import time
@@ -19,7 +20,7 @@ from framework.commands import Parser
 from . import local_views, report, seed_summary, summary_page
 from .run_names import NOT_CONFIG
 from .seed_summary import SEED
-from .sweep_child import child_from_run
+from .sweep_child import Child, child_from_run
 from .sweep_parents import history, run_fragment
 from .sweep_summary import TABLE_CSV, TABLE_HTML
 
@@ -77,7 +78,7 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     labels = seed_summary.short_labels(keys)
     runs = sorted(runs, key=lambda r: r.info.start_time or 0)
     columns = [*keys, SEED]  # the seed shown beside the settings, never one of them
-    children = [child_from_run(run, columns, metric) for run in runs]
+    children = counted_once([child_from_run(run, columns, metric) for run in runs], columns)
     if not any(c.finished and c.objective is not None for c in children):
         raise LookupError(f"none of the {len(runs)} runs finished with a value of {metric}")
     folder = args.out or Path("outputs") / "compare" / time.strftime("%Y-%m-%d_%H-%M-%S")
@@ -115,13 +116,43 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     configs = found.configs or seed_summary.configurations(
         children, keys, mode, labels=labels, most_settings=LABEL_SETTINGS, leading=FIRST
     )
-    runs_said = f"{len(children)} run{'' if len(children) == 1 else 's'}"
+    counts: dict[str, int] = {}
+    for c in children:
+        counts[c.outcome] = counts.get(c.outcome, 0) + 1
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    runs_said = f"{len(children)} run{'' if len(children) == 1 else 's'} ({statuses})"
     configs_said = f"{len(configs)} configuration{'' if len(configs) == 1 else 's'}"
     print(f"Compared {runs_said} in {configs_said} on {metric} ({mode}).")
-    print("\n".join(wrap(seed_summary.verdict(configs, metric), WIDTH, first="  ", indent="    ")))
+    said = [seed_summary.verdict(configs, metric)]
+    repeated = [c.name for c in children if c.repeated]
+    if repeated:
+        named = ", ".join(repeated[:3]) + (", …" if len(repeated) > 3 else "")
+        said.append(
+            f"{len(repeated)} run{' was' if len(repeated) == 1 else 's were'} run again later with the "
+            f"same settings and seed ({named}): each seed counts once, by its latest run."
+        )
+    for sentence in said:
+        print("\n".join(wrap(sentence, WIDTH, first="  ", indent="    ")))
     print(f"  page     {page.resolve()}")
     print(f"  table    {table.resolve()}")
     return 0
+
+
+def counted_once(children: Sequence[Child], columns: Sequence[str]) -> list[Child]:
+    """`children` (oldest first), each finished one that a later one repeats (the same settings and
+    seed: a command run twice, a single run and a sweep's job) marked repeated: a seed is one sample."""
+    latest: dict[tuple[str, ...], str] = {}
+    for c in children:
+        if c.finished and c.objective is not None:
+            latest[tuple(c.params.get(k, "") for k in columns)] = c.run_id
+    return [
+        dataclasses.replace(c, repeated=True)
+        if c.finished
+        and c.objective is not None
+        and latest[tuple(c.params.get(k, "") for k in columns)] != c.run_id
+        else c
+        for c in children
+    ]
 
 
 def _runs(client: Any, targets: Sequence[str]) -> list[Any]:

@@ -53,12 +53,17 @@ class Configuration:
         return [float(c.objective or 0.0) for c in self.runs]
 
 
+#: The keys of a schedule's mapping (framework.schedules): alone, `end=0.05` would not say whose.
+SCHEDULE_KEYS = frozenset({"kind", "value", "start", "end", "steps", "fraction", "endpoints", "outside_value"})
+
+
 def short_labels(keys: Sequence[str]) -> dict[str, str]:
-    """Each key's last part (`learning_rate`), or more of it where two keys share their last part."""
+    """Each key's last part (`learning_rate`), or more of it where two keys share their last part or
+    it is a schedule's (`exploration.end`)."""
     labels: dict[str, str] = {}
     for key in keys:
         parts = key.split(".")
-        depth = 1
+        depth = 2 if len(parts) > 2 and parts[-1] in SCHEDULE_KEYS else 1
         while depth < len(parts) and any(
             other != key and other.split(".")[-depth:] == parts[-depth:] for other in keys
         ):

@@ -26,16 +26,20 @@ class Child:
     """Its last value of each metric of `objective.also` (None: never logged)."""
     trial_state: str = ""
     """Its Optuna trial's state (COMPLETE, PRUNED, FAIL) in a hydra/sweeper=optuna sweep; else ''."""
+    repeated: bool = False
+    """Whether a later run has its settings and seed (in `compare`): shown, but not counted twice."""
 
     @property
     def outcome(self) -> str:
-        """Its status, PRUNED for a trial its pruner stopped (a KILLED run)."""
+        """Its status, PRUNED for a trial its pruner stopped (a KILLED run), REPEATED (see `repeated`)."""
+        if self.repeated:
+            return "REPEATED"
         return "PRUNED" if self.trial_state == "PRUNED" else self.status
 
     @property
     def finished(self) -> bool:
-        """Whether it ran its whole budget: only these are plotted and compared."""
-        return self.status == "FINISHED"
+        """Whether it ran its whole budget and counts: only these are plotted and compared."""
+        return self.status == "FINISHED" and not self.repeated
 
 
 def child_from_run(run: Any, swept_keys: Sequence[str], objective: str, also: Sequence[str] = ()) -> Child:

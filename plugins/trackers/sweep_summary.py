@@ -92,7 +92,7 @@ def write_table(
             c.run_id,
             *(c.params[k] for k in swept_keys),
             *(_cell(value(c, m, objective)) for m in metrics),
-            c.status,
+            "REPEATED" if c.repeated else c.status,
             *([c.trial_state] if trials else []),
             "" if c.duration_s is None else f"{c.duration_s:.1f}",
         ]
@@ -151,8 +151,9 @@ def write_table(
     )
     sections = [
         f"<p>Objective <b>{html.escape(objective)}</b> ({mode}: {better} is better). "
-        f"{len(children)} runs ({statuses}). {found} Runs that did not finish are greyed and left out of "
-        "the plots.</p>",
+        f"{len(children)} runs ({statuses}). {found} Runs that did not finish"
+        f"{', or that a later run repeats (its settings, its seed),' if 'REPEATED' in counts else ''} are "
+        "greyed and left out of the statistics and plots.</p>",
         *([seed_summary.section(configs, objective, links or {}, address)] if configs else []),
         *(summary_page.image(p, p.stem) for p in images),
         "<h2>Runs</h2>" if configs or images else "",

@@ -14,6 +14,7 @@ from optuna.trial import TrialState
 from hydra_plugins.framework_optuna_sweeper import _study
 from tests.conftest import FAST
 from tests.test_optuna_sweeper import SPACE
+from tests.test_refusals import assert_no_run, assert_refused
 
 
 @pytest.mark.slow
@@ -132,3 +133,30 @@ def test_a_trial_stopped_by_sigterm_ends_killed_tagged_as_the_study_records_it(
         study_name="stopped", storage=f"sqlite:///{tmp_path / 'optuna.db'}"
     ).get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (  # the objective: every point refuses it, not only the one that draws batch_size=0
+            ("agent.batch_size=choice(0,16)", "objective.metric=eval/return_men"),
+            "a trial of the sweep (agent.batch_size=16): objective.metric='eval/return_men' is not a metric",
+        ),
+        (  # a key of the search space itself; an interval checked at its (log) middle
+            ("agent.lr=tag(log,interval(1e-4,1e-2))",),
+            "a trial of the sweep (agent.lr=0.001): Unknown config key agent.lr.",
+        ),
+        (("agent.batch_size=choice(0,-1)",), "a trial of the sweep (agent.batch_size=0): agent.batch_size=0"),
+    ],
+    ids=["objective", "key", "every-value"],
+)
+def test_a_sampled_sweep_refused_at_every_point_is_refused_before_its_study_starts(
+    cli: Any, tmp_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    """Not by its first trial (a FAIL trial in a study, the run's message and the sweep's): one
+    message before anything starts, as a grid sweep's. A value refused at some points only runs
+    (`test_failed_trials_end_the_sweep_only_past_max_failure_rate`)."""
+    r = cli("-m", *FAST, "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2", *args, timeout=120)
+    assert_refused(r, said)
+    assert_no_run(tmp_path)
+    assert not (tmp_path / "optuna.db").exists()

@@ -1,4 +1,5 @@
-"""A grid sweep's jobs, every one of them checked before the first runs.
+"""A grid sweep's jobs, every one of them checked before the first runs; a sampled sweep's (Optuna's),
+one job of its search space.
 
 Hydra composes a job's config as the job starts, so a value refused in the sweep's fourth job was
 refused after three whole runs. The sweep's start composes each job's config the way the launcher
@@ -10,6 +11,8 @@ run's, found as it starts.
 
 from __future__ import annotations
 
+import math
+
 from omegaconf import DictConfig, OmegaConf
 
 from framework import config
@@ -18,6 +21,8 @@ from framework.errors import ConfigError, hydra_message
 #: Jobs a sweep's start composes at most (some tens of milliseconds each); a grid past it is
 #: checked for its first ones, the rest by each job as it starts.
 MOST_JOBS = 1000
+#: Points of a sampled sweep's space checked at most, before its study starts.
+SAMPLED_JOBS = 4
 
 
 def check_jobs(sweep_config: DictConfig) -> None:
@@ -32,19 +37,73 @@ def check_jobs(sweep_config: DictConfig) -> None:
     jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
     if len(jobs) < 2 or not GlobalHydra.instance().is_initialized():
         return  # one job: it checks itself as it starts
-    loader = GlobalHydra.instance().config_loader()
     swept = {o.key_or_group for o in parsed if o.is_sweep_override()}
     for number, job in enumerate(jobs[:MOST_JOBS]):
+        _check_composed(sweep_config, job, swept, f"job {number} of the sweep")
+
+
+def check_a_sampled_job(sweep_config: DictConfig) -> None:
+    """Refuse a sampled sweep (ConfigError) whose jobs would be refused at any values of its swept
+    keys: a mistyped objective, fixed value or key, said before the study starts rather than by its
+    first trial. Jobs at the values of a few points of its space are checked (the i-th of each
+    choice or range, an interval's middle); a value refused only at some of them (`choice(0,16)`)
+    fails its trials, as `hydra.sweeper.max_failure_rate` allows."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import IntervalSweep
+    from hydra.errors import HydraException
+
+    params = OmegaConf.select(sweep_config, "hydra.sweeper.params")
+    lines = [str(o) for o in sweep_config.hydra.overrides.task]
+    lines += [f"{key}={value}" for key, value in (params or {}).items()]
+    try:
+        parsed = OverridesParser.create().parse_overrides(lines)
+    except HydraException:
+        return  # the sweeper says what is wrong with its syntax
+    if not GlobalHydra.instance().is_initialized():
+        return
+    fixed = [str(o.input_line) for o in parsed if not o.is_sweep_override()]
+    points: dict[str, list[str]] = {}
+    for override in (o for o in parsed if o.is_sweep_override()):
+        value = override.value()
+        if isinstance(value, IntervalSweep):
+            low, high = float(value.start or 0), float(value.end or 0)
+            middle = math.sqrt(low * high) if "log" in value.tags and low > 0 else (low + high) / 2
+            ints = isinstance(value.start, int) and isinstance(value.end, int)
+            points[override.get_key_element()] = [f"{round(middle) if ints else middle:g}"]
+        else:
+            points[override.get_key_element()] = list(override.sweep_string_iterator())[:SAMPLED_JOBS]
+    if not points:
+        return  # the sweeper says it has nothing to search
+    swept = {key.lstrip("+~") for key in points}
+    refused: list[tuple[ConfigError, list[str]]] = []
+    for i in range(max(len(values) for values in points.values())):
+        drawn = [f"{key}={values[i % len(values)]}" for key, values in points.items()]
         try:
-            check_job(loader.load_sweep_config(sweep_config, job))
-        except Exception as e:
-            # Hydra's own refusals (a swept option that is no config of its group, an unknown key)
-            # said as a single run's start says them.
-            said = str(e) if isinstance(e, ConfigError) else hydra_message(e)
-            if said is None:
-                raise
-            values = " ".join(o for o in job if o.split("=", 1)[0].lstrip("+~") in swept)
-            raise ConfigError(f"job {number} of the sweep ({values}): {said}") from None
+            _check_composed(sweep_config, fixed + drawn, swept, "a trial of the sweep")
+            return
+        except ConfigError as e:
+            refused.append((e, drawn))
+    # Said: a refusal of what every point shares (the objective), rather than of a drawn value.
+    raise next(
+        (e for e, drawn in refused if not any(d in str(e).partition("): ")[2] for d in drawn)), refused[0][0]
+    )
+
+
+def _check_composed(sweep_config: DictConfig, job: list[str], swept: set[str], which: str) -> None:
+    """The job of these overrides composed as its launcher will, and checked as its start will."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    try:
+        check_job(GlobalHydra.instance().config_loader().load_sweep_config(sweep_config, job))
+    except Exception as e:
+        # Hydra's own refusals (a swept option that is no config of its group, an unknown key)
+        # said as a single run's start says them.
+        said = str(e) if isinstance(e, ConfigError) else hydra_message(e)
+        if said is None:
+            raise
+        values = " ".join(o for o in job if o.split("=", 1)[0].lstrip("+~") in swept)
+        raise ConfigError(f"{which} ({values}): {said}") from None
 
 
 def check_job(job_config: DictConfig) -> None:

@@ -120,6 +120,7 @@ class SweepParentRun(Callback):
                 # No parent for a sweep that cannot start; the sweeper says why, in one message (what a
                 # callback raises, Hydra only turns into a warning).
                 return
+            _refuse_a_bad_job(config, sampled=True)
             study = sweeper.study()  # the study, and what it searches, name the parent
         else:
             _refuse_a_bad_job(config)
@@ -226,14 +227,17 @@ def _job_name(config: DictConfig) -> str | None:
         return None
 
 
-def _refuse_a_bad_job(config: DictConfig) -> None:
-    """A grid sweep whose jobs' values are refused is refused whole, before its first job runs
-    (`checks`): one message and exit status 1, as for a single run. (What a callback raises
-    Hydra turns into a warning; an exit it lets through.)"""
-    from .checks import check_jobs
+def _refuse_a_bad_job(config: DictConfig, sampled: bool = False) -> None:
+    """A grid sweep whose jobs' values are refused (a sampled one whose job is) is refused whole,
+    before its first job runs (`checks`): one message and exit status 1, as for a single run. (What
+    a callback raises Hydra turns into a warning; an exit it lets through.)"""
+    from .checks import check_a_sampled_job, check_jobs
 
     try:
-        check_jobs(config)
+        if sampled:
+            check_a_sampled_job(config)
+        else:
+            check_jobs(config)
     except ConfigError as e:
         _refuse(str(e))
 

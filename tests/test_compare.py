@@ -184,6 +184,10 @@ def test_compare_says_what_it_cannot_compare(tmp_path: Path, cli) -> None:
         and "--metric eval/return_men: no run logged it (did you mean eval/return_mean?)" in r.stderr
     )
     assert "Traceback" not in r.output
+    r = cli("compare", "tracking=none")  # a store's override, not a run's name
+    assert r.returncode == 1 and r.stderr.strip() == (
+        "Error: tracking is off in this config (tracking=none): give tracking=mlflow"
+    ), r.stderr
 
 
 def test_compare_and_ui_refuse_at_once_a_tracking_server_that_does_not_answer(cli) -> None:

@@ -54,9 +54,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--metric", help="the metric compared (default: the runs' objective.metric)")
     parser.add_argument("--mode", choices=("max", "min"), help="max: higher is better (default: the runs')")
     parser.add_argument("--out", type=Path, help="the folder written (default: outputs/compare/TIME)")
-    args = parser.parse_args([a for a in argv if not a.lstrip("+").startswith("tracking.")])
+    store = [a for a in argv if a.lstrip("+").startswith(("tracking.", "tracking="))]
+    args = parser.parse_args([a for a in argv if a not in store])
     try:
-        uri, experiment = _store([a for a in argv if a.lstrip("+").startswith("tracking.")])
+        uri, experiment = _store(store)
         return _compare(uri, experiment, args)
     except (LookupError, ValueError) as e:
         refuse(str(e))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, find_latest
 from framework.contracts import Tracker
 from framework.errors import ConfigError
 from framework.provenance import resumes, run_dir_of
+from framework.run_dirs import RunDirLock, refuse_if_held
 
 log = logging.getLogger("framework")
 
@@ -30,6 +33,18 @@ class ResumePoint:
     step: int
     number: int = 1
     """Which resume of its tracked run this is (1: the first)."""
+    source: Path | None = None
+    """The run directory it goes on from (None: a checkpoint rebuilt from the tracked run's artifacts)."""
+
+    def hold_source(self) -> AbstractContextManager[object]:
+        """Hold the directory the run goes on from while it runs (its lock): a run goes on in one
+        process at a time, so the run still writing there, or another resume of it, refuses this one."""
+        if self.source is None:
+            return contextlib.nullcontext()
+        try:
+            return RunDirLock(self.source, _in_use)
+        except PermissionError:  # a directory this user cannot write: no run of theirs goes on in it
+            return contextlib.nullcontext()
 
 
 def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_dir: Path) -> ResumePoint:
@@ -56,10 +71,15 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
             raise ConfigError(
                 f"resume={target!r} is neither a run directory nor a tracked run: {e}"
             ) from None
-        run_id = target
-        checkpoint, why_not = local_checkpoint(run_id, run_dir_of(tags))
+        run_id, went_on_in = target, run_dir_of(tags)
+        if went_on_in and Path(went_on_in).is_dir():
+            refuse_if_held(Path(went_on_in), _in_use)
+        checkpoint, why_not = local_checkpoint(run_id, went_on_in)
         if checkpoint is None:
             checkpoint = download_checkpoint(tracker, run_id, run_dir / RESUMED_DIR, why_not)
+    source = None if checkpoint.is_relative_to(run_dir) else _dir_of(checkpoint)
+    if source is not None:
+        refuse_if_held(source, _in_use)  # before its checkpoint, which that run may be writing
     state = read_state(checkpoint)
     saved = OmegaConf.load(checkpoint / CONFIG_FILE)
     assert isinstance(saved, DictConfig)
@@ -83,7 +103,20 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
         number = resumes(tracker.run_tags(run_id)) + 1 if run_id is not None else 1
     except LookupError:
         number = 1
-    return ResumePoint(run_id, checkpoint, merged, step, number)
+    return ResumePoint(run_id, checkpoint, merged, step, number, source)
+
+
+def _in_use(source: Path, holder: str) -> ConfigError:
+    return ConfigError(
+        f"The run this command resumes goes on from {source.resolve()}, which a live run holds{holder}: "
+        "the run itself, or another resume of it. A run goes on in one process at a time: let that one "
+        "end (or stop it), then resume"
+    )
+
+
+def _dir_of(checkpoint: Path) -> Path:
+    """The run directory a checkpoint folder is in (`checkpoints/step_N`), else the folder itself."""
+    return checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint
 
 
 def local_checkpoint(run_id: str, run_dir: str | None) -> tuple[Path | None, str]:
@@ -104,8 +137,7 @@ def _warn_if_the_run_went_on(tracker: Tracker, run_id: str, checkpoint: Path, st
         latest_dir = run_dir_of(tracker.run_tags(run_id))
     except LookupError:
         return
-    this_dir = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint
-    if latest_dir and Path(latest_dir).resolve() != this_dir.resolve():
+    if latest_dir and Path(latest_dir).resolve() != _dir_of(checkpoint).resolve():
         log.warning(
             "run %s went on in %s after this checkpoint (step %d): continuing from here, its metrics "
             "from later steps are followed by these; resume=%s continues from its latest instead",

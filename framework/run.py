@@ -6,6 +6,7 @@ KILLED or FAILED with a last checkpoint, and its last lines say where its result
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -80,11 +81,9 @@ def run(
     with sigterm_as_interrupt(stop):
         try:
             plan = _prepare(cfg, tracker, overrides, run_dir)
-            lock = RunDirLock(run_dir)  # a run directory is its run's alone, for as long as it runs
-            try:
+            # A run directory is its run's alone, for as long as it runs; a resumed run's first one too.
+            with plan.resume.hold_source() if plan.resume else contextlib.nullcontext(), RunDirLock(run_dir):
                 return _execute(plan, tracker, run_dir, overrides, parent_run_id, run_name, started_at, stop)
-            finally:
-                lock.release()
         finally:
             aborted = isinstance(sys.exc_info()[1], RunAborted | KeyboardInterrupt)
             if stop.is_set():  # stopped, and ended: another signal while it closes ends the process

@@ -9,6 +9,7 @@ import itertools
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,7 @@ def check_fresh(run_dir: Path) -> None:
     """Refuse a new run a directory holding an earlier run's checkpoints (this run would overwrite them)."""
     from framework.checkpoint import find_latest, read_state
 
-    _refuse_if_held(run_dir)  # a live run's: said as such, whether or not it checkpointed yet
+    refuse_if_held(run_dir)  # a live run's: said as such, whether or not it checkpointed yet
     checkpoint = find_latest(run_dir)
     if checkpoint is None:
         return
@@ -133,9 +134,10 @@ class RunDirInUse(ConfigError):
 
 
 class RunDirLock:
-    """An exclusive lock on a run directory for its run's life; the kernel drops it however the run ends."""
+    """An exclusive lock on a run directory for its run's life; the kernel drops it however the run ends.
+    `in_use(dir, holder)` is the refusal where a live run holds it (`holder`: ' (process PID)')."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, in_use: Callable[[Path, str], ConfigError] | None = None) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / LOCK_FILE
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -144,7 +146,7 @@ class RunDirLock:
         except BlockingIOError:
             holder = _read_holder(self._fd)
             os.close(self._fd)
-            raise _in_use(run_dir, holder) from None
+            raise (in_use or _in_use)(run_dir, holder) from None
         os.ftruncate(self._fd, 0)
         os.write(self._fd, str(os.getpid()).encode())
 
@@ -152,6 +154,12 @@ class RunDirLock:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    def __enter__(self) -> RunDirLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 def _in_use(run_dir: Path, holder: str) -> RunDirInUse:
@@ -161,8 +169,9 @@ def _in_use(run_dir: Path, holder: str) -> RunDirInUse:
     )
 
 
-def _refuse_if_held(run_dir: Path) -> None:
-    """RunDirInUse where a live run holds `run_dir`'s lock (nothing is taken or made)."""
+def refuse_if_held(run_dir: Path, in_use: Callable[[Path, str], ConfigError] | None = None) -> None:
+    """RunDirInUse (or `in_use`'s refusal, as RunDirLock's) where a live run holds `run_dir`'s lock
+    (nothing is taken or made)."""
     try:
         fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
@@ -170,7 +179,7 @@ def _refuse_if_held(run_dir: Path) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise _in_use(run_dir.resolve(), _read_holder(fd)) from None
+        raise (in_use or _in_use)(run_dir.resolve(), _read_holder(fd)) from None
     finally:
         os.close(fd)
 

@@ -108,6 +108,55 @@ def test_a_run_given_the_directory_of_a_live_run_is_refused_in_one_line(tmp_path
     assert len(client.search_runs([client.get_experiment_by_name("framework").experiment_id])) == 1
 
 
+def test_a_run_still_running_is_not_resumed_beside_itself(tmp_path: Path) -> None:
+    """resume= of a live run (its directory or its id) would train it twice into one tracked run: it
+    is refused before its checkpoint is read (which that run may be writing), nothing made."""
+    first = start_cli(
+        "total_steps=1000000", "eval.every_steps=0", "checkpoint.every_steps=200",
+        "agent.learning_starts=100", "progress=log", "hydra.run.dir=outputs/live", cwd=tmp_path,
+    )  # fmt: skip
+    live = (tmp_path / "outputs/live").resolve()
+    try:
+        deadline = time.monotonic() + 120
+        while not (live / "checkpoints/latest").is_file():
+            assert time.monotonic() < deadline and first.poll() is None, "no checkpoint within 120 s"
+            time.sleep(0.2)
+        client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+        (run,) = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
+        for target in ("outputs/live", run.info.run_id):
+            second = run_cli(f"resume={target}", "total_steps=2000000", cwd=tmp_path)
+            assert second.returncode == 1, second.stdout[-2000:]
+            assert " ".join(second.stderr.split()) == (
+                f"Error: The run this command resumes goes on from {live}, which a live run holds (process "
+                f"{first.pid}): the run itself, or another resume of it. A run goes on in one process at a "
+                "time: let that one end (or stop it), then resume"
+            ), second.stderr
+        assert first.poll() is None
+        assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["live"]  # no folder left
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=120)
+    assert first.returncode == 130
+
+
+def test_a_resume_holds_the_directory_it_goes_on_from_while_it_runs(tmp_path: Path) -> None:
+    """Two resumes of one run started together both find it free: the one that holds its directory
+    first goes on, the other is refused (then free again once the first has ended)."""
+    from framework.errors import ConfigError
+    from framework.resume import ResumePoint
+
+    source = tmp_path / "run"
+
+    def point() -> ResumePoint:
+        return ResumePoint(None, source / "checkpoints/step_1", None, 1, source=source)  # type: ignore[arg-type]
+
+    refused = pytest.raises(ConfigError, match=f"goes on from {source.resolve()}, which a live run holds")
+    with point().hold_source(), refused:
+        point().hold_source()
+    with point().hold_source():
+        pass
+
+
 def test_a_new_run_given_a_finished_runs_directory_is_refused_before_hydra_writes_there(
     tmp_path: Path,
 ) -> None:

@@ -2,7 +2,7 @@
 
 import sys
 
-from framework.columns import refuse
+from framework.columns import ReaderMayGo, refuse
 from framework.errors import ConfigError
 
 
@@ -10,6 +10,7 @@ def main() -> None:
     from framework.machine import short_openmp_spin
 
     short_openmp_spin()
+    sys.stdout, sys.stderr = ReaderMayGo(sys.stdout), ReaderMayGo(sys.stderr)
     from framework import commands
 
     argv = sys.argv[1:]

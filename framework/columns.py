@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
 import shutil
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 #: The widest line the CLI prints (a path or an address aside), whatever the terminal's width.
 WIDTH = 100
@@ -93,3 +95,31 @@ class LogFormatter(logging.Formatter):
             for paragraph in message.splitlines()
             for line in ([paragraph] if fits(paragraph) else wrap(paragraph, WIDTH, indent="  "))
         )
+
+
+class ReaderMayGo:
+    """A stream (stdout, stderr) whose reader may go (`| head`): once it has, what is written goes to
+    /dev/null, rather than a BrokenPipeError failing whatever printed (a log line, a finished run's end)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    def _gone(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)

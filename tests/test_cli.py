@@ -239,6 +239,27 @@ def test_the_last_lines_say_how_the_run_ended_and_where_its_results_are(cli, tmp
     assert "\n".join(tail) in (run_dir / "framework.log").read_text()
 
 
+def test_a_run_whose_reader_goes_runs_to_its_end_finished(tmp_path: Path) -> None:
+    """`python -m framework ... | head -1`: its output has nowhere to go after the first line, and the
+    run goes on and ends FINISHED, exit status 0, no "Logging error" nor BrokenPipeError."""
+    import subprocess
+
+    from mlflow.tracking import MlflowClient
+
+    from tests.conftest import FAST, start_cli
+
+    p = start_cli(*FAST, "progress=log", "log_every_s=0", cwd=tmp_path, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    assert p.stdout.readline()  # what `head -1` reads, before it goes
+    p.stdout.close()
+    errors = p.stderr.read()
+    assert p.wait(timeout=300) == 0, errors[-3000:]
+    assert "Logging error" not in errors and "BrokenPipe" not in errors, errors[-3000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
+    assert run.info.status == "FINISHED" and run.data.metrics["eval/return_mean"] > 0
+
+
 def test_progress_never_counts_past_the_budget_and_the_end_says_why(cli) -> None:
     r = cli(
         "agent=ppo", "env.n_envs=1", "agent.hyperparams.n_steps=128", "agent.hyperparams.batch_size=64",

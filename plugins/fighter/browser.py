@@ -36,6 +36,17 @@ CHROMIUM_FLAGS = (
     "--disable-features=WebRtcHideLocalIpsWithMdns",
 )
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
+NO_CHROMIUM = (
+    f"No Chromium found (looked for {', '.join(CHROMIUM_NAMES)}); install Debian's `chromium`, or use "
+    "env.headless=false to open the page in your own browser"
+)
+
+
+def find_chromium() -> str | None:
+    """The Chromium on PATH a headless page runs in (None: none is)."""
+    return next((p for p in map(shutil.which, CHROMIUM_NAMES) if p), None)
+
+
 #: Redraws per second of the game page in a headless browser, one every 5 s: nobody looks at it
 #: (it has no debugging port), and each redraw of a software-rendered page costs the steps it
 #: answers: on a 2-core machine, display rate cost a fifth of the steps/s, 2 a second a tenth.
@@ -92,12 +103,9 @@ class HeadlessChromium:
     def __init__(
         self, url: str, executable: str | None = None, fps: float = HEADLESS_FPS, *, pin: bool = True
     ) -> None:
-        found = executable or next((p for p in map(shutil.which, CHROMIUM_NAMES) if p), None)
+        found = executable or find_chromium()
         if found is None:
-            raise FileNotFoundError(
-                f"No Chromium found (looked for {', '.join(CHROMIUM_NAMES)}); install Debian's `chromium`, "
-                "or use env.headless=false to open the page in your own browser"
-            )
+            raise FileNotFoundError(NO_CHROMIUM)
         self._token = parse_qs(urlsplit(url).query).get("token", [""])[0]
         """The page's token, kept out of what is said of Chromium's log (it quotes the page's address)."""
         self.profile = Path(tempfile.mkdtemp(prefix="framework-chromium-"))

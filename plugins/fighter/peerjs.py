@@ -35,6 +35,10 @@ class PeerJSError(ConnectionError):
     """The PeerJS server is unreachable, refused our id or key, or sent a malformed message."""
 
 
+class PeerJSKeyRefused(PeerJSError):
+    """The PeerJS server does not take our key (its --key is another)."""
+
+
 @dataclass(frozen=True)
 class PeerJSServer:
     """Where a PeerJS server listens: `url` like http://127.0.0.1:9000/ (its --path), and its --key."""
@@ -122,7 +126,12 @@ class PeerJSSocket:
         if first is None or first["type"] != "OPEN":
             await self.close()
             why = "it closed the connection" if first is None else f"{first['type']} {first['payload']}"
-            raise PeerJSError(f"The PeerJS server {self.server.url} refused id {self.peer_id}: {why}")
+            key = first is not None and (
+                first["type"] == "INVALID-KEY" or "Invalid key" in str(first["payload"])
+            )
+            raise (PeerJSKeyRefused if key else PeerJSError)(
+                f"The PeerJS server {self.server.url} refused id {self.peer_id}: {why}"
+            )
         self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
 
     async def send(self, kind: str, dst: str, payload: dict[str, Any]) -> None:
@@ -253,3 +262,27 @@ async def offer(socket: PeerJSSocket, trainer_id: str, token: str, sdp: str, tim
         return await asyncio.wait_for(answered(), timeout)
     except asyncio.TimeoutError:
         raise PeerJSError(f"the trainer {trainer_id} did not answer within {timeout:.0f} s") from None
+
+
+def check_server(server: PeerJSServer, timeout: float) -> None:
+    """Register at `server` with an id of our own, and leave: a ConfigError naming the setting to
+    change where that does not work (no server there, another key), before a run starts."""
+    from framework.errors import ConfigError
+
+    async def probe() -> None:
+        socket = PeerJSSocket(server, new_peer_id("check"))
+        await socket.open(timeout)
+        await socket.close()
+
+    try:
+        asyncio.run(probe())
+    except PeerJSKeyRefused:
+        raise ConfigError(
+            f"env.peerjs_key={server.key!r} is not the key of the PeerJS server at {server.url} (it "
+            "refused it): give the server's --key"
+        ) from None
+    except PeerJSError as e:
+        raise ConfigError(
+            f"env.peerjs_url={server.url}: {e}. Start the PeerJS server there (`npx peer --port "
+            f"{urlparse(server.url).port} --key {server.key}`), or use env.signaling=builtin"
+        ) from None

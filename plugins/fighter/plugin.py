@@ -1,5 +1,8 @@
 """The `fighter` env plugin: config schema and env factory."""
 
+import errno
+import ipaddress
+import socket
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
@@ -8,12 +11,42 @@ import gymnasium as gym
 
 from framework.errors import ConfigError, check_choice
 
+from .browser import NO_CHROMIUM, find_chromium
 from .config import SIGNALING, TRANSPORTS, FighterConfig
 from .env import EPISODE_STATS, BestRoundReplay, FightingEnv
-from .peerjs import PeerJSServer
+from .peerjs import PeerJSServer, check_server
 from .rules import load_constants
 from .transports import InProcessTransport, Transport, WebRTCTransport
 from .vector import FighterVectorEnv
+
+#: Longest wait for the PeerJS server's answer when a run checks it before it starts.
+PEERJS_CHECK_S = 10.0
+
+
+def _check_address(host: str, port: int) -> None:
+    """A ConfigError where the page cannot be served at `host`:`port` (not an address of this machine's,
+    a port taken; port 0 is any free one)."""
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    except ValueError:
+        raise ConfigError(
+            f"env.host={host!r} is not an IP address: give one of this machine's (127.0.0.1, the "
+            "default, or 0.0.0.0 for all of them)"
+        ) from None
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the page's server binds
+            probe.bind((host, port))
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"env.port={port}: {host}:{port} is in use (another run's?): give another port, or "
+                "env.port=0 for any free one"
+            ) from None
+        raise ConfigError(
+            f"env.host={host}: {host}:{port} cannot be served here ({e.strerror or e}): give an address "
+            "of this machine (127.0.0.1, the default, or 0.0.0.0 for all of them)"
+        ) from None
 
 
 class Fighter:
@@ -37,6 +70,12 @@ class Fighter:
             raise ConfigError(str(e)) from None
         if cfg.n_envs < 1:
             raise ConfigError(f"env.n_envs={cfg.n_envs} must be at least 1")
+        if cfg.transport != "inprocess":  # what the game's client needs, said before the run starts
+            _check_address(cfg.host, cfg.port)
+            if cfg.transport == "browser" and cfg.headless and find_chromium() is None:
+                raise ConfigError(NO_CHROMIUM)
+            if self.peerjs is not None:
+                check_server(self.peerjs, timeout=min(float(cfg.connect_timeout_s), PEERJS_CHECK_S))
         self.n_envs = cfg.n_envs
         self._training: weakref.WeakSet[WebRTCTransport] = weakref.WeakSet()
         self._stop: threading.Event | None = None

@@ -113,6 +113,9 @@ class WebRTCTransport:
         try:
             self._start_client()
             self._wait_connected(connect_timeout_s)
+        except (RuntimeError, TimeoutError) as e:  # the client did not come: the run says so in a line
+            self.close()
+            raise ClientLost(str(e)) from None
         except BaseException:
             self.close()
             raise

@@ -63,3 +63,42 @@ def test_what_is_said_of_a_chromium_that_exited_quotes_no_part_of_the_token(tmp_
     message = str(exited.value)
     assert "exited with code 3" in message and "source: http://127.0.0.1:9/?token=<token>" in message, message
     assert token_traces(message, token) == []
+
+
+def test_what_a_game_client_needs_is_refused_before_the_run_starts(tmp_path: Path) -> None:
+    """A fixed port another server holds, an address not of this machine, no Chromium for a
+    headless page: a ConfigError naming the setting, before anything starts."""
+    import os
+    import socket
+
+    from framework.errors import ConfigError
+    from framework_plugins.fighter.config import FighterConfig
+    from framework_plugins.fighter.plugin import Fighter
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match=rf"^env.port={port}: 127.0.0.1:{port} is in use \(another run"):
+            Fighter(FighterConfig(transport="python", port=port))
+    with pytest.raises(ConfigError, match=r"^env.host='nohost.invalid' is not an IP address"):
+        Fighter(FighterConfig(transport="python", host="nohost.invalid"))
+    with pytest.raises(ConfigError, match=r"^env.host=192.0.2.1: 192.0.2.1:0 cannot be served here"):
+        Fighter(FighterConfig(transport="browser", host="192.0.2.1"))
+    path = os.environ["PATH"]
+    os.environ["PATH"] = str(tmp_path)  # no Chromium on it
+    try:
+        with pytest.raises(ConfigError, match=r"^No Chromium found .* or use env.headless=false"):
+            Fighter(FighterConfig(transport="browser", headless=True))
+    finally:
+        os.environ["PATH"] = path
+    Fighter(FighterConfig(transport="inprocess", host="nohost.invalid"))  # no page: nothing to serve
+
+
+def test_a_page_that_never_connects_ends_the_run_in_one_message() -> None:
+    """Not a TimeoutError's traceback: the transport's ClientLost, which a run says in a line."""
+    from framework.errors import ExplainedError
+    from framework_plugins.fighter.transports import WebRTCTransport
+
+    with pytest.raises(ExplainedError, match=r"No game client connected to http://127.0.0.1:\d+/ within 1 s"):
+        WebRTCTransport("browser", headless=False, open_browser=False, connect_timeout_s=1)

@@ -224,3 +224,26 @@ def test_ppo_trains_over_peerjs_through_the_cli(peerjs_server: PeerJSServer, tmp
     )  # fmt: skip
     assert r.returncode == 0, r.output[-3000:]
     assert "FINISHED at step 256" in r.output
+
+
+def test_a_peerjs_server_that_is_not_there_or_takes_another_key_refuses_the_run_before_it_starts(
+    peerjs_server: PeerJSServer,
+) -> None:
+    """Said as a ConfigError of the setting to change (one line, no run), not a traceback after
+    the run started."""
+    from framework.errors import ConfigError
+    from framework_plugins.fighter.config import FighterConfig
+    from framework_plugins.fighter.plugin import Fighter
+
+    def plugin(url: str, key: str) -> Fighter:
+        cfg = FighterConfig(transport="python", signaling="peerjs", peerjs_url=url, peerjs_key=key)
+        return Fighter(cfg)
+
+    nowhere = f"http://127.0.0.1:{free_port()}/"
+    with pytest.raises(ConfigError) as refused:
+        plugin(nowhere, KEY)
+    assert str(refused.value).startswith(f"env.peerjs_url={nowhere}: Cannot register at the PeerJS server")
+    assert f"`npx peer --port {nowhere.split(':')[2].rstrip('/')} --key {KEY}`" in str(refused.value)
+    with pytest.raises(ConfigError, match=r"^env.peerjs_key='wrong' is not the key of the PeerJS server at "):
+        plugin(peerjs_server.url, "wrong")
+    assert plugin(peerjs_server.url, KEY).peerjs == peerjs_server

@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
-from framework.errors import ConfigError
+from framework.errors import ConfigError, did_you_mean
 
 #: The key of a field's metadata that holds its check (`Bounds` or `Host`).
 CHECK = "framework.check"
@@ -130,6 +130,13 @@ def check_values(schema: type, values: Any, prefix: str = "") -> None:
     ConfigError names the first key that is not, its value and what it may be."""
     assert is_dataclass(schema)
     hints = typing.get_type_hints(schema)
+    known = [f.name for f in fields(schema)]
+    for name in values if isinstance(values, Mapping) else ():  # `+eval.episode=3` adds one
+        if name not in known:
+            raise ConfigError(
+                f"Unknown config key {prefix}{name}.{did_you_mean(str(name), known, prefix=prefix)} Keys of "
+                f"{prefix[:-1] or 'the config'}: {', '.join(known)}."
+            )
     for f in fields(schema):
         key = f"{prefix}{f.name}"
         value = values.get(f.name) if isinstance(values, Mapping) else getattr(values, f.name, None)

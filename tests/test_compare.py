@@ -304,3 +304,23 @@ def test_a_configurations_label_writes_a_drawn_value_short() -> None:
     found = seed_summary.configurations(children, ["agent.lr", "seed"], "max")
     assert sorted(c.label for c in found) == ["lr=1e-4", "lr=5.55e-3"]
     assert dict(found[-1].settings)["lr"] == "0.005553612471748995"
+
+
+def test_a_swept_config_group_sets_configurations_apart_by_the_option_each_run_chose(tmp_path: Path) -> None:
+    """`-m agent=ppo,a2c seeds=2`: no param holds `agent`; each run's command line says which option
+    it ran, so the sweep's summary folds two configurations of two seeds, not four seeds of one."""
+    from plugins.trackers import seed_summary
+    from plugins.trackers.sweep_child import child_from_run
+
+    _, client, experiment = _store(tmp_path)
+    for agent, scores in (("ppo", (10.0, 20.0)), ("a2c", (100.0, 200.0))):
+        for seed, score in enumerate(scores):
+            run_id = _run(client, experiment, {"agent.name": "sb3", "seed": str(seed)}, [score])
+            client.set_tag(run_id, "framework.overrides", f"-m agent={agent} seed={seed} total_steps=2000")
+    runs = client.search_runs([experiment])
+    children = [child_from_run(run, ["agent", "seed"], OBJECTIVE) for run in runs]
+    assert sorted((c.params["agent"], c.params["seed"]) for c in children) == [
+        ("a2c", "0"), ("a2c", "1"), ("ppo", "0"), ("ppo", "1"),
+    ]  # fmt: skip
+    configs = seed_summary.configurations(children, ["agent", "seed"], "max")
+    assert [(c.label, c.n) for c in configs] == [("agent=a2c", 2), ("agent=ppo", 2)]

@@ -74,6 +74,14 @@ def out_of_range(key: Key) -> str:
             ("env=lunarlander", "+env.kwargs.gravity=5.0"),
             ("env LunarLander-v3 cannot be made with these settings:", "gravity"),
         ),
+        (
+            ("+total_step=5",),
+            ("Unknown config key total_step. Did you mean total_steps? Keys of the config:",),
+        ),
+        (
+            ("+eval.episode=3",),
+            ("Unknown config key eval.episode. Did you mean eval.episodes? Keys of eval: every_steps,",),
+        ),
     ],
     ids=[
         "gamma",
@@ -88,6 +96,8 @@ def out_of_range(key: Key) -> str:
         "objective_alphazero",
         "objective_cartpole",
         "env_kwargs_value",
+        "added_root_key",
+        "added_core_key",
     ],
 )
 def test_the_testers_cases_are_refused_before_a_run_exists(

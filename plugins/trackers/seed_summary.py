@@ -54,7 +54,9 @@ class Configuration:
 
 
 #: The keys of a schedule's mapping (framework.schedules): alone, `end=0.05` would not say whose.
-SCHEDULE_KEYS = frozenset({"kind", "value", "start", "end", "steps", "fraction", "endpoints", "outside_value"})
+SCHEDULE_KEYS = frozenset(
+    {"kind", "value", "start", "end", "steps", "fraction", "endpoints", "outside_value"}
+)
 
 
 def short_labels(keys: Sequence[str]) -> dict[str, str]:

@@ -10,6 +10,8 @@ from typing import Any
 
 #: A child's Optuna trial state (hydra_plugins.framework_optuna_sweeper._trial.STATE_TAG).
 TRIAL_STATE_TAG = "framework.trial_state"
+#: A run's command line (framework.provenance.run_tags).
+OVERRIDES_TAG = "framework.overrides"
 
 
 @dataclass(frozen=True)
@@ -50,11 +52,23 @@ def child_from_run(run: Any, swept_keys: Sequence[str], objective: str, also: Se
         name=str(info.run_name),
         status=str(info.status),
         duration_s=duration,
-        params={key: str(data.params.get(key, "")) for key in swept_keys},
+        params={key: _value(data, key) for key in swept_keys},
         objective=_number(data.metrics.get(objective)),
         also={metric: _number(data.metrics.get(metric)) for metric in also},
         trial_state=str(data.tags.get(TRIAL_STATE_TAG, "")),
     )
+
+
+def _value(data: Any, key: str) -> str:
+    """The run's value of a swept key: its param, else (a config group, `agent=ppo,a2c`, which no
+    param holds) the option its command line chose."""
+    if key in data.params:
+        return str(data.params[key])
+    for item in str(data.tags.get(OVERRIDES_TAG, "")).split():
+        name, _, value = item.partition("=")
+        if name.lstrip("+~") == key:
+            return value
+    return ""
 
 
 def _number(v: float | None) -> float | None:

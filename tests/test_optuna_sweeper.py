@@ -58,6 +58,7 @@ def test_the_override_syntax_becomes_optunas_distributions() -> None:
         (["agent.learning_rate=interval(0.1,0.01)"], "low < high"),
         (["agent.learning_rate=tag(log,interval(0,0.1))"], "low > 0"),
         (["hydra.job.name=choice(a,b)"], "only config values"),
+        (["agent.learning_rate=tag(lg,interval(1e-5,1e-2))"], "tag lg is not one the search space knows; it"),
     ],
 )
 def test_a_search_space_optuna_cannot_sample_is_refused_with_what_would_do(

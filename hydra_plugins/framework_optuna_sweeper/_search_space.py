@@ -97,6 +97,11 @@ def distribution(override: Override) -> BaseDistribution:
 
     value = override.value()
     where = f"hydra/sweeper=optuna: {override.input_line!r}"
+    unknown = sorted(set(getattr(value, "tags", ())) - {"log"})
+    if unknown:
+        raise ConfigError(
+            f"{where}: tag {', '.join(unknown)} is not one the search space knows; it knows log"
+        )
     if isinstance(value, IntervalSweep):
         low, high = value.start, value.end
         assert low is not None and high is not None

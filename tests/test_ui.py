@@ -196,6 +196,17 @@ def test_a_port_given_that_another_process_holds_is_refused_before_anything_star
     assert not list((store / "cache").glob("ui-*"))  # no server was started: no log, no record
 
 
+def test_an_experiment_the_store_lacks_is_refused_naming_those_it_has(store: Path) -> None:
+    """Not MLflow's Default opened in its place (and `compare NAME` suggested, which then fails)."""
+    r = run_cli("ui", "--no-browser", "tracking.experiment=framwork", cwd=store, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.output, r.output
+    assert " ".join(r.stderr.split()) == (
+        f"Error: tracking.experiment=framwork: no such experiment in sqlite:///{store / 'mlflow.db'}. "
+        "Did you mean framework? Its experiments: Default, framework."
+    )
+    assert not list((store / "cache").glob("ui-*"))  # no server was started
+
+
 def test_ui_without_a_store_says_how_to_make_one(cli: Any, tmp_path: Path) -> None:
     r = cli("ui", "--no-browser")
     assert r.returncode == 1 and "Traceback" not in r.output

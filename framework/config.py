@@ -166,11 +166,33 @@ def check_root(cfg: DictConfig) -> None:
     """Every interpolation resolved (an unset `${oc.env:X}` is refused here, not mid-run), then the
     root's values held to their schema."""
     values = resolved(cfg)
+    _check_chosen_options()
     check_choice("progress", cfg.progress, PROGRESS_MODES)
     check_choice("objective.mode", cfg.objective.mode, OBJECTIVE_MODES)
     check_values(root_schema(), values)
     if cfg.env is None or cfg.agent is None:
         raise ConfigError("Both env and agent must be chosen, e.g. env=cartpole agent=ppo")
+
+
+def _check_chosen_options() -> None:
+    """An option the command line chose (`tuned=dqn_cartpol`) that its group lacks: Hydra refuses it
+    but in an optional default (`tuned`), which it leaves out silently."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized() or not GlobalHydra.instance().is_initialized():
+        return  # composed outside Hydra's app (a notebook): nothing was chosen on a command line
+    loader = GlobalHydra.instance().config_loader()
+    for item in HydraConfig.get().overrides.task:
+        group, _, option = str(item).lstrip("+").partition("=")
+        if group.startswith("~") or "." in group or "," in option or option in ("", "null"):
+            continue
+        options = loader.get_group_options(group)
+        if options and option not in options:
+            hint = did_you_mean(option, options, prefix=f"{group}=")
+            raise ConfigError(
+                f"{group}={option} is not a config of group {group}.{hint} Options: {', '.join(options)}"
+            )
 
 
 def plugin_section(cfg: DictConfig, section: str) -> Section | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import sys
 from collections.abc import Iterable, Sequence
 
 
@@ -89,6 +90,12 @@ def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | N
     from omegaconf import DictConfig
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
+    if isinstance(error, ValueError) and str(error).startswith("Config group override must be"):
+        given = [a for a in sys.argv[1:] if re.fullmatch(r"\+*[\w/]+=null", a)] or ["GROUP=null"]
+        return (
+            f"{' '.join(given)}: a config group takes one of its options (python -m framework --help "
+            "lists the groups); ~GROUP leaves out an optional one (~tuned)"
+        )
     if not isinstance(error, CompactHydraException):
         return None
     cause = error.__cause__

@@ -192,6 +192,24 @@ def test_unknown_config_group_option_lists_the_available_ones(cli) -> None:
     assert "cartpol" in r.stderr and "cartpole" in r.stderr
 
 
+def test_an_optional_groups_option_that_does_not_exist_is_refused_not_left_out(cli, tmp_path: Path) -> None:
+    """`tuned` is an optional default (the agent-env pairs that have tuned settings): a mistyped
+    option was left out silently, the run going on with the schema's defaults."""
+    r = cli("tuned=dqn_cartpol")
+    assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
+    assert r.stderr.startswith(
+        "Error: tuned=dqn_cartpol is not a config of group tuned. Did you mean tuned=dqn_cartpole? Options: "
+    ), r.stderr
+    assert not (tmp_path / "outputs").exists()
+    for group in ("env", "tuned"):
+        r = cli(f"{group}=null")
+        assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
+        assert r.stderr.strip().splitlines()[0] == (
+            f"Error: {group}=null: a config group takes one of its options (python -m framework --help "
+            "lists the groups); ~GROUP leaves out an optional one (~tuned)"
+        )
+
+
 def test_runs_from_any_directory(cli, tmp_path: Path) -> None:
     from tests.conftest import FAST
 

@@ -27,8 +27,10 @@ def train(tmp_path: Path, *overrides: str) -> dict[str, float]:
         ("agent=qrdqn", "agent.hyperparams.learning_starts=100", "total_steps=300"),
         ("env=lunarlander", "agent=sac", "agent.hyperparams.learning_starts=100", "total_steps=300"),
         ("env=lunarlander", "agent=td3", "agent.hyperparams.learning_starts=100", "total_steps=300"),
+        # A Discrete observation, and a toy-text env whose step takes its action as a dict key.
+        ("env=gym", "env.id=FrozenLake-v1", "agent=ppo", "agent.hyperparams.n_steps=64", "total_steps=128"),
     ],
-    ids=["ppo", "a2c", "sb3_dqn", "qrdqn", "sac", "td3"],
+    ids=["ppo", "a2c", "sb3_dqn", "qrdqn", "sac", "td3", "ppo_frozenlake"],
 )
 def test_algorithm_trains_and_evaluates(tmp_path: Path, overrides: tuple[str, ...]) -> None:
     final = train(tmp_path, *overrides)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
+import numpy as np
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 
 from framework.contracts import Buffer, EnvPlugin, RunContext
@@ -103,6 +104,8 @@ class SB3Agent:
         if self.model is None:
             self._restore(None, "auto")
         action, _ = self.model.predict(obs, deterministic=deterministic)
+        if np.ndim(action) == 0 and np.issubdtype(np.asarray(action).dtype, np.integer):
+            return int(action)  # a Discrete space's action, as an env's own step takes it (a dict key, say)
         return action
 
     def save(self, path: Path) -> None:

@@ -160,3 +160,25 @@ def test_a_sampled_sweep_refused_at_every_point_is_refused_before_its_study_star
     assert_refused(r, said)
     assert_no_run(tmp_path)
     assert not (tmp_path / "optuna.db").exists()
+
+
+def test_a_study_gone_on_with_another_objective_is_refused_before_its_parent_is_opened(
+    cli: Any, tmp_path: Path
+) -> None:
+    """Its trials would be valued by another metric, or ranked the other way; said before the sweep
+    opens the study's parent run again (which then summed up its trials the other way round)."""
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    study = optuna.create_study(study_name="tune", storage=storage, direction="maximize")
+    study.set_user_attr(_study.OBJECTIVE_ATTR, "eval/return_mean")
+    sweep = ["-m", *FAST, "hydra/sweeper=optuna", "hydra.sweeper.study_name=tune", *SPACE]
+    for args, said in (
+        (["objective.mode=min"], "hydra.sweeper.study_name=tune: that study maximizes its objective;"),
+        (
+            ["objective.metric=eval/return_std"],
+            "that study's trials are valued by eval/return_mean; objective.metric=eval/return_std would",
+        ),
+    ):
+        r = cli(*sweep, *args, timeout=120)
+        assert_refused(r, said)
+        assert_no_run(tmp_path)
+    assert optuna.load_study(study_name="tune", storage=storage).get_trials() == []

@@ -147,18 +147,14 @@ class StudySweep:
             direction=direction,  # type: ignore[arg-type]
             load_if_exists=True,
         )
-        if study.direction.name.lower() != direction:
-            raise ConfigError(
-                f"hydra.sweeper.study_name={name}: that study {study.direction.name.lower()}s its objective; "
-                f"objective.mode={self.config.objective.mode} asks the opposite (name a new study)"
-            )
+        _study.check_goes_on(study, self.config)
         stale = _study.fail_stale_trials(study)
         if stale:
             log.warning("Optuna study %s: %d trial(s) a stopped sweep left RUNNING are FAIL now", name, stale)
         parent = os.environ.get(PARENT_RUN_ENV)
         if parent and study.user_attrs.get(_study.PARENT_ATTR) is None:
             study.set_user_attr(_study.PARENT_ATTR, parent)
-        study.set_user_attr("objective", str(self.config.objective.metric))
+        study.set_user_attr(_study.OBJECTIVE_ATTR, str(self.config.objective.metric))
         return study
 
     def _launch(self, jobs: list[list[str]], first: int) -> list[JobReturn | None]:

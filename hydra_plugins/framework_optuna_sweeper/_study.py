@@ -41,6 +41,8 @@ PRUNERS = {
 #: its jobs build (pruner_spec).
 PARENT_ATTR = "framework.parent_run_id"
 PRUNER_ATTR = "framework.pruner"
+#: The study's user attribute naming the metric its trials' values are of.
+OBJECTIVE_ATTR = "objective"
 #: The file of the study, beside the tracking store (or in the working directory).
 DEFAULT_FILE = "optuna.db"
 #: How long a job waits for the SQLite file another process is writing.
@@ -117,8 +119,28 @@ def recorded_parent(sweeper: DictConfig, cfg: DictConfig) -> str | None:
         study = optuna.load_study(study_name=str(sweeper.study_name), storage=open_storage(url))
     except KeyError:
         return None
+    check_goes_on(study, cfg)
     parent = study.user_attrs.get(PARENT_ATTR)
     return str(parent) if parent else None
+
+
+def check_goes_on(study: optuna.Study, cfg: DictConfig) -> None:
+    """A ConfigError where this sweep's objective is not the study's: its trials' values would be of
+    another metric, or ranked the other way."""
+    name, metric, mode = study.study_name, str(cfg.objective.metric), str(cfg.objective.mode)
+    direction = study.direction.name.lower()
+    if direction != ("maximize" if mode == "max" else "minimize"):
+        raise ConfigError(
+            f"hydra.sweeper.study_name={name}: that study {direction}s its objective; objective.mode={mode} "
+            "asks the opposite (name a new study)"
+        )
+    recorded = study.user_attrs.get(OBJECTIVE_ATTR)
+    if recorded is not None and recorded != metric:
+        raise ConfigError(
+            f"hydra.sweeper.study_name={name}: that study's trials are valued by {recorded}; "
+            f"objective.metric={metric} would value its new ones by another metric (give "
+            f"objective.metric={recorded}, or name a new study)"
+        )
 
 
 def make_sampler(sweeper: DictConfig, space: SearchSpace) -> optuna.samplers.BaseSampler:

@@ -125,6 +125,9 @@ class SweepParentRun(Callback):
         else:
             _refuse_a_bad_job(config)
         try:
+            # The study it goes on with, if any: one it cannot (another objective) refused before its
+            # parent is opened again.
+            resumed = sweeper.recorded_parent(config) if sweeper is not None else None
             section = _tracking(config)
             tracker = section.plugin(section.cfg) if section is not None else None
         except ConfigError as e:  # a store that cannot be used (a server gone): refused as a run's is
@@ -134,7 +137,6 @@ class SweepParentRun(Callback):
         params = OmegaConf.select(config, "hydra.sweeper.params")
         sweeper_params = OmegaConf.to_container(params) if isinstance(params, DictConfig) else None
         swept = swept_values(task_overrides(config.hydra.overrides.task), sweeper_params)  # type: ignore[arg-type]
-        resumed = sweeper.recorded_parent(config) if sweeper is not None else None
         self._spec = SweepSummarySpec(
             swept_keys=tuple(swept),
             objective=str(config.objective.metric),

@@ -96,6 +96,11 @@ def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | N
             f"{' '.join(given)}: a config group takes one of its options (python -m framework --help "
             "lists the groups); ~GROUP leaves out an optional one (~tuned)"
         )
+    if isinstance(error, ValueError) and str(error).startswith("Only one of --run, --multirun, --cfg"):
+        return (
+            "-m (--multirun) with --cfg, --info or --shell-completion: those show one job; leave -m out "
+            "(and give each swept key one value) to see that job's"
+        )
     if not isinstance(error, CompactHydraException):
         return None
     cause = error.__cause__

@@ -210,6 +210,17 @@ def test_an_optional_groups_option_that_does_not_exist_is_refused_not_left_out(c
         )
 
 
+def test_a_sweeps_config_asked_for_is_one_jobs_or_one_message(cli) -> None:
+    """`seeds=3 --cfg job` shows the first seed's job (it was Hydra's traceback: a sweep with --cfg)."""
+    r = cli("seeds=3", "seed=5", "--cfg", "job")
+    assert r.returncode == 0 and "\nseed: 5\n" in r.stdout, r.output[-3000:]
+    r = cli("-m", "seed=1,2", "--cfg", "job")
+    assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
+    assert r.stderr.startswith("Error: -m (--multirun) with --cfg, --info or --shell-completion: those"), (
+        r.stderr
+    )
+
+
 def test_runs_from_any_directory(cli, tmp_path: Path) -> None:
     from tests.conftest import FAST
 

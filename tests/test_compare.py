@@ -26,6 +26,9 @@ OBJECTIVE = "eval/return_mean"
         (["agent=ppo", "seed=10", "seeds=3"], ["-m", "agent=ppo", "seed=range(10,13)"]),
         (["-m", "agent.gamma=0.9,0.99", "seeds=2"], ["-m", "agent.gamma=0.9,0.99", "seed=range(0,2)"]),
         (["seeds=1", "seed=4"], ["seed=4"]),
+        # What Hydra shows of one job (--cfg, --info): the first seed's.
+        (["seeds=3", "seed=5", "--cfg", "job"], ["seed=5", "--cfg", "job"]),
+        (["seeds=2", "--info"], ["seed=0", "--info"]),
         (["agent=ppo"], ["agent=ppo"]),
     ],
 )

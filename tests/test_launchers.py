@@ -312,3 +312,37 @@ def test_a_failed_job_in_a_ray_worker_reaches_the_sweeps_process_whole() -> None
     for message in ("Unknown Atari game", None):
         copy = pickle.loads(pickle.dumps(JobFailed(message)))
         assert isinstance(copy, JobFailed) and copy.message == message
+
+
+@pytest.mark.parametrize(
+    ("launcher", "said"),
+    [
+        (
+            {"_target_": "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher", "n_jobs": 0},
+            "hydra.launcher.n_jobs=0: the jobs run at once, a whole number from 1",
+        ),
+        (
+            {"_target_": sweep.RAY_LAUNCHER, "ray": {"init": {"num_cpus": "abc"}, "remote": {}}},
+            "hydra.launcher.ray.init.num_cpus=abc: give a number, 0 or more",
+        ),
+        (
+            {"_target_": sweep.RAY_LAUNCHER, "ray": {"init": {"num_cpus": 2}, "remote": {"num_cpus": 4}}},
+            "hydra.launcher.ray.remote.num_cpus=4: each job would ask for more than the Ray the launcher "
+            "starts has (2), and wait for ever",
+        ),
+    ],
+    ids=["joblib_n_jobs", "ray_num_cpus", "ray_more_than_it_has"],
+)
+def test_launcher_settings_its_library_would_fail_or_hang_on_are_refused_first(
+    launcher: dict[str, Any], said: str
+) -> None:
+    from omegaconf import OmegaConf
+
+    from framework.errors import ConfigError
+    from framework_plugins.sweeps.parent import check_launcher
+
+    with pytest.raises(ConfigError) as refused:
+        check_launcher(OmegaConf.create({"hydra": {"launcher": launcher}}))
+    assert str(refused.value).startswith(said), refused.value
+    fine = {"_target_": sweep.RAY_LAUNCHER, "ray": {"init": {"num_cpus": 2}, "remote": {"num_cpus": 1}}}
+    check_launcher(OmegaConf.create({"hydra": {"launcher": fine}}))

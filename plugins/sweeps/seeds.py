@@ -16,6 +16,8 @@ KEY = "seeds"
 #: The most seeds `seeds=` takes: a sweep's jobs are runs of their own.
 MOST = 1000
 MULTIRUN = ("-m", "--multirun")
+#: Hydra's flags that show a job's config, or help, rather than run: a sweep has nothing to add there.
+SHOWING = ("--cfg", "-c", "--info", "-i", "--help", "-h", "--hydra-help", "--resolve")
 OPTUNA = "hydra/sweeper=optuna"
 
 
@@ -44,6 +46,8 @@ def expand(argv: Sequence[str]) -> list[str]:
             f"(-m SETTING=a,b seeds={n}), or make the seed a setting of the study"
         )
     rest = [a for a in argv if a not in found and a not in seed_args]
+    if any(a.partition("=")[0] in SHOWING for a in rest):  # `--cfg job`: the first seed's job
+        return [f"seed={start}", *rest]  # not after `--info`, whose value it would be taken for
     if n == 1:
         return [*rest, f"seed={start}"]
     multirun = [] if any(a in MULTIRUN for a in rest) else ["-m"]

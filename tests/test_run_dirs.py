@@ -199,3 +199,13 @@ def test_resume_by_id_never_continues_another_runs_checkpoint(tmp_path: Path) ->
     out = resumed.said
     assert "holds a checkpoint of run" in out
     assert "dqn-s3 " in out and "resumed at step 400" in out, out
+
+
+def test_a_run_or_sweep_directory_that_cannot_be_made_is_one_message(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    for given in ("hydra.run.dir=afile/x", "hydra.sweep.dir=afile/y"):
+        r = run_cli(*(["-m", "seed=1,2"] if "sweep" in given else []), *TINY, given, cwd=tmp_path)
+        assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
+        assert " ".join(r.stderr.split()) == (
+            f"Error: {given}: cannot make that directory (Not a directory): give one that can be made here"
+        )

@@ -60,6 +60,7 @@ def out_of_range(key: Key) -> str:
             ("objective.metric='eval/retrun_mean' is not a metric", "Did you mean eval/return_mean?"),
         ),
         (("tracking.uri=bogus://x",), ("tracking.uri=bogus://x: MLflow does not track to bogus: URIs",)),
+        (("tracking.uri=./runs",), ("tracking.uri=./runs: MLflow no longer tracks to a folder",)),
         (("total_steps=1e6",), ("total_steps=1000000.0 must be an integer: write total_steps=1000000",)),
         (("env.n_envs=1e9",), ("env.n_envs=1000000000.0 must be an integer: write env.n_envs=1000000000",)),
         (
@@ -91,6 +92,7 @@ def out_of_range(key: Key) -> str:
         "buffer",
         "objective",
         "tracking_uri",
+        "tracking_folder",
         "float_root",
         "float_plugin",
         "objective_alphazero",

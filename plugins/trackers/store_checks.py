@@ -29,8 +29,9 @@ class TrackingUnavailable(ConfigError):
     """The tracking URI cannot be used: nothing was started."""
 
 
-#: The schemes MLflow tracks to (a SQLAlchemy one may name its driver: postgresql+psycopg2).
-SCHEMES = ("file", "sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks")
+#: The schemes MLflow tracks to (a SQLAlchemy one may name its driver: postgresql+psycopg2); not a
+#: folder (a path, file:), whose store MLflow 3 keeps in maintenance mode and will not open.
+SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks")
 
 
 def check_reachable(uri: str, *, timeout_s: float) -> None:
@@ -38,9 +39,15 @@ def check_reachable(uri: str, *, timeout_s: float) -> None:
     track to, a server that does not answer, or a SQLite store in a folder that does not exist."""
     parsed = urllib.parse.urlparse(uri)
     scheme = parsed.scheme.split("+", 1)[0]
-    if len(scheme) > 1 and scheme not in SCHEMES:  # "" or "C": a path
+    if len(scheme) <= 1 or scheme == "file":  # "" or "C": a path
         raise TrackingUnavailable(
-            f"tracking.uri={uri}: MLflow does not track to {parsed.scheme}: URIs; give a path, or a "
+            f"tracking.uri={uri}: MLflow no longer tracks to a folder (its file store is in maintenance "
+            "mode); give a database, tracking.uri=sqlite:///PATH.db (the default: sqlite:///mlflow.db), "
+            "or a server's http(s):// address (`mlflow migrate-filestore` moves a folder's runs into one)"
+        )
+    if scheme not in SCHEMES:
+        raise TrackingUnavailable(
+            f"tracking.uri={uri}: MLflow does not track to {parsed.scheme}: URIs; give a "
             f"{', '.join(s + ':' for s in SCHEMES)} URI (the default: tracking.uri=sqlite:///mlflow.db), "
             "or tracking=none"
         )

@@ -170,8 +170,11 @@ def describe(name: str) -> int:
     if not matches and name in registry.names("service"):
         heading = f"service plugin {name!r}: the {name} section of every run"
         return _describe_section("service", name, heading, name)
+    presets = preset_files()
+    if not matches and name in presets:
+        return _describe_preset(*presets[name])
     if not matches:
-        extra = {*registry.names("sweeper"), *registry.names("service")}
+        extra = {*registry.names("sweeper"), *registry.names("service"), *presets}
         known = sorted({f.name for f in files} | {f.plugin for f in files} | extra)
         message = f"no plugin or config named {name!r}. Known: {', '.join(known)}"
         refuse(message)
@@ -189,6 +192,13 @@ def describe(name: str) -> int:
     if chosen.name != chosen.plugin:
         choice = f"{chosen.section}={chosen.name}"
         print(f"({choice} sets some keys itself: python -m framework --cfg job {choice})")
+    tuned = [n for n, (group, _) in presets.items() if group == "tuned" and n.startswith(f"{chosen.name}_")]
+    if tuned:
+        said = (
+            f"(Beside an env with tuned settings, tuned={'|'.join(tuned)} sets more of its keys: "
+            f"python -m framework plugins --config {tuned[0]} lists them; ~tuned leaves them out.)"
+        )
+        print("\n".join(wrap(said, columns, indent=" ")))
     if schema is None:
         print("Its conf package registers no schema: its config file lists its keys.")
         return 0
@@ -199,6 +209,53 @@ def describe(name: str) -> int:
     for line in key_lines(rows, columns):
         print(line)
     return 0
+
+
+def preset_files() -> dict[str, tuple[str, Path]]:
+    """The configs of the groups that select no plugin (`tuned`, `experiment`) by name: group, file."""
+    found: dict[str, tuple[str, Path]] = {}
+    sections = set(plugin_sections())
+    for entries in registry.discover("conf").values():
+        for entry in entries:
+            for folder in _package_dirs(entry.value.split(":", 1)[0].strip()):
+                for path in sorted(folder.glob("*/*.yaml")):
+                    if path.parent.name not in sections:
+                        found.setdefault(path.stem, (path.parent.name, path))
+    return found
+
+
+def _describe_preset(group: str, path: Path) -> int:
+    """A preset's own description (its file's leading comment) and the keys it sets."""
+    choice = f"{group}={path.stem}"
+    columns = width()
+    said = f"{choice}: a preset ({path}); the whole config it gives: `python -m framework --cfg job {choice}`"
+    print("\n".join(wrap(said, columns, indent="  ")))
+    about = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        if not line.startswith("# @package"):
+            about.append(line.lstrip("# ").rstrip())
+    if about:
+        print("\n".join(wrap(" ".join(about), columns, first="  ", indent="  ")))
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data.pop("defaults", None)
+    rows = [(key, _shown(value), "") for key, value in _leaves(data, "")]
+    for line in key_lines(rows, columns) if rows else []:
+        print(line)
+    return 0
+
+
+def _leaves(tree: Any, prefix: str) -> list[tuple[str, Any]]:
+    """(dotted key, value) of each leaf of a mapping; a list is a leaf."""
+    if not isinstance(tree, dict):
+        return [(prefix[:-1], tree)]
+    return [leaf for key, value in tree.items() for leaf in _leaves(value, f"{prefix}{key}.")]
+
+
+def _shown(value: Any) -> str:
+    """A value as its YAML (`false`, `[random, heuristic]`)."""
+    return str(yaml.safe_dump(value, default_flow_style=True, width=1000)).strip().removesuffix("...").strip()
 
 
 def _describe_section(kind: str, name: str, heading: str, section: str) -> int:
@@ -256,7 +313,7 @@ def _default(f: dataclasses.Field[Any]) -> str:
         value = f.default_factory()
     else:
         return "(required)"
-    return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("...").strip()
+    return _shown(value)
 
 
 def _register_schemas() -> None:

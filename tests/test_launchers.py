@@ -346,3 +346,15 @@ def test_launcher_settings_its_library_would_fail_or_hang_on_are_refused_first(
     assert str(refused.value).startswith(said), refused.value
     fine = {"_target_": sweep.RAY_LAUNCHER, "ray": {"init": {"num_cpus": 2}, "remote": {"num_cpus": 1}}}
     check_launcher(OmegaConf.create({"hydra": {"launcher": fine}}))
+
+
+def test_a_grid_sweep_that_stops_at_a_failed_job_says_how_many_it_had(cli: Any, tmp_path: Path) -> None:
+    """SAC fails on CartPole's discrete actions as it starts learning; Hydra's launcher runs no job
+    after it: the sweep's last lines say so, not only "1 run"."""
+    r = cli("-m", "agent=sac,ppo", "seed=0", "total_steps=300", "eval.episodes=1", timeout=300)
+    assert r.returncode == 1, r.output[-3000:]
+    assert "Sweep FAILED: 1 run (1 FAILED)." in r.stdout, r.output[-3000:]
+    assert (
+        "  jobs              2 in the sweep; it stops at its first failed job, and those after it are not run"
+        in r.stdout
+    )

@@ -198,7 +198,7 @@ def test_ctrl_c_ends_a_sweep_of_jobs_in_its_own_process_killed(tmp_path: Path) -
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 130, out[-3000:]
-    assert "Sweep KILLED: 1 runs (1 KILLED)." in out, out[-3000:]
+    assert "Sweep KILLED: 1 run (1 KILLED)." in out, out[-3000:]
     _, runs = ended_runs(tmp_path)
     assert {name: r.info.status for name, r in runs.items()} == {"sweep": "KILLED", "s1": "KILLED"}
 

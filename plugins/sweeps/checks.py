@@ -25,9 +25,9 @@ MOST_JOBS = 1000
 SAMPLED_JOBS = 4
 
 
-def check_jobs(sweep_config: DictConfig) -> None:
+def check_jobs(sweep_config: DictConfig) -> int:
     """Refuse the sweep (ConfigError, naming the job and its values) where a job's config would
-    be refused as that job starts."""
+    be refused as that job starts; its number of jobs."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -36,10 +36,11 @@ def check_jobs(sweep_config: DictConfig) -> None:
     parsed = OverridesParser.create().parse_overrides(overrides)
     jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
     if len(jobs) < 2 or not GlobalHydra.instance().is_initialized():
-        return  # one job: it checks itself as it starts
+        return len(jobs)  # one job: it checks itself as it starts
     swept = {o.key_or_group for o in parsed if o.is_sweep_override()}
     for number, job in enumerate(jobs[:MOST_JOBS]):
         _check_composed(sweep_config, job, swept, f"job {number} of the sweep")
+    return len(jobs)
 
 
 def check_a_sampled_job(sweep_config: DictConfig) -> None:

@@ -89,6 +89,8 @@ class SweepParentRun(Callback):
         """The launching process's working directory (relative paths in the config start there)."""
         self._watch: orphans.Watch | None = None
         """In a launcher's worker, while a job runs: its watch on the sweep's process."""
+        self._jobs: int | None = None
+        """A grid sweep's number of jobs."""
 
     def __getstate__(self) -> dict[str, Any]:
         """The copy a launcher pickles with each job (joblib, Ray): without the parent run's tracker,
@@ -127,7 +129,7 @@ class SweepParentRun(Callback):
             _refuse_a_bad_job(config, sampled=True)
             study = sweeper.study()  # the study, and what it searches, name the parent
         else:
-            _refuse_a_bad_job(config)
+            self._jobs = _refuse_a_bad_job(config)
         try:
             # The study it goes on with, if any: one it cannot (another objective) refused before its
             # parent is opened again.
@@ -212,6 +214,11 @@ class SweepParentRun(Callback):
         os.environ.pop(SWEPT_KEYS_ENV, None)
         try:
             said = self._tracker.end_parent(run_id, status, summary=self._spec, end_time=time.time())
+            if said and status == "FAILED" and self._jobs:
+                said += (
+                    f"\n  jobs              {self._jobs} in the sweep; it stops at its first failed job, "
+                    "and those after it are not run"
+                )
             if said:
                 print(said, flush=True)
         finally:
@@ -233,7 +240,7 @@ def _job_name(config: DictConfig) -> str | None:
         return None
 
 
-def _refuse_a_bad_job(config: DictConfig, sampled: bool = False) -> None:
+def _refuse_a_bad_job(config: DictConfig, sampled: bool = False) -> int | None:
     """A grid sweep whose jobs' values are refused (a sampled one whose job is) is refused whole,
     before its first job runs (`checks`): one message and exit status 1, as for a single run. (What
     a callback raises Hydra turns into a warning; an exit it lets through.)"""
@@ -242,8 +249,8 @@ def _refuse_a_bad_job(config: DictConfig, sampled: bool = False) -> None:
     try:
         if sampled:
             check_a_sampled_job(config)
-        else:
-            check_jobs(config)
+            return None
+        return check_jobs(config)
     except ConfigError as e:
         _refuse(str(e))
 

@@ -230,7 +230,8 @@ class MlflowTracker:
         if not found.get("runs"):
             return ""
         counts = ", ".join(f"{n} {s}" for s, n in sorted(found["statuses"].items()))
-        lines = [f"Sweep {status}: {found['runs']} runs ({counts})."]
+        runs = int(found["runs"])
+        lines = [f"Sweep {status}: {runs} run{'' if runs == 1 else 's'} ({counts})."]
         if "best" in found:
             lines.append(
                 f"  best              {found['best']} ({summary.objective} {found['best_value']:.4g})"

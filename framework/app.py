@@ -78,9 +78,9 @@ def task(cfg: DictConfig) -> float | None:
             raise
         cause = e.__cause__ or e
         if isinstance(cause, ConfigError | ExplainedError):  # said whole in one message: no traceback
-            print(refusal(str(cause), sys.stderr), file=sys.stderr)
+            say(refusal(str(cause), sys.stderr), file=sys.stderr)  # in the run's log too, as its end
         else:
-            traceback.print_exception(cause)
+            say("".join(traceback.format_exception(cause)).rstrip(), file=sys.stderr)
         say(e.summary, file=sys.stderr)
         _fail_job(None)
     # The return value is what a Hydra sweeper (Optuna, Nevergrad) optimises.

@@ -306,6 +306,17 @@ def test_a_run_whose_reader_goes_runs_to_its_end_finished(tmp_path: Path) -> Non
     assert run.info.status == "FINISHED" and run.data.metrics["eval/return_mean"] > 0
 
 
+def test_why_a_run_failed_is_in_its_log_as_on_the_terminal(cli, tmp_path: Path) -> None:
+    """The log holds every line the run printed: its error's too, not only its last lines."""
+    r = cli("agent=sac", "total_steps=300")
+    assert r.returncode == 1, r.output[-3000:]
+    said = "Error: agent.algo=SAC trains on Box action spaces, and this env's is Discrete(2)"
+    assert said in r.stderr
+    (log,) = tmp_path.glob("outputs/*/*/framework.log")
+    text = log.read_text()
+    assert said in " ".join(text.split()) and "Run FAILED at step 0 of 300." in text
+
+
 def test_progress_never_counts_past_the_budget_and_the_end_says_why(cli) -> None:
     r = cli(
         "agent=ppo", "env.n_envs=1", "agent.hyperparams.n_steps=128", "agent.hyperparams.batch_size=64",

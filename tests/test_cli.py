@@ -56,7 +56,7 @@ def test_plugins_lists_each_plugin_with_the_configs_that_select_it(cli) -> None:
     header, *rows = r.stdout.splitlines()
     assert header.split() == ["KIND", "NAME", "SELECTED", "BY", "DISTRIBUTION", "VERSION", "DESCRIPTION"]
     sb3 = next(row for row in rows if row.split()[:2] == ["agent", "sb3"])
-    assert sb3.split()[2:5] == ["agent=a2c|ppo|qrdqn|sac|sb3_dqn|td3|tqc|trpo", "framework", "0.1.0"]
+    assert sb3.split()[2:5] == ["agent=a2c|ppo|qrdqn|sac|sb3|sb3_dqn|td3|tqc|trpo", "framework", "0.1.0"]
     assert "Stable-Baselines3" in sb3
     dqn = next(row for row in rows if row.split()[:2] == ["agent", "dqn"])
     assert dqn.split()[2] == "agent=dqn"
@@ -78,7 +78,7 @@ def test_plugins_fits_the_terminals_width_by_wrapping_selectors_and_descriptions
     selector = "".join(
         line[column:].split()[0] for line in rows if line is rows[0] or not line[:column].strip()
     )
-    assert selector == "agent=a2c|ppo|qrdqn|sac|sb3_dqn|td3|tqc|trpo", rows
+    assert selector == "agent=a2c|ppo|qrdqn|sac|sb3|sb3_dqn|td3|tqc|trpo", rows
     assert "Stable-Baselines3" in " ".join(" ".join(rows).split())
 
 
@@ -154,7 +154,7 @@ def test_help_lists_config_groups(cli) -> None:
     assert r.returncode == 0
     assert "env: atari, cartpole, fighter, gomoku, gym, lunarlander" in r.stdout
     # dqn is our own DQN (plugins/dqn); sb3_dqn is Stable-Baselines3's.
-    assert "agent: a2c, alphazero, dqn, ppo, qrdqn, sac, sb3_dqn, td3, tqc, trpo" in r.stdout
+    assert "agent: a2c, alphazero, dqn, ppo, qrdqn, sac, sb3, sb3_dqn, td3, tqc, trpo" in r.stdout
     assert "search: ray_async, sequential" in r.stdout
     assert "experiment: gomoku_15x15, gomoku_6x6, gomoku_9x9" in r.stdout
     assert 'agent=qrdqn, tqc and trpo need sb3-contrib: pip install "framework[contrib]"' in r.stdout

@@ -29,8 +29,11 @@ def train(tmp_path: Path, *overrides: str) -> dict[str, float]:
         ("env=lunarlander", "agent=td3", "agent.hyperparams.learning_starts=100", "total_steps=300"),
         # A Discrete observation, and a toy-text env whose step takes its action as a dict key.
         ("env=gym", "env.id=FrozenLake-v1", "agent=ppo", "agent.hyperparams.n_steps=64", "total_steps=128"),
+        # Any algorithm by name from the library's defaults; policy=auto takes RecurrentPPO's own MLP.
+        ("agent=sb3", "agent.algo=ARS", "total_steps=200"),
+        ("agent=sb3", "agent.algo=RecurrentPPO", "+agent.hyperparams.n_steps=64", "total_steps=128"),
     ],
-    ids=["ppo", "a2c", "sb3_dqn", "qrdqn", "sac", "td3", "ppo_frozenlake"],
+    ids=["ppo", "a2c", "sb3_dqn", "qrdqn", "sac", "td3", "ppo_frozenlake", "ars", "recurrent_ppo"],
 )
 def test_algorithm_trains_and_evaluates(tmp_path: Path, overrides: tuple[str, ...]) -> None:
     final = train(tmp_path, *overrides)
@@ -224,3 +227,22 @@ def test_a_default_batch_size_that_follows_the_rollout_is_called_the_librarys_no
         found = minibatch(PPO, hyperparams, 1, explicit=False)
         assert found is not None and found.batch_size == 50
         assert found.note.startswith("agent.hyperparams.batch_size=64 (PPO's default) follows the rollout")
+
+
+def test_observations_no_sb3_policy_reads_end_the_run_in_one_message(tmp_path: Path) -> None:
+    """Blackjack's Tuple observations: SB3's NotImplementedError, said as the setting to change."""
+    from framework.errors import RunFailed
+
+    with pytest.raises(RunFailed) as failed:
+        train(tmp_path, "env=gym", "env.id=Blackjack-v1", "agent=ppo", "total_steps=64")
+    assert str(failed.value.__cause__).startswith(
+        "agent.algo=PPO cannot learn on this env's observations, Tuple(Discrete(32), Discrete(11)"
+    )
+
+
+def test_a_presets_hyperparameter_another_algorithm_lacks_says_how_to_start_from_its_defaults() -> None:
+    from framework.errors import ConfigError
+    from framework_plugins.sb3.algorithms import algorithm_class, check_hyperparams
+
+    with pytest.raises(ConfigError, match=r"agent=sb3 agent.algo=ARS starts from ARS's defaults"):
+        check_hyperparams(algorithm_class("ARS"), {"n_steps": 2048}, "auto", {})

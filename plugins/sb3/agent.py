@@ -75,7 +75,8 @@ class SB3Agent:
     def _learn(self, ctx: RunContext, venv: Any) -> None:
         fresh = self._load_from is None
         if fresh:
-            policy = self.cfg.policy if self.cfg.policy != "auto" else default_policy(venv.observation_space)
+            auto = default_policy(venv.observation_space, self.algo_cls)
+            policy = self.cfg.policy if self.cfg.policy != "auto" else auto
             built = build_kwargs(self.cfg.hyperparams, self.cfg.policy_kwargs, venv.action_space)
             batch = minibatch(self.algo_cls, self.cfg.hyperparams, venv.num_envs, explicit=False)
             if batch is not None and batch.note:  # a preset's, tuned for another env.n_envs
@@ -86,6 +87,11 @@ class SB3Agent:
                 self.model = self.algo_cls(policy, venv, seed=ctx.seed, device=ctx.device, verbose=0, **built)
             except AssertionError as e:  # SB3 checks spaces with asserts
                 raise ConfigError(space_mismatch(self.algo_cls, venv, e)) from None
+            except NotImplementedError as e:  # a space none of its policies reads (Tuple)
+                raise ConfigError(
+                    f"agent.algo={self.algo_cls.__name__} cannot learn on this env's observations, "
+                    f"{venv.observation_space}: {e}"
+                ) from None
         else:
             self._restore(venv, ctx.device)
         self.model.set_random_seed(ctx.seed)

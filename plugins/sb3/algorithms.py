@@ -73,7 +73,8 @@ def check_hyperparams(
             raise ConfigError(
                 f"agent.hyperparams.{key} is not a {algo.__name__} hyperparameter."
                 f"{did_you_mean(key, valid, prefix='agent.hyperparams.')} "
-                f"{algo.__name__} takes: {', '.join(valid)}"
+                f"{algo.__name__} takes: {', '.join(valid)}. (An agent=NAME preset sets its own "
+                f"algorithm's; agent=sb3 agent.algo={algo.__name__} starts from {algo.__name__}'s defaults.)"
             )
         _check_value(f"agent.hyperparams.{key}", key, value, defaults.get(key))
     _check_together(algo, hyperparams, defaults)
@@ -141,14 +142,23 @@ def _integral(value: Any, default: Any) -> bool:
     return not isinstance(default, int) or isinstance(value, int) or float(value).is_integer()
 
 
-def default_policy(space: gym.Space) -> str:
+def default_policy(space: gym.Space, algo: Any) -> str:
+    """The policy `agent.policy=auto` gives `algo` for observations in `space`: SB3's by kind, or the
+    algorithm's own of that kind where it names them otherwise (RecurrentPPO's MlpLstmPolicy)."""
     from stable_baselines3.common.preprocessing import is_image_space
 
     if isinstance(space, gym.spaces.Dict):
-        return "MultiInputPolicy"
-    if is_image_space(space, check_channels=False):
-        return "CnnPolicy"
-    return "MlpPolicy"
+        kind = "MultiInput"
+    elif is_image_space(space, check_channels=False):
+        kind = "Cnn"
+    else:
+        kind = "Mlp"
+    aliases = list(getattr(algo, "policy_aliases", {}) or ())
+    if f"{kind}Policy" in aliases or not aliases:
+        return f"{kind}Policy"
+    return next(
+        (a for a in aliases if a.startswith(kind) and not a.startswith("MultiInput")), f"{kind}Policy"
+    )
 
 
 def linear_schedule(start: float) -> Any:

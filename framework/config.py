@@ -167,6 +167,11 @@ def check_root(cfg: DictConfig) -> None:
     root's values held to their schema."""
     values = resolved(cfg)
     _check_chosen_options()
+    if isinstance(cfg.get("resume"), str) and not cfg.resume.strip():
+        raise ConfigError(
+            "resume= is empty (an unset shell variable?): give the run directory or tracked run id to "
+            "continue, or leave resume= out to start a new run"
+        )
     check_choice("progress", cfg.progress, PROGRESS_MODES)
     check_choice("objective.mode", cfg.objective.mode, OBJECTIVE_MODES)
     check_values(root_schema(), values)

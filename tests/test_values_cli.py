@@ -61,6 +61,7 @@ def out_of_range(key: Key) -> str:
         ),
         (("tracking.uri=bogus://x",), ("tracking.uri=bogus://x: MLflow does not track to bogus: URIs",)),
         (("tracking.uri=./runs",), ("tracking.uri=./runs: MLflow no longer tracks to a folder",)),
+        (("resume=",), ("resume= is empty (an unset shell variable?): give the run directory",)),
         (("total_steps=1e6",), ("total_steps=1000000.0 must be an integer: write total_steps=1000000",)),
         (("env.n_envs=1e9",), ("env.n_envs=1000000000.0 must be an integer: write env.n_envs=1000000000",)),
         (
@@ -93,6 +94,7 @@ def out_of_range(key: Key) -> str:
         "objective",
         "tracking_uri",
         "tracking_folder",
+        "resume_empty",
         "float_root",
         "float_plugin",
         "objective_alphazero",

@@ -182,3 +182,15 @@ def test_a_study_gone_on_with_another_objective_is_refused_before_its_parent_is_
         assert_refused(r, said)
         assert_no_run(tmp_path)
     assert optuna.load_study(study_name="tune", storage=storage).get_trials() == []
+
+
+def test_a_failure_rate_past_all_trials_is_refused() -> None:
+    from omegaconf import OmegaConf
+
+    from framework.errors import ConfigError
+    from hydra_plugins.framework_optuna_sweeper.optuna_sweeper import OptunaSweeperConf
+
+    for rate in (2.0, -0.5):
+        with pytest.raises(ConfigError, match=rf"max_failure_rate={rate}: the share of the trials that may"):
+            _study.check(OmegaConf.structured(OptunaSweeperConf(max_failure_rate=rate)))
+    _study.check(OmegaConf.structured(OptunaSweeperConf(max_failure_rate=1.0)))

@@ -60,6 +60,12 @@ def check(sweeper: DictConfig) -> None:
     for field in ("n_trials", "n_jobs", "heartbeat_s"):
         if int(sweeper.get(field)) < 1:
             raise ConfigError(f"hydra.sweeper.{field}={sweeper.get(field)}: give 1 or more")
+    rate = sweeper.get("max_failure_rate")
+    if not 0.0 <= float(rate) <= 1.0:
+        raise ConfigError(
+            f"hydra.sweeper.max_failure_rate={rate}: the share of the trials that may fail, from 0 (none: "
+            "the default) to 1 (all)"
+        )
 
 
 def storage_url(sweeper: DictConfig, cfg: DictConfig) -> str:

@@ -327,3 +327,11 @@ def test_a_swept_config_group_sets_configurations_apart_by_the_option_each_run_c
     ]  # fmt: skip
     configs = seed_summary.configurations(children, ["agent", "seed"], "max")
     assert [(c.label, c.n) for c in configs] == [("agent=a2c", 2), ("agent=ppo", 2)]
+
+
+def test_a_run_is_found_by_the_eight_characters_pages_show_of_its_id(tmp_path: Path, cli) -> None:
+    uri, client, experiment = _store(tmp_path)
+    run_id = _run(client, experiment, {"agent.lr": "0.1", "seed": "0"}, [3.0])
+    r = cli("compare", run_id[:8], f"tracking.uri={uri}", "--out", str(tmp_path / "cmp"))
+    assert r.returncode == 0, r.output
+    assert "Compared 1 run (1 FINISHED) in 1 configuration on eval/return_mean (max)." in r.stdout

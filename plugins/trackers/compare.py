@@ -37,6 +37,7 @@ FIRST = ("env.name", "agent.name", "agent.algo")
 #: The most settings a label names (the CSV and the page's runs table hold them all).
 LABEL_SETTINGS = 6
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+SHORT_ID = re.compile(r"^[0-9a-f]{8,31}$")
 
 
 def main(argv: list[str]) -> int:
@@ -169,6 +170,16 @@ def _runs(client: Any, targets: Sequence[str]) -> list[Any]:
 
 
 def _runs_of(client: Any, target: str) -> list[Any]:
+    if SHORT_ID.match(target):  # the 8 characters its pages and MLflow's UI show
+        experiments = [e.experiment_id for e in client.search_experiments()]
+        found = [
+            str(r.info.run_id)
+            for r in client.search_runs(experiments, max_results=MOST_RUNS)
+            if str(r.info.run_id).startswith(target)
+        ]
+        if len(found) > 1:
+            raise LookupError(f"{target}: the start of {len(found)} run ids; give more of it")
+        target = found[0] if found else target
     if RUN_ID.match(target):
         try:
             run = client.get_run(target)

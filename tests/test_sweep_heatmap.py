@@ -286,3 +286,25 @@ def test_a_child_that_did_not_finish_is_listed_but_left_out_of_the_plots(
     assert sweep_summary.best(runs, "max") is not runs[0]
     csv_path, _ = sweep_summary.write_table(runs, keys(), OBJECTIVE, tmp_path)
     assert runs[0].run_id in csv_path.read_text()
+
+
+def test_a_plots_title_counts_the_seeds_each_point_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """lr 0.1 over seeds 0-2, lr 0.01 over seeds 0-3: "3-4 seeds", not the 4 seeds of the sweep."""
+    from matplotlib.axes import Axes
+
+    from plugins.trackers.sweep_child import Child
+
+    titles: list[str] = []
+    monkeypatch.setattr(Axes, "set_title", lambda self, text, **kw: titles.append(text))
+    children = [
+        Child(f"r{lr}{s}", f"r{lr}{s}", "FINISHED", 1.0, {"agent.lr": lr, "seed": str(s)}, float(s))
+        for lr, seeds in (("0.1", 3), ("0.01", 4))
+        for s in range(seeds)
+    ]
+    assert sweep_summary.plot_objective(children, ["agent.lr", "seed"], "eval/return_mean", tmp_path)
+    assert titles == [
+        "eval/return_mean across the sweep (7 runs, mean over 3-4 seeds; bars: the lowest and the "
+        "highest run)"
+    ]

@@ -205,10 +205,12 @@ def plot_objective(
         groups.setdefault(label, []).append(c)
     xs = _ordered({c.params[x_key] for c in scored})
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    counts: list[int] = []  # runs at each point: its seeds
     for label, members in sorted(groups.items()):
         by_x: dict[str, list[float]] = {}
         for c in members:
             by_x.setdefault(c.params[x_key], []).append(float(c.objective or 0.0))
+        counts += [len(v) for v in by_x.values()]
         points = sorted((xs.index(x), sum(v) / len(v), min(v), max(v)) for x, v in by_x.items())
         x, mean = [p[0] for p in points], [p[1] for p in points]
         spread = [[p[1] - p[2] for p in points], [p[3] - p[1] for p in points]]
@@ -216,14 +218,20 @@ def plot_objective(
     ax.set_xticks(range(len(xs)), xs)
     ax.set_xlabel(named[x_key])
     ax.set_ylabel(objective)
-    n_seeds = len({c.params[SEED] for c in scored}) if SEED in swept_keys and x_key != SEED else 0
-    seeds = f", mean over {n_seeds} seeds" if n_seeds else ""
-    bars = "; bars: the lowest and the highest run" if n_seeds else ""
+    seeded = SEED in swept_keys and x_key != SEED and max(counts) > 1
+    seeds = f", mean over {_seeds_said(counts)} seeds" if seeded else ""
+    bars = "; bars: the lowest and the highest run" if seeded else ""
     ax.set_title(f"{objective} across the sweep ({len(scored)} runs{seeds}{bars})", fontsize=10)
     ax.grid(alpha=0.3)
     if group_keys:
         ax.legend(fontsize=8)
     return seed_plots.save(fig, folder / PLOT_PNG)
+
+
+def _seeds_said(counts: Sequence[int]) -> str:
+    """'3', or '3-4' where the points' runs differ in number."""
+    low, high = min(counts), max(counts)
+    return f"{low}" if low == high else f"{low}-{high}"
 
 
 def heatmap_axes(swept_keys: Sequence[str]) -> tuple[str, str] | None:
@@ -265,8 +273,12 @@ def plot_heatmaps(
     for metric in [objective, *also_metrics(also, objective)]:
         counted = [c for c in children if value(c, metric, objective) is not None]
         if counted:
-            n_seeds = len({c.params[SEED] for c in counted}) if SEED in swept_keys else 0
-            seeds = f", mean over {n_seeds} seeds" if n_seeds > 1 else ""
+            cells: dict[tuple[str, str], int] = {}
+            for c in counted:
+                cell = (c.params[axes[0]], c.params[axes[1]])
+                cells[cell] = cells.get(cell, 0) + 1
+            many = SEED in swept_keys and max(cells.values()) > 1
+            seeds = f", mean over {_seeds_said(list(cells.values()))} seeds" if many else ""
             title = f"{metric} ({len(counted)} runs{seeds})"
             paths.append(_heatmap(children, axes, metric, objective, title, folder))
     return paths

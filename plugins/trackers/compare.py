@@ -82,7 +82,8 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     columns = [*keys, SEED]  # the seed shown beside the settings, never one of them
     children = counted_once([child_from_run(run, columns, metric) for run in runs], columns)
     if not any(c.finished and c.objective is not None for c in children):
-        raise LookupError(f"none of the {len(runs)} runs finished with a value of {metric}")
+        which = "the run did not finish" if len(runs) == 1 else f"none of the {len(runs)} runs finished"
+        raise LookupError(f"{which} with a value of {metric}")
     folder = args.out or Path("outputs") / "compare" / time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -232,7 +232,8 @@ def check_spaces(observation_space: gym.Space[Any], action_space: gym.Space[Any]
     if not isinstance(action_space, gym.spaces.Discrete):
         raise ConfigError(
             f"agent=dqn needs a discrete action space, and this env's is {action_space}: choose an agent "
-            "for continuous actions (agent=sac, agent=td3) or a discrete env (env.continuous=false)"
+            "for continuous actions (agent=sac, agent=td3) or an env with discrete actions (LunarLander's "
+            "env.continuous=false, CartPole)"
         )
     if not isinstance(observation_space, gym.spaces.Box):
         also = (

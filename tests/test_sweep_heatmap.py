@@ -308,3 +308,20 @@ def test_a_plots_title_counts_the_seeds_each_point_has(
         "eval/return_mean across the sweep (7 runs, mean over 3-4 seeds; bars: the lowest and the "
         "highest run)"
     ]
+
+
+def test_an_axis_of_drawn_values_shows_them_as_the_table_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An Optuna draw (0.004148466620832118) is a tick of 4 digits, slanted where there are many."""
+    from matplotlib.axes import Axes
+
+    from plugins.trackers.sweep_child import Child
+
+    ticks: list[tuple[list[str], dict]] = []
+    monkeypatch.setattr(Axes, "set_xticks", lambda self, at, labels, **kw: ticks.append((list(labels), kw)))
+    lrs = [f"0.00{i}148466620832118" for i in range(1, 9)]
+    children = [Child(lr, lr, "FINISHED", 1.0, {"agent.lr": lr}, float(i)) for i, lr in enumerate(lrs)]
+    assert sweep_summary.plot_objective(children, ["agent.lr"], "eval/return_mean", tmp_path)
+    ((labels, kw),) = ticks
+    assert labels == [f"0.00{i}148" for i in range(1, 9)] and kw["rotation"] == 40

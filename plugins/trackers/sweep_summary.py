@@ -169,6 +169,17 @@ def write_table(
     return [folder / TABLE_CSV, folder / TABLE_HTML]
 
 
+def _ticks(ax: Any, xs: Sequence[str]) -> None:
+    """The x axis's categories, each as the table shows it (4 digits); slanted where many."""
+    many = len(xs) > 6
+    ax.set_xticks(
+        range(len(xs)),
+        [_shorter(x) for x in xs],
+        rotation=40 if many else 0,
+        ha="right" if many else "center",
+    )
+
+
 def _shorter(value: str) -> str:
     """A swept value as the page's table shows it: a number to 4 significant digits (the CSV and the
     cell's tooltip keep it whole), anything else as it is."""
@@ -215,7 +226,7 @@ def plot_objective(
         x, mean = [p[0] for p in points], [p[1] for p in points]
         spread = [[p[1] - p[2] for p in points], [p[3] - p[1] for p in points]]
         ax.errorbar(x, mean, yerr=spread, marker="o", capsize=3, label=label or objective)
-    ax.set_xticks(range(len(xs)), xs)
+    _ticks(ax, xs)
     ax.set_xlabel(named[x_key])
     ax.set_ylabel(objective)
     seeded = SEED in swept_keys and x_key != SEED and max(counts) > 1
@@ -314,8 +325,8 @@ def _heatmap(
             r, g, b, _ = colours[row, col]
             ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
             ax.text(col, row, _short(v), ha="center", va="center", color=ink, fontsize=9)
-    ax.set_xticks(range(len(xs)), xs)
-    ax.set_yticks(range(len(ys)), ys)
+    _ticks(ax, xs)
+    ax.set_yticks(range(len(ys)), [_shorter(y) for y in ys])
     named = seed_summary.short_labels(axes)
     ax.set_xlabel(named[x_key])
     ax.set_ylabel(named[y_key])

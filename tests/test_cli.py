@@ -102,6 +102,19 @@ def test_plugins_marks_configs_whose_optional_dependency_is_missing(cli, tmp_pat
     assert "* needs no_such_module_here, which is not installed: pip install fancy-extra" in r.stdout
 
 
+def test_plugins_marks_an_entry_point_whose_module_is_not_there(cli, tmp_path: Path) -> None:
+    """A distribution registering `ghost = no_such_pkg.env:Ghost` is listed as broken, not as a plugin."""
+    site = tmp_path / "site"
+    info = site / "ghost_env-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ghost-env\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[framework.envs]\nghost = no_such_pkg.env:Ghost\n")
+    r = cli("plugins", "--kind", "env", env={"PYTHONPATH": str(site), "COLUMNS": "200"})
+    assert r.returncode == 0, r.output
+    ghost = next(row for row in r.stdout.splitlines() if row.split()[:2] == ["env", "ghost"])
+    assert "(broken: its module no_such_pkg.env is not installed)" in ghost, ghost
+
+
 def test_plugins_config_shows_each_key_with_its_default_and_description(cli) -> None:
     r = cli("plugins", "--config", "dqn")
     assert r.returncode == 0, r.output

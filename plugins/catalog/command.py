@@ -84,7 +84,9 @@ def main(argv: list[str]) -> int:
             elif kind == "expansion":  # a key of the command line it rewrites (seeds=N)
                 selector = f"{name}=…"
             for p in entries:
-                rows.append((kind, name, selector, p.distribution, p.version, p.description()))
+                rows.append(
+                    (kind, name, selector, p.distribution, p.version, _broken(p.value) + p.description())
+                )
     for line in table(rows, shutil.get_terminal_size((100, 24)).columns):
         print(line)
     for module, install in missing.items():
@@ -93,6 +95,17 @@ def main(argv: list[str]) -> int:
     for problem in problems:
         refuse(str(problem))
     return 1 if problems else 0
+
+
+def _broken(value: str) -> str:
+    """'(broken: ...) ' where an entry point's module is not there (found as `describe` reads its
+    docstring: nothing of the plugin is imported), else ''."""
+    module = value.partition(":")[0].strip()
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    return "" if found is not None else f"(broken: its module {module} is not installed) "
 
 
 #: Hydra's config group of sweepers, where a sweeper plugin's name selects it.

@@ -205,8 +205,8 @@ def ray_launcher_cfg(init: dict[str, Any], remote: dict[str, Any] | None = None)
 def test_the_ray_launcher_gets_the_project_defaults_where_the_command_line_left_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv(sweep.RAY_LOOPBACK_ENV, raising=False)
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    for name in (sweep.RAY_LOOPBACK_ENV, "RAY_ADDRESS", "RAY_DEDUP_LOGS", "RAY_COLOR_PREFIX"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.delitem(sys.modules, "ray", raising=False)
     cfg = ray_launcher_cfg({"address": None, "include_dashboard": True}, {"num_gpus": 1})
     sweep.ray_launcher_defaults(cfg)
@@ -215,6 +215,8 @@ def test_the_ray_launcher_gets_the_project_defaults_where_the_command_line_left_
         "remote": {"num_gpus": 1, "max_retries": 0},
     }
     assert os.environ[sweep.RAY_LOOPBACK_ENV] == "0"  # the Ray it starts binds 127.0.0.1
+    # Each job's last lines whole (not folded with other jobs' alike), without colour in a file.
+    assert os.environ["RAY_DEDUP_LOGS"] == "0" and os.environ["RAY_COLOR_PREFIX"] == "0"
 
 
 @pytest.mark.parametrize(("address", "loopback"), [("10.0.0.5:6379", False), ("127.0.0.1:6379", True)])
@@ -222,7 +224,8 @@ def test_a_ray_launcher_that_joins_a_ray_binds_as_that_ray_does(
     monkeypatch: pytest.MonkeyPatch, address: str, loopback: bool
 ) -> None:
     # Ray 2.60 turns 127.0.0.1 into the machine's address unless the variable is set.
-    monkeypatch.delenv(sweep.RAY_LOOPBACK_ENV, raising=False)
+    for name in (sweep.RAY_LOOPBACK_ENV, "RAY_DEDUP_LOGS", "RAY_COLOR_PREFIX"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.delitem(sys.modules, "ray", raising=False)
     sweep.ray_launcher_defaults(ray_launcher_cfg({"address": address}))
     assert (sweep.RAY_LOOPBACK_ENV in os.environ) is loopback

@@ -293,9 +293,15 @@ def ray_launcher_defaults(cfg: DictConfig) -> None:
                 if key not in ray[part]:
                     ray[part][key] = value
     address = ray.init.get("address") or os.environ.get("RAY_ADDRESS") or "local"
-    # Ray reads the variable when it is imported: later, it is too late.
+    # Ray reads the variables when it is imported: later, it is too late.
     if _on_this_machine_only(str(address)) and "ray" not in sys.modules:
         os.environ.setdefault(RAY_LOOPBACK_ENV, "0")
+    if "ray" not in sys.modules:
+        # Each job's last lines whole (Ray folds lines alike across processes into one), and no
+        # colour codes where the output goes to a file.
+        os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+        if not sys.stdout.isatty():
+            os.environ.setdefault("RAY_COLOR_PREFIX", "0")
 
 
 def check_launcher(cfg: DictConfig) -> None:

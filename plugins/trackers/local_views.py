@@ -53,6 +53,28 @@ def tracking(overrides: list[str]) -> tuple[str, str]:
     return absolute_uri(str(uri)), str(OmegaConf.select(cfg, "tracking.experiment", default="framework"))
 
 
+def missing_experiment(uri: str, experiment: str) -> str | None:
+    """Why the store has no experiment `experiment` to open, naming those it has; None where it has."""
+    from mlflow.tracking import MlflowClient
+
+    from framework.errors import did_you_mean
+
+    from .mlflow_session import quiet_libraries
+
+    quiet_libraries()
+    client = MlflowClient(tracking_uri=uri)
+    try:
+        if client.get_experiment_by_name(experiment) is not None:
+            return None
+        names = sorted(e.name for e in client.search_experiments())
+    except Exception:  # a store MLflow cannot read says so itself, as the UI opens
+        return None
+    return (
+        f"tracking.experiment={experiment}: no such experiment in {uri}.{did_you_mean(experiment, names)} "
+        f"Its experiments: {', '.join(names)}."
+    )
+
+
 def absolute_uri(uri: str) -> str:
     """Pin a relative SQLite path to the launch directory, so every job of a sweep shares it."""
     if uri.startswith(SQLITE) and not uri.startswith(SQLITE + "/"):

@@ -31,7 +31,6 @@ from typing import Any
 
 from framework.columns import refuse
 from framework.commands import Parser
-from framework.errors import did_you_mean
 
 from . import local_views
 from .local_views import DEFAULT_PORT
@@ -86,7 +85,8 @@ def main(argv: list[str]) -> int:
         if not uri.startswith(("http://", "https://")):
             refuse(f"tracking.uri={uri}: `ui` opens a SQLite store or a tracking server")
             return 1
-        if not _has_experiment(uri, experiment, args.run):
+        if args.run is None and (missing := local_views.missing_experiment(uri, experiment)):
+            refuse(missing)
             return 1
         return _show(
             uri.rstrip("/"), _page(uri, experiment, args.run), args.no_browser, _compared(uri, experiment)
@@ -99,7 +99,8 @@ def main(argv: list[str]) -> int:
         )
         return 1
     uri = f"{local_views.SQLITE}{store}"
-    if not _has_experiment(uri, experiment, args.run):
+    if args.run is None and (missing := local_views.missing_experiment(uri, experiment)):
+        refuse(missing)
         return 1
     running = local_views.running(uri)
     if running is not None:
@@ -212,29 +213,6 @@ def _compared(uri: str, experiment: str) -> str:
     """The page `compare` last wrote for this experiment, else the command that writes one."""
     page = local_views.latest_page(uri, experiment)
     return page.as_uri() if page is not None else f"python -m framework compare {shlex.quote(experiment)}"
-
-
-def _has_experiment(uri: str, experiment: str, run: str | None) -> bool:
-    """Whether the store has the experiment to open (or `--run` names what to open); else says so."""
-    from mlflow.tracking import MlflowClient
-
-    from .mlflow_session import quiet_libraries
-
-    if run is not None:
-        return True
-    quiet_libraries()
-    client = MlflowClient(tracking_uri=uri)
-    try:
-        if client.get_experiment_by_name(experiment) is not None:
-            return True
-        names = sorted(e.name for e in client.search_experiments())
-    except Exception:  # a store MLflow cannot read says so itself, as the UI opens
-        return True
-    refuse(
-        f"tracking.experiment={experiment}: no such experiment in {uri}.{did_you_mean(experiment, names)} "
-        f"Its experiments: {', '.join(names)}."
-    )
-    return False
 
 
 def _page(uri: str, experiment: str, run: str | None) -> str:

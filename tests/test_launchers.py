@@ -361,3 +361,36 @@ def test_a_grid_sweep_that_stops_at_a_failed_job_says_how_many_it_had(cli: Any, 
         "  jobs              2 in the sweep; it stops at its first failed job, and those after it are not run"
         in r.stdout
     )
+
+
+def test_sigterm_to_a_ray_launched_sweep_stops_it_as_ctrl_c_does(tmp_path: Path, ray_session: Any) -> None:
+    """Ray's driver took SIGTERM over: the sweep's process aborted (exit 134, "*** SIGTERM received")
+    and every job ended FAILED. A scheduler's SIGTERM now stops it as Ctrl-C does."""
+    p = start_cli(
+        "-m", "hydra/launcher=ray", f"hydra.launcher.ray.init.address={ray_session.address}",
+        "seed=1,2", "total_steps=400000", "eval.every_steps=0", "progress=off", cwd=tmp_path,
+        env={"RAY_AUTH_MODE": "token"},
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while (
+        len([f for f in tmp_path.glob("multirun/*/*/*/framework.log") if "run started" in f.read_text()]) < 2
+    ):
+        assert p.poll() is None, p.stdout.read() if p.stdout else ""
+        assert time.monotonic() < deadline, "the jobs did not start within 120 s"
+        time.sleep(0.2)
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 130, out[-3000:]
+    assert "SIGTERM received" not in out and "Sweep stopped: its runs end KILLED." in out, out[-3000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("framework")
+    assert experiment is not None
+    deadline = time.monotonic() + 60
+    while True:
+        statuses = {
+            r.info.run_name.split()[0]: r.info.status for r in client.search_runs([experiment.experiment_id])
+        }
+        if "RUNNING" not in statuses.values() or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert set(statuses) == {"sweep", "s1", "s2"} and set(statuses.values()) == {"KILLED"}, statuses

@@ -19,7 +19,9 @@ import contextlib
 import dataclasses
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
@@ -129,7 +131,12 @@ class SweepParentRun(Callback):
             _refuse_a_bad_job(config, sampled=True)
             study = sweeper.study()  # the study, and what it searches, name the parent
         else:
-            self._jobs = _refuse_a_bad_job(config)
+            jobs = _refuse_a_bad_job(config)
+            # Hydra's own launcher runs them in turn and none after a failed one (joblib, Ray: all).
+            in_turn = str(OmegaConf.select(config, "hydra.launcher._target_") or "").endswith(
+                ".BasicLauncher"
+            )
+            self._jobs = jobs if in_turn else None
         try:
             # The study it goes on with, if any: one it cannot (another objective) refused before its
             # parent is opened again.
@@ -139,6 +146,7 @@ class SweepParentRun(Callback):
         except ConfigError as e:  # a store that cannot be used (a server gone): refused as a run's is
             _refuse(str(e))
         if section is None or tracker is None:
+            start_the_launchers_ray(config)
             return
         params = OmegaConf.select(config, "hydra.sweeper.params")
         sweeper_params = OmegaConf.to_container(params) if isinstance(params, DictConfig) else None
@@ -179,6 +187,7 @@ class SweepParentRun(Callback):
         # (KILLED after a Ctrl-C: a launcher's wait turned it into a KeyboardInterrupt, or the job
         # run in this process stopped, JOB_INTERRUPTED).
         atexit.register(self._end_at_exit)
+        start_the_launchers_ray(config)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._end("FINISHED")
@@ -339,6 +348,30 @@ def check_launcher(cfg: DictConfig) -> None:
                 f"hydra.launcher.ray.remote.{key}={asked:g}: each job would ask for more than the Ray the "
                 f"launcher starts has ({available:g}), and wait for ever: give {available:g} or less"
             )
+
+
+def start_the_launchers_ray(cfg: DictConfig) -> None:
+    """The Ray launcher's Ray, started (or joined) here as the launcher would (which then finds it
+    running), and this process's SIGTERM kept: Ray's driver takes SIGTERM over, aborting the sweep's
+    process (exit 134) with every job ending FAILED. SIGTERM from a scheduler stops the sweep as
+    Ctrl-C does: its jobs and its parent end KILLED."""
+    if OmegaConf.select(cfg, "hydra.launcher._target_") != RAY_LAUNCHER:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    import ray
+
+    if ray.is_initialized():
+        return
+    init = OmegaConf.to_container(cfg.hydra.launcher.ray.init, resolve=True)
+    assert isinstance(init, dict)
+    ray.init(**{str(key): value for key, value in init.items()})
+    signal.signal(signal.SIGTERM, _stop_the_sweep)
+
+
+def _stop_the_sweep(signum: int, frame: Any) -> None:
+    JOB_INTERRUPTED.set()  # the parent ends KILLED
+    raise KeyboardInterrupt
 
 
 def _on_this_machine_only(address: str) -> bool:

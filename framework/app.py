@@ -165,12 +165,6 @@ def main() -> None:
         _refuse(str(e))
     except BrokenPipeError:  # `--help | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except OSError as e:  # the run or sweep directory a command line gave cannot be made
-        given = [a for a in sys.argv[1:] if a.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
-        named = [a for a in given if e.filename is not None and a.partition("=")[2] == str(e.filename)]
-        if full or not named:
-            raise
-        _refuse(f"{named[0]}: cannot make that directory ({e.strerror}): give one that can be made here")
     except Exception as e:
         message = hydra_message(e, registry.names("command"))
         if message is None:  # a resolver's refusal (run_dirs), which OmegaConf wraps twice
@@ -178,6 +172,13 @@ def main() -> None:
             while inner is not None and not isinstance(inner, ConfigError):
                 inner = inner.__cause__ or inner.__context__
             message = str(inner) if inner is not None else None
+        if message is None and isinstance(e, OSError):  # a run or sweep directory it cannot make
+            given = [a for a in sys.argv[1:] if a.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
+            named = [a for a in given if e.filename is not None and a.partition("=")[2] == str(e.filename)]
+            if named:
+                message = (
+                    f"{named[0]}: cannot make that directory ({e.strerror}): give one that can be made here"
+                )
         if full or message is None:
             raise
         _refuse(message)

@@ -89,13 +89,7 @@ def test_ctrl_c_ends_the_children_of_a_joblib_sweep_that_loky_killed_with_their_
         "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=1,2", "total_steps=400000",
         "eval.every_steps=0", "progress=off", cwd=tmp_path, start_new_session=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while (
-        len([f for f in tmp_path.glob("multirun/*/*/*/framework.log") if "run started" in f.read_text()]) < 2
-    ):
-        assert p.poll() is None, p.stdout.read() if p.stdout else ""
-        assert time.monotonic() < deadline, "the jobs did not start within 120 s"
-        time.sleep(0.2)
+    _wait_for_both_jobs(p, tmp_path)
     time.sleep(1)
     os.killpg(p.pid, signal.SIGINT)
     out, _ = p.communicate(timeout=120)
@@ -112,6 +106,17 @@ def test_ctrl_c_ends_the_children_of_a_joblib_sweep_that_loky_killed_with_their_
     assert set(statuses) == {"sweep", "s1", "s2"}, statuses
     assert set(statuses.values()) == {"KILLED"}, statuses
     assert all(runs[name].info.end_time for name in ("s1", "s2"))
+
+
+def _wait_for_both_jobs(p: Any, tmp_path: Path) -> None:
+    """Until both jobs of the sweep `p` runs in `tmp_path` have started their runs."""
+    deadline = time.monotonic() + 120
+    while (
+        len([f for f in tmp_path.glob("multirun/*/*/*/framework.log") if "run started" in f.read_text()]) < 2
+    ):
+        assert p.poll() is None, p.stdout.read() if p.stdout else ""
+        assert time.monotonic() < deadline, "the jobs did not start within 120 s"
+        time.sleep(0.2)
 
 
 def test_a_joblib_sweep_killed_outright_takes_its_workers_with_it_and_its_jobs_end_killed(
@@ -371,13 +376,7 @@ def test_sigterm_to_a_ray_launched_sweep_stops_it_as_ctrl_c_does(tmp_path: Path,
         "seed=1,2", "total_steps=400000", "eval.every_steps=0", "progress=off", cwd=tmp_path,
         env={"RAY_AUTH_MODE": "token"},
     )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while (
-        len([f for f in tmp_path.glob("multirun/*/*/*/framework.log") if "run started" in f.read_text()]) < 2
-    ):
-        assert p.poll() is None, p.stdout.read() if p.stdout else ""
-        assert time.monotonic() < deadline, "the jobs did not start within 120 s"
-        time.sleep(0.2)
+    _wait_for_both_jobs(p, tmp_path)
     p.send_signal(signal.SIGTERM)
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 130, out[-3000:]

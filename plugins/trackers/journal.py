@@ -139,11 +139,13 @@ class Journal:
 
     def mark_sent(self, offset: int) -> None:
         """Everything before `offset` was acknowledged by the store: never send it again."""
+        # This process's own count first: where the file cannot be written (a full disk), what was
+        # sent is still not sent again; only `sync` after a crash would repeat it.
+        self._sent = offset
         sent = self.path.with_suffix(SENT_SUFFIX)
         partial = sent.with_name(f".{sent.name}.{os.getpid()}.partial")
         partial.write_text(str(offset))
         os.replace(partial, sent)  # whole or not at all: a crash leaves the previous offset
-        self._sent = offset
 
     def all_sent(self) -> bool:
         with self._lock:

@@ -8,6 +8,7 @@ meanwhile) is not an outage: the entry is reported and passed over, and the entr
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import threading
@@ -45,8 +46,10 @@ class ArtifactGone(Exception):
 
 
 def say(message: str) -> None:
-    """The tracking process's notices go to its stderr, which the training process logs."""
-    print(message, file=sys.stderr, flush=True)
+    """The tracking process's notices go to its stderr, which the training process logs; once that
+    process is gone (killed), nothing reads them, and they are dropped rather than end the sending."""
+    with contextlib.suppress(OSError, ValueError):  # a closed pipe (EPIPE), or a stream closed at exit
+        print(message, file=sys.stderr, flush=True)
 
 
 def transient(error: BaseException) -> bool:
@@ -136,6 +139,7 @@ class JournalSender:
         self._stopping = threading.Event()
         self._progress = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._journal_failed = False
 
     def send_pending(self) -> bool:
         """Send every unsent entry in order; False when the store stopped answering (the rest stays)."""
@@ -169,7 +173,8 @@ class JournalSender:
         asked = time.monotonic()
         self._wake.set()
         with self._progress:
-            while self._thread is not None and not self.journal.all_sent():
+            # A sender thread that has died sends nothing more: no waiting for it.
+            while self._thread is not None and self._thread.is_alive() and not self.journal.all_sent():
                 now = time.monotonic()
                 since = self.outage.since
                 if (
@@ -193,8 +198,11 @@ class JournalSender:
             self._wake.clear()
             try:
                 self.send_pending()
-            except Exception as e:  # the journal itself: said, and tried again
-                self.notify(f"tracking: the journal {self.journal.path} cannot be read: {e}")
+            except Exception as e:  # the journal itself (unreadable, or its progress unwritable: a full
+                # disk): said once, and tried again
+                if not self._journal_failed:
+                    self.notify(f"tracking: the journal {self.journal.path} fails ({e}); tried again")
+                self._journal_failed = True
                 self._stopping.wait(RETRY_LONGEST_S)
             with self._progress:
                 self._progress.notify_all()

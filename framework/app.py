@@ -21,7 +21,7 @@ from framework import STARTED_AT, commands, config, registry, run_dirs
 from framework.columns import refusal
 from framework.contracts.sweeper import parent_run_of_this_job, run_name_of_this_job
 from framework.errors import ConfigError, ExplainedError, JobFailed, RunFailed, hydra_message
-from framework.interrupts import EXIT_KILLED, JOB_INTERRUPTED, forget_caught_interrupt
+from framework.interrupts import EXIT_KILLED, JOB_INTERRUPTED, STOP_ASKED, forget_caught_interrupt
 from framework.summary import say
 
 # A launcher's worker resolves its job's directory too, having imported nothing but this module.
@@ -53,6 +53,9 @@ def task(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
     sweep = hc.mode == RunMode.MULTIRUN
     overrides = config.task_overrides(hc.overrides.task)
+    if sweep and STOP_ASKED.is_set():  # its sweep is stopping: a job not started yet is not started
+        run_dirs.forget_if_unused(Path(hc.runtime.output_dir))
+        return None
     try:
         final = run(
             cfg,
@@ -66,6 +69,8 @@ def task(cfg: DictConfig) -> float | None:
     except RunKilled:
         if sweep:
             JOB_INTERRUPTED.set()
+        if _in_launcher_worker():  # ended KILLED and said so; the launcher waits for its other jobs
+            return None
         raise
     # Reported here, not by Hydra, which would add a line of its own; HYDRA_FULL_ERROR=1 shows all.
     except ConfigError as e:
@@ -192,11 +197,16 @@ def _refuse(message: str) -> None:
 
 def _fail_job(message: str | None) -> None:
     """End a failed job: exit 1 after `message` (None: said); in a launcher's worker, raise JobFailed."""
-    if _in_ray_worker() or os.environ.get(COMMAND_PID_ENV, str(os.getpid())) != str(os.getpid()):
+    if _in_launcher_worker():
         raise JobFailed(message)
     if message is not None:
         _refuse(message)
     sys.exit(1)
+
+
+def _in_launcher_worker() -> bool:
+    """Whether this job runs in a launcher's worker (joblib's, Ray's), not in the command's own process."""
+    return _in_ray_worker() or os.environ.get(COMMAND_PID_ENV, str(os.getpid())) != str(os.getpid())
 
 
 def _in_ray_worker() -> bool:

@@ -17,6 +17,11 @@ from typing import Any
 EXIT_KILLED = 130
 #: Set when an in-process sweep job (no sys.last_value to tell) or launcher wait stops: parent ends KILLED.
 JOB_INTERRUPTED = threading.Event()
+#: A stop asked of this process from elsewhere (its sweep stopping, `ask_to_stop`): the run going on
+#: stops as at a first Ctrl-C, and a sweep's job that has not started does not start.
+STOP_ASKED = threading.Event()
+#: What a first Ctrl-C does to the run going on in this process (one at most; a list for the handover).
+_first_stops: list[Callable[[], None]] = []
 
 
 def forget_caught_interrupt() -> None:
@@ -69,16 +74,33 @@ def stop_on_sigint(
         yield
         return
 
-    def handler(signum: int, frame: Any) -> None:
+    def first_stop() -> None:
         if stop.is_set():
-            raise KeyboardInterrupt
+            return
         stop.set()
         if on_stop is not None:
             on_stop()
-        print(notice, file=sys.stderr)
+        print(notice, file=sys.stderr, flush=True)
+
+    def handler(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        first_stop()
 
     previous = signal.signal(signal.SIGINT, handler)
+    _first_stops.append(first_stop)
+    if STOP_ASKED.is_set():
+        first_stop()
     try:
         yield
     finally:
+        _first_stops.remove(first_stop)
         signal.signal(signal.SIGINT, previous)
+
+
+def ask_to_stop() -> None:
+    """Stop this process's run as its first Ctrl-C would, from any thread (its sweep is stopping); a run
+    stopping already goes on ending, and one that starts later stops at once."""
+    STOP_ASKED.set()
+    for first_stop in list(_first_stops):
+        first_stop()

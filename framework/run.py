@@ -35,6 +35,7 @@ from framework.contracts.tracker import NAME_TAG
 from framework.errors import ConfigError, ExplainedError, RunFailed
 from framework.interrupts import (
     EXIT_KILLED,
+    STOP_ASKED,
     exit_at_the_next_signal,
     forget_caught_interrupt,
     sigterm_as_interrupt,
@@ -81,6 +82,8 @@ def run(
     with sigterm_as_interrupt(stop):
         try:
             plan = _prepare(cfg, tracker, overrides, run_dir)
+            if STOP_ASKED.is_set():  # its sweep began stopping as it started: nothing was tracked
+                raise RunKilled(EXIT_KILLED)
             # A run directory is its run's alone, for as long as it runs; a resumed run's first one too.
             with plan.resume.hold_source() if plan.resume else contextlib.nullcontext(), RunDirLock(run_dir):
                 return _execute(plan, tracker, run_dir, overrides, parent_run_id, run_name, started_at, stop)

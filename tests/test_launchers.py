@@ -79,33 +79,41 @@ def test_a_sweep_through_the_joblib_launcher_runs_its_jobs_in_processes_of_their
 
 
 @pytest.mark.slow
-def test_ctrl_c_ends_the_children_of_a_joblib_sweep_that_loky_killed_with_their_trackers(
+def test_ctrl_c_to_a_joblib_sweep_ends_each_running_job_killed_with_its_checkpoint_and_starts_no_more(
     tmp_path: Path,
 ) -> None:
-    # Ctrl-C in a terminal: SIGINT to the sweep's process group (its loky workers; not the tracking
-    # processes, each in a session of its own). Loky kills each job's whole process tree, tracker and all:
-    # the parent ends the children left RUNNING.
+    """Ctrl-C in a terminal: SIGINT to the sweep's process group (its loky workers too). Loky tore its
+    workers down at once, so a job ended without a last checkpoint or its line to go on with, one
+    FAILED. Now the sweep waits for its jobs to end as a run does, and the third job does not start."""
     p = start_cli(
-        "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=1,2", "total_steps=400000",
-        "eval.every_steps=0", "progress=off", cwd=tmp_path, start_new_session=True,
+        "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=1,2,3", "total_steps=400000",
+        "eval.every_steps=0", "checkpoint.every_steps=0", "progress=off",
+        cwd=tmp_path, start_new_session=True,
     )  # fmt: skip
     _wait_for_both_jobs(p, tmp_path)
     time.sleep(1)
     os.killpg(p.pid, signal.SIGINT)
     out, _ = p.communicate(timeout=120)
-    # A job that saw the SIGINT itself ends KILLED; one loky killed first ends with the parent, KILLED
-    # too: no child is left RUNNING, none FAILED.
-    assert "Sweep KILLED: 2 runs" in out, out[-3000:]
-    assert "RUNNING" not in out.split("Sweep ", 1)[-1], out[-3000:]
+    assert p.returncode == 130, out[-3000:]
+    assert "Stopping the sweep: each running job ends KILLED after its current step" in out, out[-3000:]
+    assert "Sweep KILLED: 2 runs (2 KILLED)." in out, out[-3000:]
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("framework")
     assert experiment is not None
     runs = {r.info.run_name.split()[0]: r for r in client.search_runs([experiment.experiment_id])}
     statuses = {name: r.info.status for name, r in runs.items()}  # `sweep`, the parent; `s1`, seed=1's job
-    assert set(statuses) == {"sweep", "s1", "s2"}, statuses
-    assert set(statuses.values()) == {"KILLED"}, statuses
-    assert all(runs[name].info.end_time for name in ("s1", "s2"))
+    assert statuses == {"sweep": "KILLED", "s1": "KILLED", "s2": "KILLED"}, statuses
+    for name in ("s1", "s2"):
+        run_dir = Path(runs[name].data.tags["framework.run_dir"])
+        # Its last checkpoint, at the step it stopped at (none was due before), and its line to go on.
+        latest = (run_dir / "checkpoints" / "latest").read_text().strip()
+        assert latest.startswith("step_") and int(latest[5:]) > 0, latest
+        assert f"continue with     python -m framework resume={run_dir}" in out, out[-3000:]
+        assert f"checkpoint        {run_dir / 'checkpoints' / latest}" in out, out[-3000:]
+    sweep_dir = Path(runs["s1"].data.tags["framework.run_dir"]).parent
+    assert sorted(d.name for d in sweep_dir.iterdir() if d.is_dir()) == ["0", "1"]  # seed=3's never started
+    assert not any(sweep_dir.glob(".sweep-stopping"))
 
 
 def _wait_for_both_jobs(p: Any, tmp_path: Path) -> None:
@@ -373,8 +381,8 @@ def test_sigterm_to_a_ray_launched_sweep_stops_it_as_ctrl_c_does(tmp_path: Path,
     and every job ended FAILED. A scheduler's SIGTERM now stops it as Ctrl-C does."""
     p = start_cli(
         "-m", "hydra/launcher=ray", f"hydra.launcher.ray.init.address={ray_session.address}",
-        "seed=1,2", "total_steps=400000", "eval.every_steps=0", "progress=off", cwd=tmp_path,
-        env={"RAY_AUTH_MODE": "token"},
+        "seed=1,2", "total_steps=400000", "eval.every_steps=0", "checkpoint.every_steps=0", "progress=off",
+        cwd=tmp_path, env={"RAY_AUTH_MODE": "token"},
     )  # fmt: skip
     _wait_for_both_jobs(p, tmp_path)
     p.send_signal(signal.SIGTERM)
@@ -393,3 +401,7 @@ def test_sigterm_to_a_ray_launched_sweep_stops_it_as_ctrl_c_does(tmp_path: Path,
             break
         time.sleep(0.5)
     assert set(statuses) == {"sweep", "s1", "s2"} and set(statuses.values()) == {"KILLED"}, statuses
+    # Each job ended at its own pace, with a last checkpoint (none was due before), before Ray went.
+    for log in tmp_path.glob("multirun/*/*/*/framework.log"):
+        assert "Run KILLED at step" in log.read_text(), log.read_text()[-2000:]
+        assert (log.parent / "checkpoints" / "latest").is_file()

@@ -15,7 +15,7 @@ import signal
 import threading
 from pathlib import Path
 
-from framework.interrupts import JOB_INTERRUPTED
+from framework.interrupts import JOB_INTERRUPTED, STOP_ASKED, ask_to_stop
 
 #: The sweep's process, as `pid:start_time` (start time in clock ticks after boot, from /proc).
 COMMAND_ENV = "FRAMEWORK_COMMAND_PROCESS"
@@ -44,6 +44,12 @@ def mark_command_process() -> None:
         os.environ[COMMAND_ENV] = f"{os.getpid()}:{started}"
 
 
+def command_env() -> dict[str, str]:
+    """The variable that names the command's process, for a worker that does not inherit it (a Ray's
+    started before the sweep)."""
+    return {COMMAND_ENV: os.environ[COMMAND_ENV]} if COMMAND_ENV in os.environ else {}
+
+
 def _watched() -> tuple[int, str] | None:
     """The sweep's process this job runs for, where that is another process of this machine."""
     pid, _, started = os.environ.get(COMMAND_ENV, "").partition(":")
@@ -55,21 +61,22 @@ def _watched() -> tuple[int, str] | None:
 class Watch:
     """A job's watch on the sweep's process (`Watch.start` as the job starts, `stop` as it ends):
     once that process is gone, the job gets SIGTERM, and its worker process exits when the run has
-    ended KILLED (`JOB_INTERRUPTED`), or GRACE_S later at the latest."""
+    ended KILLED (`JOB_INTERRUPTED`), or GRACE_S later at the latest. Once the sweep is stopping
+    (`stop_file` exists: `stopping`), the job's run stops as at a first Ctrl-C."""
 
-    def __init__(self, pid: int, started: str) -> None:
-        self.pid, self.started = pid, started
+    def __init__(self, pid: int, started: str, stop_file: Path | None = None) -> None:
+        self.pid, self.started, self.stop_file = pid, started, stop_file
         self._done = threading.Event()
         threading.Thread(target=self._watch, name="sweep-watch", daemon=True).start()
 
     @classmethod
-    def start(cls) -> Watch | None:
+    def start(cls, stop_file: Path | None = None) -> Watch | None:
         """A watch where this job runs for another process of this machine (None: in the sweep's own
         process, or on another machine, or off the main thread)."""
         watched = _watched()
         if watched is None or threading.current_thread() is not threading.main_thread():
             return None
-        return cls(*watched)
+        return cls(*watched, stop_file=stop_file)
 
     def gone(self) -> bool:
         return start_time(self.pid) != self.started
@@ -82,6 +89,8 @@ class Watch:
 
     def _watch(self) -> None:
         while not self._done.wait(POLL_S):
+            if self.stop_file is not None and not STOP_ASKED.is_set() and self.stop_file.exists():
+                ask_to_stop()
             if self.gone():
                 os.kill(os.getpid(), signal.SIGTERM)
                 JOB_INTERRUPTED.wait(GRACE_S)  # the run has ended KILLED, with its last checkpoint

@@ -19,7 +19,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import signal
 import sys
 import threading
 import time
@@ -40,11 +39,11 @@ from framework.contracts import SweepSummarySpec, Tracker
 from framework.contracts.sweeper import PARENT_RUN_ENV, RUN_NAME_ENV, trial_spec
 from framework.contracts.tracker import SUMMARY_SPEC_TAG
 from framework.errors import ConfigError
-from framework.interrupts import JOB_INTERRUPTED
+from framework.interrupts import JOB_INTERRUPTED, STOP_ASKED
 from framework.provenance import flatten
 from framework.sweepers import sweeper_plugin
 
-from . import orphans
+from . import orphans, stopping
 from .names import job_name, parent_run_name
 
 #: The swept keys, handed to the jobs with their parent run (a launcher's worker reads them there).
@@ -113,6 +112,7 @@ class SweepParentRun(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         orphans.mark_command_process()  # before a launcher starts a worker, which inherits it
+        self._job_env = orphans.command_env()  # and a Ray's worker, started before, is handed it
         try:
             check_launcher(config)
         except ConfigError as e:
@@ -133,10 +133,7 @@ class SweepParentRun(Callback):
         else:
             jobs = _refuse_a_bad_job(config)
             # Hydra's own launcher runs them in turn and none after a failed one (joblib, Ray: all).
-            in_turn = str(OmegaConf.select(config, "hydra.launcher._target_") or "").endswith(
-                ".BasicLauncher"
-            )
-            self._jobs = jobs if in_turn else None
+            self._jobs = jobs if not _jobs_run_elsewhere(config) else None
         try:
             # The study it goes on with, if any: one it cannot (another objective) refused before its
             # parent is opened again.
@@ -146,7 +143,7 @@ class SweepParentRun(Callback):
         except ConfigError as e:  # a store that cannot be used (a server gone): refused as a run's is
             _refuse(str(e))
         if section is None or tracker is None:
-            start_the_launchers_ray(config)
+            _launch(config)
             return
         params = OmegaConf.select(config, "hydra.sweeper.params")
         sweeper_params = OmegaConf.to_container(params) if isinstance(params, DictConfig) else None
@@ -181,13 +178,13 @@ class SweepParentRun(Callback):
             start_time=time.time(),
             resume_run_id=resumed,
         )
-        self._job_env = {PARENT_RUN_ENV: self._run_id, SWEPT_KEYS_ENV: json.dumps(list(swept))}
+        self._job_env.update({PARENT_RUN_ENV: self._run_id, SWEPT_KEYS_ENV: json.dumps(list(swept))})
         os.environ.update(self._job_env)
         # A job that raises ends the sweep without on_multirun_end: the parent still ends, FAILED
         # (KILLED after a Ctrl-C: a launcher's wait turned it into a KeyboardInterrupt, or the job
         # run in this process stopped, JOB_INTERRUPTED).
         atexit.register(self._end_at_exit)
-        start_the_launchers_ray(config)
+        _launch(config)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._end("FINISHED")
@@ -201,7 +198,9 @@ class SweepParentRun(Callback):
         name = _job_name(config)
         if name:
             os.environ[RUN_NAME_ENV] = name
-        self._watch = orphans.Watch.start()
+        if stopping.asked(config.hydra.sweep.dir):  # the job does not start (framework.app.task)
+            STOP_ASKED.set()
+        self._watch = orphans.Watch.start(stopping.stop_file(config.hydra.sweep.dir))
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         os.environ.pop(RUN_NAME_ENV, None)
@@ -350,11 +349,22 @@ def check_launcher(cfg: DictConfig) -> None:
             )
 
 
+def _jobs_run_elsewhere(cfg: DictConfig) -> bool:
+    """Whether the launcher runs the jobs in processes of its own (joblib, Ray), not Hydra's own in turn."""
+    return not str(OmegaConf.select(cfg, "hydra.launcher._target_") or "").endswith(".BasicLauncher")
+
+
+def _launch(cfg: DictConfig) -> None:
+    """The launcher's Ray started, and Ctrl-C and SIGTERM set to stop jobs run elsewhere gently."""
+    start_the_launchers_ray(cfg)
+    if _jobs_run_elsewhere(cfg):
+        stopping.stop_gently(str(cfg.hydra.sweep.dir))
+
+
 def start_the_launchers_ray(cfg: DictConfig) -> None:
     """The Ray launcher's Ray, started (or joined) here as the launcher would (which then finds it
-    running), and this process's SIGTERM kept: Ray's driver takes SIGTERM over, aborting the sweep's
-    process (exit 134) with every job ending FAILED. SIGTERM from a scheduler stops the sweep as
-    Ctrl-C does: its jobs and its parent end KILLED."""
+    running), before this process sets its SIGTERM (`stopping`): Ray's driver takes SIGTERM over,
+    aborting the sweep's process (exit 134) with every job ending FAILED."""
     if OmegaConf.select(cfg, "hydra.launcher._target_") != RAY_LAUNCHER:
         return
     if threading.current_thread() is not threading.main_thread():
@@ -366,12 +376,6 @@ def start_the_launchers_ray(cfg: DictConfig) -> None:
     init = OmegaConf.to_container(cfg.hydra.launcher.ray.init, resolve=True)
     assert isinstance(init, dict)
     ray.init(**{str(key): value for key, value in init.items()})
-    signal.signal(signal.SIGTERM, _stop_the_sweep)
-
-
-def _stop_the_sweep(signum: int, frame: Any) -> None:
-    JOB_INTERRUPTED.set()  # the parent ends KILLED
-    raise KeyboardInterrupt
 
 
 def _on_this_machine_only(address: str) -> bool:

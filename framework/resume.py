@@ -35,6 +35,8 @@ class ResumePoint:
     """Which resume of its tracked run this is (1: the first)."""
     source: Path | None = None
     """The run directory it goes on from (None: a checkpoint rebuilt from the tracked run's artifacts)."""
+    changes: tuple[str, ...] = ()
+    """This command's overrides that change its plugins' settings (`agent.hidden_sizes=[64,64]`)."""
 
     def hold_source(self) -> AbstractContextManager[object]:
         """Hold the directory the run goes on from while it runs (its lock): a run goes on in one
@@ -87,7 +89,7 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
     if run_id is None:
         run_id = _tracked_run_of(saved, cfg, overrides, state.get("run_id"), target)
         if run_id is not None:
-            _warn_if_the_run_went_on(tracker, run_id, checkpoint, int(state["step"]))
+            _refuse_if_the_run_went_on(tracker, run_id, checkpoint, int(state["step"]), target)
     merged = _apply_resume_overrides(saved, cfg, overrides)
     step, total = int(state["step"]), int(merged.total_steps)
     if step > total:
@@ -103,7 +105,15 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
         number = resumes(tracker.run_tags(run_id)) + 1 if run_id is not None else 1
     except LookupError:
         number = 1
-    return ResumePoint(run_id, checkpoint, merged, step, number, source)
+    changes = tuple(item for item in overrides if _changes_a_plugin(item, saved, merged))
+    return ResumePoint(run_id, checkpoint, merged, step, number, source, changes)
+
+
+def _changes_a_plugin(item: str, saved: DictConfig, merged: DictConfig) -> bool:
+    key = item.split("=", 1)[0].lstrip("+~")
+    if key.split(".")[0] not in config.plugin_sections() or key.split(".")[0] == "tracking":
+        return False
+    return bool(OmegaConf.select(saved, key) != OmegaConf.select(merged, key))
 
 
 def _in_use(source: Path, holder: str) -> ConfigError:
@@ -131,18 +141,29 @@ def local_checkpoint(run_id: str, run_dir: str | None) -> tuple[Path | None, str
     return checkpoint, ""
 
 
-def _warn_if_the_run_went_on(tracker: Tracker, run_id: str, checkpoint: Path, step: int) -> None:
-    """A run directory's checkpoint is older than its tracked run when a resume went on elsewhere."""
+def _refuse_if_the_run_went_on(
+    tracker: Tracker, run_id: str, checkpoint: Path, step: int, target: str
+) -> None:
+    """A run directory's checkpoint is older than its tracked run's where a resume went on elsewhere:
+    going on from it would leave the run's later part in its history, beside the new one."""
     try:
         latest_dir = run_dir_of(tracker.run_tags(run_id))
     except LookupError:
         return
-    if latest_dir and Path(latest_dir).resolve() != _dir_of(checkpoint).resolve():
-        log.warning(
-            "run %s went on in %s after this checkpoint (step %d): continuing from here, its metrics "
-            "from later steps are followed by these; resume=%s continues from its latest instead",
-            run_id, latest_dir, step, latest_dir,
-        )  # fmt: skip
+    if not latest_dir or Path(latest_dir).resolve() == _dir_of(checkpoint).resolve():
+        return
+    later = find_latest(Path(latest_dir))
+    if later is not None and (
+        read_state(later).get("run_id") not in (None, run_id)
+        or int(read_state(later).get("step", -1)) <= step
+    ):
+        return  # nothing of this run's later than this checkpoint there
+    went_on = f"resume={latest_dir} (or resume={run_id})" if later is not None else f"resume={run_id}"
+    raise ConfigError(
+        f"resume={target}: run {run_id} went on in {latest_dir} after this checkpoint (step {step}), and "
+        f"going on from here again would leave that part's metrics in its history beside these: continue "
+        f"it from its latest with {went_on}"
+    )
 
 
 def _tracked_run_of(

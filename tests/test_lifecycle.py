@@ -104,6 +104,21 @@ def test_resume_refuses_to_change_the_env(cli, tmp_path: Path) -> None:
     assert f"{said} 'lunarlander'" in r.stderr
 
 
+def test_resume_that_would_change_the_network_is_one_line_naming_the_override(cli, tmp_path: Path) -> None:
+    assert cli(*FAST, "tracking=none", "hydra.run.dir=outputs/a").returncode == 0
+    r = cli(
+        f"resume={tmp_path / 'outputs/a'}", "agent.hidden_sizes=[32]", "tracking=none", "total_steps=2048"
+    )
+    assert r.returncode == 1 and "Traceback" not in r.output
+    said = " ".join(r.stderr.split())
+    assert (
+        "cannot be loaded with agent.hidden_sizes=[32]: Error(s) in loading state_dict for MLPQNetwork: "
+        in said
+    )
+    assert "leave those out" in said
+    assert len(r.stderr.strip().splitlines()) <= 5, r.stderr  # of torch's list, a line per tensor, the first
+
+
 def test_resume_takes_keys_of_the_runs_own_plugins_that_the_default_plugins_lack(cli, tmp_path: Path) -> None:
     """The command composes the default env (cartpole), which has no `continuous`: the key is checked
     against, and goes to, the resumed run's own env (lunarlander)."""
@@ -226,17 +241,28 @@ def test_resuming_an_untracked_run_with_the_default_tracker_says_how(cli, tmp_pa
     assert "Run FINISHED at step 2048 of 2048." in tracked.stdout
 
 
-def test_resuming_an_older_directory_of_a_run_that_went_on_warns(cli, tmp_path: Path) -> None:
+def test_resuming_an_older_directory_of_a_run_that_went_on_is_refused_with_its_latest(
+    cli, tmp_path: Path
+) -> None:
+    """Going on again from an older part's checkpoint left the later part's points in the run's history
+    beside the new ones (a requeue script that keeps the first printed command): refused, before
+    anything starts, naming where the run goes on from."""
     assert cli(*FAST, "hydra.run.dir=outputs/a").returncode == 0
     run = only_run(store(tmp_path))
     assert cli(f"resume={run.info.run_id}", "total_steps=2048", "hydra.run.dir=outputs/b").returncode == 0
     r = cli(f"resume={tmp_path / 'outputs/a'}", "total_steps=3072", "hydra.run.dir=outputs/c")
-    assert r.returncode == 0, r.output[-3000:]
+    assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
     assert (
         f"run {run.info.run_id} went on in {tmp_path / 'outputs/b'} after this checkpoint (step 1024)"
-        in r.said
+        in " ".join(r.stderr.split())
     )
-    assert "resumed at step 1024" in r.output
+    assert f"resume={tmp_path / 'outputs/b'} (or resume={run.info.run_id})" in " ".join(r.stderr.split())
+    assert not (tmp_path / "outputs/c").exists()
+    history = store(tmp_path).get_metric_history(run.info.run_id, "eval/return_mean")
+    assert max(m.step for m in history) == 2048 and len({m.step for m in history}) == len(history)
+    # Its latest goes on.
+    r = cli(f"resume={tmp_path / 'outputs/b'}", "total_steps=3072", "hydra.run.dir=outputs/c")
+    assert r.returncode == 0 and "resumed at step 2048" in r.output, r.output[-3000:]
 
 
 # `python -m` this module: the default experiment, its agent's training or the run's preparation

@@ -65,6 +65,7 @@ class AlphaZeroAgent:
             raise ConfigError(
                 "agent=alphazero plays a board game by search: choose a board game env (env=gomoku)"
             )
+        self.learner.expect(env.game)  # the checkpoint a resumed run loads next is held to it
         search = parts.get("search")
         if not isinstance(search, SearchPlugin):
             raise ConfigError("agent=alphazero needs a search engine: search=sequential")
@@ -241,7 +242,7 @@ class AlphaZeroAgent:
         self.elo = float(state["elo"])
         self.rng = np.random.default_rng()
         self.rng.bit_generator.state = state["rng"]
-        self.learner.load(path, state["network"])
+        self.learner.load(path, state["network"], state["game"])
         self._fresh = False
 
     # -- the steps ---------------------------------------------------------------------------------

@@ -43,19 +43,25 @@ class Learner:
         """Training from a copy of the replay on the device, in CUDA graphs: on a GPU (setup)."""
         self._device: DeviceUpdates | None = None
         self._stats_lock = threading.Lock()
+        self._expected_game: Any = None
+
+    def network_spec(self, game: Any) -> dict[str, Any]:
+        """The network agent.* asks for on `game` (a loaded one must be it)."""
+        network: dict[str, Any] = {
+            "board_size": game.board_shape[0],
+            "in_planes": game.n_planes,
+            "blocks": self.cfg.blocks,
+            "channels": self.cfg.channels,
+        }
+        if self.cfg.value_head != "scalar":
+            network["value_head"] = self.cfg.value_head
+        return network
 
     def setup(self, game: Any, device: str) -> None:
         """Networks for the game (new ones, or the loaded ones checked against it), Adam, the replay."""
         cfg = self.cfg
         self.device = torch.device(device)
-        network: dict[str, Any] = {
-            "board_size": game.board_shape[0],
-            "in_planes": game.n_planes,
-            "blocks": cfg.blocks,
-            "channels": cfg.channels,
-        }
-        if cfg.value_head != "scalar":
-            network["value_head"] = cfg.value_head
+        network = self.network_spec(game)
         if self.net is not None and self.net.spec != network:
             raise ConfigError(f"the checkpoint's network is {self.net.spec}, and agent.* asks for {network}")
         if self.net is None:
@@ -191,7 +197,20 @@ class Learner:
             np.savez(path / REPLAY_FILE, **self.replay.state_dict())
         return dict(self.net.spec)
 
-    def load(self, path: Path, spec: dict[str, Any]) -> None:
+    def expect(self, game: Any) -> None:
+        """The run's game: a checkpoint loaded after this must have been trained on it, as agent.* asks."""
+        self._expected_game = game
+
+    def load(self, path: Path, spec: dict[str, Any], game_spec: dict[str, Any] | None = None) -> None:
+        game = self._expected_game
+        if game is not None and game_spec is not None and game_spec != dict(game.spec):
+            raise ValueError(
+                f"the checkpoint was trained on {game_spec}, and this run's game is {dict(game.spec)}"
+            )
+        if game is not None and spec != self.network_spec(game):
+            raise ValueError(
+                f"the checkpoint's network is {spec}, and agent.* asks for {self.network_spec(game)}"
+            )
         weights = torch.load(path / WEIGHTS_FILE, map_location="cpu", weights_only=True)
         self.net = PolicyValueNet(**spec)
         self.net.load_state_dict(weights.get("net", weights["best"]))  # shipped: the best one only

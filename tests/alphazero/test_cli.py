@@ -168,6 +168,24 @@ def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -
     assert run.data.metrics["train/replay_positions"] > positions
 
 
+def test_resume_that_would_change_the_game_or_the_network_is_refused_and_leaves_the_run_as_it_was(
+    cli, tmp_path: Path
+) -> None:
+    """Found only as the resumed run trained: a FINISHED run turned FAILED, its config artifact said
+    the new board, and its printed `continue with` failed again, as did `play RUN`."""
+    first = cli(*SHORT, "hydra.run.dir=outputs/a")
+    assert first.returncode == 0, first.output[-3000:]
+    client, run = only_run(tmp_path)
+    for change in ("env.board_size=7", "env.n_in_row=3", "agent.channels=16"):
+        r = cli(f"resume={run.info.run_id}", change, "total_steps=960", "hydra.run.dir=outputs/b")
+        assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
+        said = " ".join(r.stderr.split())
+        assert f"cannot be loaded with {change}:" in said and "leave those out" in said, said
+        assert not (tmp_path / "outputs/b").exists()
+    after = client.get_run(run.info.run_id)
+    assert after.info.status == "FINISHED" and after.data.params == run.data.params
+
+
 def test_training_and_gates_in_the_background_train_gate_checkpoint_and_resume(cli, tmp_path: Path) -> None:
     """agent.background_training=true (a GPU's default) on this CPU: the phases and gates run in
     threads beside self-play, every phase due is trained, and the checkpoint resumes as in turn."""

@@ -29,15 +29,37 @@ def forget_caught_interrupt() -> None:
     exec("pass", {})  # a string exec: the one thing that clears the mark
 
 
+#: How long a training run that SIGTERM stopped has to end its current step (an update under way
+#: finishes, not saved half done) before it stops where it is; a scheduler's grace is 30 s or more.
+SIGTERM_GRACE_S = 20.0
+
+
 @contextmanager
 def sigterm_as_interrupt(stop: threading.Event) -> Iterator[None]:
-    """SIGTERM stops the run as a second Ctrl-C does (KILLED, last checkpoint, envs closed); it sets `stop`
-    too, as an interrupt Python drops (raised in a weakref callback) must still stop the next step."""
+    """SIGTERM while the run trains stops it as a first Ctrl-C does, and as a second one SIGTERM_GRACE_S
+    later if it is still training; otherwise (and after Ctrl-C) as a second Ctrl-C does at once (KILLED,
+    last checkpoint, envs closed). It sets `stop` too, as an interrupt Python drops (raised in a weakref
+    callback) must still stop the next step."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    timers: list[threading.Timer] = []
+    main = threading.main_thread().ident or 0
 
     def handler(signum: int, frame: Any) -> None:
+        if not stop.is_set() and _first_stops:
+            first_stop = _first_stops[-1]
+            first_stop()
+
+            def still_training() -> None:  # its training over, the run's ending is not cut short
+                if first_stop in _first_stops:  # a signal, not interrupt_main: it ends a blocking wait too
+                    signal.pthread_kill(main, signal.SIGTERM)
+
+            timer = threading.Timer(SIGTERM_GRACE_S, still_training)
+            timer.daemon = True
+            timer.start()
+            timers.append(timer)
+            return
         stop.set()
         raise KeyboardInterrupt
 
@@ -45,6 +67,8 @@ def sigterm_as_interrupt(stop: threading.Event) -> Iterator[None]:
     try:
         yield
     finally:
+        for timer in timers:
+            timer.cancel()
         signal.signal(signal.SIGTERM, previous)
         if stop.is_set():  # the run was stopped and has ended: what is left of the process may go
             exit_at_the_next_signal()

@@ -38,3 +38,32 @@ def test_a_run_that_starts_after_the_stop_was_asked_stops_at_once() -> None:
     stop, stopped = threading.Event(), []
     with interrupts.stop_on_sigint(stop, "stopping", on_stop=lambda: stopped.append(1)):
         assert stop.is_set() and stopped == [1]
+
+
+def test_sigterm_while_training_ends_the_step_under_way_then_stops_where_it_is(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM raised where the run was (in the middle of a PPO update, whose half-updated weights the
+    checkpoint then held); now the step under way ends first, unless it outlasts SIGTERM_GRACE_S."""
+    monkeypatch.setattr(interrupts, "SIGTERM_GRACE_S", 0.5)
+    stop = threading.Event()
+    with interrupts.sigterm_as_interrupt(stop), interrupts.stop_on_sigint(stop, "stopping"):
+        os.kill(os.getpid(), signal.SIGTERM)  # no interrupt: the step goes on
+        assert stop.is_set() and "stopping" in capsys.readouterr().err
+        with pytest.raises(KeyboardInterrupt):  # a step that outlasts the grace is cut short
+            threading.Event().wait(30)
+    stop = threading.Event()
+    with interrupts.sigterm_as_interrupt(stop), interrupts.stop_on_sigint(stop, "stopping"):
+        os.kill(os.getpid(), signal.SIGTERM)
+    threading.Event().wait(1.0)  # its training over within the grace: nothing cuts the ending short
+
+
+def test_sigterm_outside_training_or_after_a_ctrl_c_stops_the_run_at_once() -> None:
+    stop = threading.Event()
+    with interrupts.sigterm_as_interrupt(stop), pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGTERM)  # preparing, evaluating at the end: no step to end
+    stop = threading.Event()
+    with interrupts.sigterm_as_interrupt(stop), interrupts.stop_on_sigint(stop, "stopping"):
+        interrupts.ask_to_stop()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)

@@ -92,6 +92,11 @@ class Watch:
             if self.stop_file is not None and not STOP_ASKED.is_set() and self.stop_file.exists():
                 ask_to_stop()
             if self.gone():
-                os.kill(os.getpid(), signal.SIGTERM)
-                JOB_INTERRUPTED.wait(GRACE_S)  # the run has ended KILLED, with its last checkpoint
+                # The run stops after its step under way, or where it is if that takes long, and
+                # ends KILLED with its last checkpoint.
+                main = threading.main_thread().ident or 0
+                signal.pthread_kill(main, signal.SIGTERM)
+                if not JOB_INTERRUPTED.wait(GRACE_S / 2):
+                    signal.pthread_kill(main, signal.SIGTERM)
+                    JOB_INTERRUPTED.wait(GRACE_S / 2)
                 os._exit(EXIT_ORPHANED)

@@ -57,6 +57,7 @@ class AlphaZeroAgent:
         self._search: Any = None
         self._game: Any = None
         self._fresh = True
+        self._logged_at = -1
 
     # -- the contract ------------------------------------------------------------------------------
 
@@ -302,7 +303,11 @@ class AlphaZeroAgent:
         clock: tuple[float, int, int],
         background: BackgroundLearning | None = None,
     ) -> None:
-        """Training and self-play figures, and the search's tuning figures (also after the first moves)."""
+        """Training and self-play figures, and the search's tuning figures (also after the first moves);
+        once a step (the loop's last phase and the run's end may be at the same one)."""
+        if step == self._logged_at:
+            return
+        self._logged_at = step
         now = time.perf_counter()
         sims = self._simulations(ctx, collector) - clock[1]
         games = self.counters["games"] - clock[2]
@@ -333,22 +338,14 @@ class AlphaZeroAgent:
         return workers + run_searches(ctx).own.simulations
 
 
+#: The keys whose value is a count, 1 or more.
+AT_LEAST_ONE = ("blocks", "channels", "replay_size", "train_every", "updates_per_phase", "batch_size")
+
+
 def _validate(cfg: AlphaZeroConfig) -> None:
     check_choice("agent.runner", cfg.runner, RUNNERS)
     check_choice("agent.value_head", cfg.value_head, VALUE_HEADS)
-    check_at_least(
-        "agent",
-        cfg,
-        1,
-        "blocks",
-        "channels",
-        "replay_size",
-        "train_every",
-        "updates_per_phase",
-        "batch_size",
-        "gate_every",
-        "gate_games",
-    )
+    check_at_least("agent", cfg, 1, *AT_LEAST_ONE, "gate_every", "gate_games")
     try:
         temperature = build_schedule(cfg.temperature, name="agent.temperature", total_steps=1)
     except ValueError as e:

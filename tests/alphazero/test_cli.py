@@ -157,6 +157,10 @@ def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -
     rates = [m.value for m in history]
     assert rates[0] > rates[-1] and rates == sorted(rates, reverse=True), rates
     assert rates[-1] == pytest.approx(0.002 * max(0.0, 1 - history[-1].step / 640))
+    # The loop's last phase and the run's end at one step: its figures logged once there.
+    for key in ("train/updates", "selfplay/games", "train/replay_positions"):
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, key)]
+        assert len(steps) == len(set(steps)), (key, steps)
     games = run.data.metrics["selfplay/games"]
     positions = run.data.metrics["train/replay_positions"]
     again = cli(f"resume={run.info.run_id}", "total_steps=960", "hydra.run.dir=outputs/b")

@@ -190,6 +190,8 @@ def test_resume_by_run_id_fetches_the_checkpoint_artifact_when_the_run_dir_is_go
     assert "FINISHED at step 2048" in r.output
     resumed = only_run(store(tmp_path))
     assert resumed.data.tags["framework.resumed_from_step"] == "1024"
+    # MLflow's progress bars of the download stay out of the output and the run's log.
+    assert "Downloading artifacts" not in r.output + (tmp_path / "outputs/b/framework.log").read_text()
 
 
 def test_resume_of_an_unknown_run_id_says_so(cli, tmp_path: Path) -> None:

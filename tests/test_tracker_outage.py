@@ -423,3 +423,27 @@ def test_a_journal_whose_progress_cannot_be_written_sends_each_point_once_and_en
     assert sorted(m.step for m in history) == [1, 2, 3], "a point was sent again"
     assert session.client.get_run(run_id).info.status == "FINISHED"
     assert capfd.readouterr().err.count("No space left on device") == 1
+
+
+def test_a_stopped_run_waits_seconds_not_its_outage_wait_for_a_store_that_does_not_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM with the server down: the run waited tracking.outage_wait_s (30 s) before it ended, as
+    long as a scheduler waits before its SIGKILL, which then cut its last lines (the sync command)."""
+    from framework_plugins.trackers.journal_sender import JournalSender
+
+    monkeypatch.chdir(tmp_path)
+    session = MlflowSession(
+        f"sqlite:///{tmp_path / 'mlflow.db'}", "stopped", flush_every_s=0.0, outage_wait_s=60.0
+    )
+    session.start_run(run_name="r", tags={"framework.run_dir": str(tmp_path / "run")})
+
+    def store_down(self: JournalSender, group: list[object]) -> None:
+        raise ConnectionError("Connection refused")
+
+    monkeypatch.setattr(JournalSender, "_send", store_down)
+    session.log_metrics({"m": 1.0}, 1)
+    started = time.monotonic()
+    unsent = session.end_run("KILLED")["unsent"]
+    assert time.monotonic() - started < 20
+    assert "the run's end (KILLED)" in unsent  # kept, for `sync`

@@ -44,12 +44,19 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 
 
+#: At most how long a run stopped (KILLED) waits at its end for a store that does not answer: what is
+#: left is kept for `sync`, and a scheduler's SIGKILL follows its SIGTERM (10 s for `docker stop`).
+STOPPED_OUTAGE_WAIT_S = 5.0
+
+
 def quiet_libraries() -> None:
     """MLflow's and its database's INFO lines, its run addresses and known-harmless warnings stay out of
     the run's output; so do the errors MLflow's SQL store logs with their traceback before raising
     them (the exception says it, once)."""
     # MLflow prints a run's address when a server's run ends; the run's summary gives it already.
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    # Its progress bars for a checkpoint downloaded to resume or play a run: lines of tqdm in the log.
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     for name in ("mlflow", "alembic", "sqlalchemy", "urllib3"):
         logging.getLogger(name).setLevel(logging.WARNING)
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
@@ -246,7 +253,11 @@ class MlflowSession:
         journal, sender = self._journal, self._sender
         try:
             self._append("end", status=status, end_time_ms=ms(end_time))
-            sent = sender.finish(outage_wait_s=self.outage_wait_s, timeout_s=self.finish_timeout_s)
+            # A stopped run (Ctrl-C, a scheduler's SIGTERM, whose SIGKILL follows) waits less.
+            wait = self.outage_wait_s
+            if status == "KILLED":
+                wait = min(wait, STOPPED_OUTAGE_WAIT_S)
+            sent = sender.finish(outage_wait_s=wait, timeout_s=self.finish_timeout_s)
             unsent = "" if sent else journal.describe_unsent()
         finally:
             journal.close()

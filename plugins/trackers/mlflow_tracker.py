@@ -59,7 +59,8 @@ class MlflowConfig:
     """Longest wait at the end of a run for metrics and artifacts to be written."""
     outage_wait_s: float = field(default=30.0, metadata=bounds(gt=0))
     """At a run's end, how long to wait for a tracking store that stopped answering mid-run (what it
-    has not taken is kept in the run directory, and `python -m framework sync RUN_DIR` sends it)."""
+    has not taken is kept in the run directory, and `python -m framework sync RUN_DIR` sends it); a
+    stopped run (KILLED) waits 5 s at most."""
 
 
 class MlflowTracker:

@@ -263,3 +263,18 @@ def test_a_process_that_exits_at_once_has_its_ray_ended_by_the_reaper_without_th
     while (stat := ray_reaper._stat(pid)) is not None and stat[2] != "Z":  # gone, or ended (a zombie)
         assert time.monotonic() - ended < ray_reaper.GRACE_S - 1, "the reaper waited its grace period"
         time.sleep(0.05)
+
+
+def test_each_local_ray_gets_its_own_system_config() -> None:
+    """ray.init adds its session's spilling directory to the `_system_config` it is given: the next Ray
+    this process started (a sweep's next job) spilled into the first one's session, with a warning."""
+    given: list[dict[str, Any]] = []
+
+    def init(**kwargs: Any) -> None:
+        config = kwargs["_system_config"]
+        given.append(dict(config))
+        config["object_spilling_config"] = '{"type": "filesystem", "params": {"directory_path": "/s1"}}'
+
+    for _ in range(2):
+        ray_runtime._ray_init_local(SimpleNamespace(init=init), num_cpus=1, num_gpus=0)
+    assert given[1] == given[0] == ray_runtime.SYSTEM_CONFIG and "object_spilling_config" not in given[1]

@@ -277,7 +277,9 @@ def _ray_init_local(ray: Any, *, num_cpus: int | None, num_gpus: int | None) -> 
         _node_ip_address=LOCAL_HOST,
         logging_level=logging.WARNING,
         log_to_driver=True,
-        _system_config=SYSTEM_CONFIG,
+        # A copy: ray.init adds its session's spilling directory to the dict it is given, which the
+        # next run's Ray of this process (a sweep's next job) would then spill into, with a warning.
+        _system_config=dict(SYSTEM_CONFIG),
     )
 
 

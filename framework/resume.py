@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from framework import config
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, find_latest, read_state
 from framework.contracts import Tracker
+from framework.contracts.tracker import SUMMARY_SPEC_TAG
 from framework.errors import ConfigError
 from framework.provenance import resumes, run_dir_of
 from framework.run_dirs import RunDirLock, refuse_if_held
@@ -73,6 +74,12 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
             raise ConfigError(
                 f"resume={target!r} is neither a run directory nor a tracked run: {e}"
             ) from None
+        if SUMMARY_SPEC_TAG in tags:  # a sweep's parent: its jobs trained, each a run of its own
+            raise ConfigError(
+                f"resume={target} is a sweep's parent run, which holds no training of its own: resume "
+                f"one of its runs, by its id or its run dir (its summary lists them: `python -m framework "
+                f"ui --run {target}`)"
+            )
         run_id, went_on_in = target, run_dir_of(tags)
         if went_on_in and Path(went_on_in).is_dir():
             refuse_if_held(Path(went_on_in), _in_use)

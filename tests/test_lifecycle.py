@@ -203,6 +203,17 @@ def test_resume_of_an_unknown_run_id_says_so(cli, tmp_path: Path) -> None:
     assert "Traceback" not in r.output
 
 
+def test_resume_of_a_sweeps_parent_run_says_to_resume_one_of_its_runs(cli, tmp_path: Path) -> None:
+    assert cli("-m", *FAST, "seed=1,2").returncode == 0
+    runs = store(tmp_path).search_runs([store(tmp_path).get_experiment_by_name("framework").experiment_id])
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    r = cli(f"resume={parent.info.run_id}")
+    assert r.returncode == 1 and "Traceback" not in r.output
+    said = " ".join(r.stderr.split())
+    assert f"resume={parent.info.run_id} is a sweep's parent run, which holds no training of its own" in said
+    assert f"python -m framework ui --run {parent.info.run_id}" in said
+
+
 def test_a_killed_untracked_run_prints_a_resume_command_that_works(tmp_path: Path) -> None:
     p = start_cli(
         "tracking=none",

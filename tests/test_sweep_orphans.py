@@ -230,8 +230,12 @@ def test_ctrl_c_as_a_sweeps_job_starts_ends_nothing_failed(tmp_path: Path, after
 def test_sigterm_to_a_sweep_ends_its_parent_killed(tmp_path: Path) -> None:
     p = start_a_long_sweep(tmp_path)
     p.send_signal(signal.SIGTERM)
-    p.communicate(timeout=60)
-    assert p.returncode == EXIT_KILLED  # stopped as a second Ctrl-C stops it, not killed outright
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == EXIT_KILLED  # stopped as Ctrl-C stops it, not killed outright
+    # It ran its jobs in turn: it says what was not run.
+    assert "jobs              2 in the sweep; 1 not started (run the sweep again for those)" in out, out[
+        -2000:
+    ]
 
     client, found = ended_runs(tmp_path)
     assert set(found) == {"sweep", "s1"}

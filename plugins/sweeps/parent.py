@@ -91,6 +91,7 @@ class SweepParentRun(Callback):
         self._watch: orphans.Watch | None = None
         """In a launcher's worker, while a job runs: its watch on the sweep's process."""
         self._jobs: int | None = None
+        self._started = 0  # jobs started in this process
         """A grid sweep's number of jobs."""
 
     def __getstate__(self) -> dict[str, Any]:
@@ -194,6 +195,7 @@ class SweepParentRun(Callback):
         once the sweep's process is gone (`orphans`)."""
         if config.hydra.mode != RunMode.MULTIRUN:
             return
+        self._started += 1
         os.environ.pop(RUN_NAME_ENV, None)
         name = _job_name(config)
         if name:
@@ -222,10 +224,11 @@ class SweepParentRun(Callback):
         os.environ.pop(SWEPT_KEYS_ENV, None)
         try:
             said = self._tracker.end_parent(run_id, status, summary=self._spec, end_time=time.time())
-            if said and status == "FAILED" and self._jobs:
-                said += (
-                    f"\n  jobs              {self._jobs} in the sweep; it stops at its first failed job, "
-                    "and those after it are not run"
+            if said and self._jobs and (status == "FAILED" or self._started < self._jobs):
+                said += f"\n  jobs              {self._jobs} in the sweep; " + (
+                    "it stops at its first failed job, and those after it are not run"
+                    if status == "FAILED"
+                    else f"{self._jobs - self._started} not started (run the sweep again for those)"
                 )
             if said:
                 print(said, flush=True)

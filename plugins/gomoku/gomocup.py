@@ -329,20 +329,28 @@ class GomocupBrain:
         started = time.perf_counter()
         budget = self._budget_s()
         deadline = None if budget is None else started + budget
-        target = self.num_simulations
-        if budget is not None:  # a tree as large as the time allows, not as num_simulations asks
-            expected = FIRST_TIMED if self._rate is None else int(4 * self._rate * budget) + FIRST_TIMED
-            target = max(1, min(target, expected))
-        found = engine.search([state], SearchRequest(simulations=target, deadline=deadline))
-        seconds = time.perf_counter() - started
-        simulations = found.simulations
-        decided = abs(float(found.values[0])) > 0.99
-        if seconds > 0.01 and simulations > 0 and not decided:  # a won position's search runs fast
-            # The fastest rate seen (each new one at most 4x the last): a search slowed by a busy
-            # machine must not shrink the next tree, or that search ends early at its size.
-            rate = simulations / seconds
-            self._rate = rate if self._rate is None else max(self._rate, min(rate, 4 * self._rate))
-        return found, seconds
+        sized_blind = budget is not None and self._rate is None
+        while True:
+            target = self.num_simulations
+            if budget is not None:  # a tree as large as the time allows, not as num_simulations asks
+                expected = FIRST_TIMED if self._rate is None else int(4 * self._rate * budget) + FIRST_TIMED
+                target = max(1, min(target, expected))
+            begun = time.perf_counter()
+            found = engine.search([state], SearchRequest(simulations=target, deadline=deadline))
+            seconds = time.perf_counter() - begun
+            simulations = found.simulations
+            decided = abs(float(found.values[0])) > 0.99
+            if seconds > 0.01 and simulations > 0 and not decided:  # a won position's search runs fast
+                # The fastest rate seen (each new one at most 4x the last): a search slowed by a busy
+                # machine must not shrink the next tree, or that search ends early at its size.
+                rate = simulations / seconds
+                self._rate = rate if self._rate is None else max(self._rate, min(rate, 4 * self._rate))
+            # The first timed search, sized before any rate was known, that used little of its time:
+            # once more, sized by the rate it measured, in the time left.
+            again = sized_blind and self._rate is not None
+            sized_blind = False
+            if not again or budget is None or started + budget / 2 < time.perf_counter():
+                return found, time.perf_counter() - started
 
     def _budget_s(self) -> float | None:
         """Seconds this move may take: from INFO timeout_turn and the match's time left (None: no limit)."""

@@ -293,6 +293,19 @@ def test_a_turn_limit_holds_to_ten_percent_with_any_search(
         assert 0.5 * limit_ms <= 1000 * seconds <= 1.1 * limit_ms + 1000 * LOADED_S, times
 
 
+def test_the_first_timed_move_uses_its_time_not_only_the_tree_sized_before_any_rate_was_known() -> None:
+    """Its tree sized before the brain had measured a rate (2,048 simulations), the first move of a
+    3 s turn took 0.08 s; it searches again, sized by the rate it measured, in the time left."""
+    session = Session(Gomoku(15, 5), sims=10_000_000, warm=True)
+    session.send("INFO timeout_turn 1000", "START 15")
+    started = time.perf_counter()
+    session.move("BEGIN")
+    seconds = time.perf_counter() - started
+    assert 0.5 <= seconds <= 1.1 + LOADED_S, seconds
+    simulations = int(re.search(r"simulations (\d+)", session.messages[-1])[1])  # type: ignore[index]
+    assert simulations > 2048, session.messages
+
+
 def test_a_move_searched_on_a_busy_machine_does_not_cut_the_next_ones_search_short() -> None:
     # A tournament machine is sometimes busy: a search slowed then must not size the next, quiet
     # one's tree so small that it ends long before its time is up.

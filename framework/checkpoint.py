@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gc
 import json
@@ -16,6 +17,8 @@ from framework.errors import ExplainedError
 STATE_FILE = "state.json"
 CONFIG_FILE = "config.yaml"
 AGENT_DIR = "agent"
+#: In a checkpoints folder whose last checkpoint a resumed run removed: the run directory it went on in.
+WENT_ON_FILE = "went_on_in"
 
 
 class CheckpointError(RuntimeError):
@@ -35,13 +38,17 @@ class DiskError(ExplainedError):
 
 
 class Checkpointer:
-    """Saves and restores checkpoints under `root`, keeping the newest `keep`."""
+    """Saves and restores checkpoints under `root`, keeping the newest `keep` of the run's: those of
+    `earlier` (the checkpoints of the run directory a resumed run goes on from) count, oldest first."""
 
-    def __init__(self, root: Path, *, every_steps: int, keep: int, config_yaml: str) -> None:
+    def __init__(
+        self, root: Path, *, every_steps: int, keep: int, config_yaml: str, earlier: Path | None = None
+    ) -> None:
         self.root = root
         self.every_steps = every_steps
         self.keep = max(1, keep)
         self.config_yaml = config_yaml
+        self.earlier = earlier
         self.last_saved_step = -1
 
     def due(self, step: int, previous_step: int) -> bool:
@@ -55,6 +62,7 @@ class Checkpointer:
         final = self.root / f"step_{step:010d}"
         tmp = self.root / f".tmp_step_{step:010d}"
         shutil.rmtree(tmp, ignore_errors=True)
+        self._prune(self.keep - 1)  # room for this one first (on a disk near full), the newest kept
         try:
             (tmp / AGENT_DIR).mkdir(parents=True)
             save_agent(tmp / AGENT_DIR)
@@ -81,16 +89,25 @@ class Checkpointer:
                 "make room there, then resume"
             )
         self.last_saved_step = step
-        self._prune()
+        self._prune(self.keep)
         return final
 
     def latest(self) -> Path | None:
         return find_latest(self.root)
 
-    def _prune(self) -> None:
-        done = sorted(p for p in self.root.glob("step_*") if p.is_dir())
-        for old in done[: -self.keep]:
+    def _prune(self, keep: int) -> None:
+        """Remove the run's oldest checkpoints beyond `keep` (at least the newest stays)."""
+        earlier = self._done(self.earlier) if self.earlier is not None else []
+        done = earlier + self._done(self.root)  # a resumed part's steps follow those it went on from
+        for old in done[: -max(1, keep)]:
             shutil.rmtree(old, ignore_errors=True)
+        if earlier and self.earlier is not None and not self._done(self.earlier):
+            with contextlib.suppress(OSError):  # where `resume=` of that directory is sent instead
+                (self.earlier / WENT_ON_FILE).write_text(str(self.root.parent))
+
+    @staticmethod
+    def _done(root: Path) -> list[Path]:
+        return sorted(p for p in root.glob("step_*") if p.is_dir())
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -114,6 +131,19 @@ def _disk_error(e: BaseException, where: Path) -> OSError | None:
         if full:
             return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     return None
+
+
+def where_it_went_on(root: Path) -> Path | None:
+    """Where the run of the run directory `root` went on, its checkpoints there removed as it did
+    (the newest such directory); None where it holds its own."""
+    seen: set[Path] = set()
+    while find_latest(root) is None and root not in seen:
+        seen.add(root)
+        try:
+            root = Path((root / "checkpoints" / WENT_ON_FILE).read_text().strip())
+        except OSError:
+            break
+    return root if seen and find_latest(root) is not None else None
 
 
 def find_latest(root: Path) -> Path | None:

@@ -54,7 +54,8 @@ class CheckpointConfig:
     every_steps: int = field(default=10_000, metadata=bounds(ge=0))
     """Save a checkpoint every N env steps (0: only at the end and on Ctrl-C)."""
     keep: int = field(default=2, metadata=bounds(ge=1))
-    """How many recent checkpoints to keep on disk."""
+    """How many of the run's newest checkpoints to keep on disk (a resumed run's earlier directory's
+    count too, oldest first)."""
 
 
 @dataclass

@@ -138,8 +138,8 @@ class RunContext:
             metrics = self._episodes_on_variants(self.env_plugin, agent, episodes, video_dir)
         else:
             metrics = self._episodes_on_eval_env(agent, episodes, video_dir)
-        if not metrics:  # an agent's evaluation given up because the run is stopping
-            return metrics
+        if not metrics or self.stop.is_set():  # given up because the run is stopping (Ctrl-C, SIGTERM)
+            return {}
         objective = str(self.cfg.objective.metric) if "objective" in self.cfg else ""
         if objective and objective not in metrics and not self._objective_missing_said:
             self._objective_missing_said = True
@@ -171,6 +171,7 @@ class RunContext:
             env,
             episodes=episodes,
             seed=evaluation_seed(self.seed),
+            stop=self.stop,
         )
 
     def _episodes_on_variants(

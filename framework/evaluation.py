@@ -65,10 +65,15 @@ class Episodes:
             self.stats.setdefault(key, []).extend(values)
 
 
-def play_episodes(act: Policy, env: Any, *, episodes: int, seed: int, max_steps: int = 1_000_000) -> Episodes:
-    """Play `episodes` episodes of `act`, seeding only the first reset: the set repeats, episodes differ."""
+def play_episodes(
+    act: Policy, env: Any, *, episodes: int, seed: int, max_steps: int = 1_000_000, stop: Any = None
+) -> Episodes:
+    """Play `episodes` episodes of `act`, seeding only the first reset: the set repeats, episodes differ.
+    Fewer once `stop` (an Event: the run is stopping) is set."""
     found = Episodes()
     for episode in range(episodes):
+        if stop is not None and stop.is_set():
+            break
         obs, _ = env.reset(seed=seed if episode == 0 else None)
         total, length, done = 0.0, 0, False
         info: dict[str, Any] = {}
@@ -88,6 +93,8 @@ def summarize(found: Episodes, prefix: str = "eval") -> dict[str, float]:
     """`<prefix>/` + each `episode_stats` mean, `return_mean`, _std, _min, _max and `length_mean`; a
     `*_rate` stat of only 0s and 1s (wins) also gets its Wilson 95 % interval, `<stat>_ci_low`, `_ci_high`."""
     metrics: dict[str, float] = {}
+    if not found.returns:  # none played: the run stopped first
+        return metrics
     for key, values in found.stats.items():
         metrics[f"{prefix}/{key}"] = float(np.mean(values))
         if key.endswith("_rate") and all(v in (0.0, 1.0) for v in values):

@@ -13,7 +13,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from framework import config
-from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, find_latest, read_state
+from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, find_latest, read_state, where_it_went_on
 from framework.contracts import Tracker
 from framework.contracts.tracker import SUMMARY_SPEC_TAG
 from framework.errors import ConfigError
@@ -56,6 +56,12 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
     run_id: str | None = None
     if Path(target).is_dir():
         checkpoint = find_latest(Path(target))
+        later = where_it_went_on(Path(target)) if checkpoint is None else None
+        if later is not None:
+            raise ConfigError(
+                f"resume={target}: the run went on in {later}, which holds its checkpoints now (those "
+                f"here were removed as it went on, as checkpoint.keep says): continue it with resume={later}"
+            )
         if checkpoint is None:
             raise ConfigError(
                 f"resume={target!r}: no checkpoint in that directory (a run directory holds "

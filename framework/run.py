@@ -249,6 +249,7 @@ def _context(plan: Plan, tracker: Tracker, run_dir: Path, stop: threading.Event)
             every_steps=int(cfg.checkpoint.every_steps),
             keep=int(cfg.checkpoint.keep),
             config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
+            earlier=resume.source / "checkpoints" if resume and resume.source else None,
         ),
         progress=ProgressDisplay(
             int(cfg.total_steps),

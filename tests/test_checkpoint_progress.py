@@ -32,6 +32,32 @@ def test_checkpoints_keep_the_newest_and_point_latest_at_the_last(tmp_path: Path
     assert (latest / "config.yaml").read_text() == "seed: 1\n"
 
 
+def test_a_resumed_runs_checkpoints_and_those_it_went_on_from_count_together(tmp_path: Path) -> None:
+    """Each resume wrote `keep` checkpoints into a new directory and left the earlier ones: a run
+    requeued on a small disk filled it a part at a time. No more than `keep` are ever on disk."""
+    first = Checkpointer(tmp_path / "a" / "checkpoints", every_steps=100, keep=2, config_yaml="")
+    for step in (100, 200, 300):
+        first.save(step, save_agent, {})
+    seen: list[int] = []
+
+    def counting(path: Path) -> None:  # how many are on disk as each is written
+        seen.append(len(list(tmp_path.glob("*/checkpoints/step_*"))))
+        save_agent(path)
+
+    resumed = Checkpointer(
+        tmp_path / "b" / "checkpoints", every_steps=100, keep=2, config_yaml="", earlier=first.root
+    )
+    resumed.save(400, counting, {})
+    assert sorted(p.name for p in tmp_path.glob("*/checkpoints/step_*")) == [
+        "step_0000000300",
+        "step_0000000400",
+    ]
+    resumed.save(500, counting, {})
+    assert [p.parent.parent.name for p in tmp_path.glob("*/checkpoints/step_*")] == ["b", "b"]
+    assert seen == [1, 1]  # room made before each write: the newest alone stays meanwhile
+    assert find_latest(tmp_path / "b").name == "step_0000000500"  # type: ignore[union-attr]
+
+
 def test_a_failed_save_leaves_the_previous_checkpoint_latest(tmp_path: Path) -> None:
     ck = Checkpointer(tmp_path, every_steps=100, keep=2, config_yaml="")
     ck.save(100, save_agent, {})

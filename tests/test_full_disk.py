@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 from framework.checkpoint import find_latest, read_state
 from tests.conftest import run_cli
 
-#: Two of this run's checkpoints (1.1 MB each) and its small files fit; a third does not.
+#: Two of this run's checkpoints (1.1 MB each) and its small files fit; a third, which it keeps, does not.
 SMALL = "2600k"
 RUN = [
     "total_steps=1000",
@@ -22,6 +22,7 @@ RUN = [
     "eval.at_start=false",
     "eval.episodes=1",
     "checkpoint.every_steps=200",
+    "checkpoint.keep=3",
     "agent.learning_starts=100",
     "progress=log",
 ]

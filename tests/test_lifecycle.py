@@ -262,7 +262,8 @@ def test_resuming_an_older_directory_of_a_run_that_went_on_is_refused_with_its_l
     anything starts, naming where the run goes on from."""
     assert cli(*FAST, "hydra.run.dir=outputs/a").returncode == 0
     run = only_run(store(tmp_path))
-    assert cli(f"resume={run.info.run_id}", "total_steps=2048", "hydra.run.dir=outputs/b").returncode == 0
+    b = cli(f"resume={run.info.run_id}", "total_steps=2048", "checkpoint.keep=3", "hydra.run.dir=outputs/b")
+    assert b.returncode == 0, b.output[-3000:]
     r = cli(f"resume={tmp_path / 'outputs/a'}", "total_steps=3072", "hydra.run.dir=outputs/c")
     assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
     assert (
@@ -274,8 +275,19 @@ def test_resuming_an_older_directory_of_a_run_that_went_on_is_refused_with_its_l
     history = store(tmp_path).get_metric_history(run.info.run_id, "eval/return_mean")
     assert max(m.step for m in history) == 2048 and len({m.step for m in history}) == len(history)
     # Its latest goes on.
-    r = cli(f"resume={tmp_path / 'outputs/b'}", "total_steps=3072", "hydra.run.dir=outputs/c")
+    r = cli(
+        f"resume={tmp_path / 'outputs/b'}", "total_steps=3072", "checkpoint.keep=2", "hydra.run.dir=outputs/c"
+    )
     assert r.returncode == 0 and "resumed at step 2048" in r.output, r.output[-3000:]
+    # A part and the one it went on from keep checkpoint.keep=2 checkpoints between them, the earlier
+    # one's first to go; resuming that one is sent to where the run went on.
+    found = sorted(p.parent.parent.name for p in tmp_path.glob("outputs/*/checkpoints/step_*"))
+    assert found == ["a", "c", "c"], found
+    r = cli(f"resume={tmp_path / 'outputs/b'}", "total_steps=4096", "hydra.run.dir=outputs/d")
+    assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
+    said = " ".join(r.stderr.split())
+    assert f"the run went on in {tmp_path / 'outputs/c'}, which holds its checkpoints now" in said, said
+    assert f"continue it with resume={tmp_path / 'outputs/c'}" in said
 
 
 # `python -m` this module: the default experiment, its agent's training or the run's preparation

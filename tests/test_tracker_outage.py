@@ -447,3 +447,16 @@ def test_a_stopped_run_waits_seconds_not_its_outage_wait_for_a_store_that_does_n
     unsent = session.end_run("KILLED")["unsent"]
     assert time.monotonic() - started < 20
     assert "the run's end (KILLED)" in unsent  # kept, for `sync`
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (OSError(28, "No space left on device", "/store/mlflow.db"), "No space left on device"),
+        (ConnectionError("[Errno 111] Connection refused"), "Connection refused"),
+    ],
+)
+def test_a_store_that_does_not_answer_is_said_in_its_reasons_words(error: BaseException, said: str) -> None:
+    from framework_plugins.trackers.journal_sender import short_reason
+
+    assert short_reason(error) == said  # "No space left on device:" had the colon before the path

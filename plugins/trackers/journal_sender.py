@@ -68,8 +68,8 @@ def short_reason(error: BaseException) -> str:
     text = str(getattr(error, "message", None) or error) or type(error).__name__
     for pattern in (r"\[Errno -?\d+\] ([^'\"()\]]+)", r"(read timed out|timed out)"):
         found = re.search(pattern, text, flags=re.IGNORECASE)
-        if found:
-            return found.group(1).strip()
+        if found:  # "[Errno 28] No space left on device: '/path'": the reason, not its colon
+            return found.group(1).strip().rstrip(":").strip()
     return first_reason(text)[:200]
 
 

@@ -69,6 +69,8 @@ def run_tags(plugins: Mapping[str, str], run_dir: Path, overrides: Sequence[str]
 
 #: How many times a tracked run was resumed; resume N's own tags are `framework.resumeN.*`.
 RESUMES_TAG = "framework.resumes"
+#: A resumed run's total_steps, which its param (logged as it first started) cannot say.
+TOTAL_STEPS_TAG = "framework.total_steps"
 
 
 def resume_tags(
@@ -82,7 +84,7 @@ def resume_tags(
         f"{prefix}.overrides": " ".join(overrides)[:5000],
         f"{prefix}.from_step": str(step),
         "framework.resumed_from_step": str(step),
-        "framework.total_steps": str(total_steps),
+        TOTAL_STEPS_TAG: str(total_steps),
     }
 
 

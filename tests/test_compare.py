@@ -160,6 +160,23 @@ def test_a_seed_run_again_with_the_same_settings_counts_once_by_its_latest_run(t
     )
 
 
+def test_a_resumed_run_is_compared_at_the_budget_it_was_resumed_to(tmp_path: Path, cli) -> None:
+    """Its total_steps param is its first start's (params cannot change): a run resumed from 1,000 to
+    2,000 steps was compared as a run of 1,000 beside one of 2,000 that it matches."""
+    uri, client, experiment = _store(tmp_path)
+    resumed = _run(client, experiment, {"agent.name": "dqn", "total_steps": "1000", "seed": "0"}, [50.0])
+    client.set_tag(resumed, "framework.total_steps", "2000")
+    whole = _run(client, experiment, {"agent.name": "dqn", "total_steps": "2000", "seed": "1"}, [40.0])
+    short = _run(client, experiment, {"agent.name": "dqn", "total_steps": "1000", "seed": "2"}, [10.0])
+    out = tmp_path / "cmp"
+    r = cli("compare", resumed, whole, short, f"tracking.uri={uri}", "--out", str(out))
+    assert r.returncode == 0, r.output
+    rows = list(csv.DictReader((out / "compare.csv").open(encoding="utf-8")))
+    budget = {row["run_id"]: row["total_steps"] for row in rows if row["row"] == "run"}
+    assert budget == {resumed: "2000", whole: "2000", short: "1000"}, rows
+    assert [row["n"] for row in rows if row["row"] == "configuration"] == ["2", "1"]
+
+
 def test_a_schedules_setting_is_labelled_with_its_schedule() -> None:
     """`end=0.05` alone would not say whose end: a schedule's keys keep their schedule's name."""
     from plugins.trackers.seed_summary import short_labels

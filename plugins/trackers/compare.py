@@ -16,6 +16,7 @@ from typing import Any
 
 from framework.columns import WIDTH, refuse, wrap
 from framework.commands import Parser
+from framework.provenance import TOTAL_STEPS_TAG
 
 from . import local_views, report, seed_summary, summary_page
 from .run_names import NOT_CONFIG
@@ -167,6 +168,9 @@ def _runs(client: Any, targets: Sequence[str]) -> list[Any]:
             found.setdefault(str(run.info.run_id), run)
     if not found:
         raise LookupError(f"no runs in {', '.join(targets)}")
+    for run in found.values():  # a resumed run's budget is its last part's (params cannot change)
+        if TOTAL_STEPS_TAG in run.data.tags and "total_steps" in run.data.params:
+            run.data.params["total_steps"] = run.data.tags[TOTAL_STEPS_TAG]
     return list(found.values())
 
 

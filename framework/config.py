@@ -248,6 +248,9 @@ def typed(node: DictConfig, schema: type, section: str, name: str) -> Any:
     except OmegaConfBaseException as e:
         key = str(e.full_key or e.key)
         reason = str(e.msg).strip().splitlines()[0]
+        if "is not a ListConfig" in reason:  # `agent.hidden_sizes=64`
+            value = OmegaConf.select(OmegaConf.create(data), key)
+            reason = f"a list, written in brackets: {section}.{key}=[{value}]"
         raise ConfigError(
             not_an_integer(f"{section}.{key}", reason)
             or f"Invalid value for {section}.{key} ({section} plugin {name!r}): {reason}"

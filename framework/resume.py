@@ -226,6 +226,11 @@ def _apply_resume_overrides(saved: DictConfig, cfg: DictConfig, overrides: Seque
         key = item.split("=", 1)[0].lstrip("+~")
         if key.startswith("hydra.") or key == "resume":
             continue
+        if key == "seed" and str(OmegaConf.select(cfg, key)) != str(saved.get("seed")):
+            raise ConfigError(
+                f"Cannot change seed on resume: the run is seed {saved.get('seed')}'s, and goes on as it "
+                f"began (leave seed= out); seed={cfg.seed} is a new run"
+            )
         if key in config.plugin_sections():
             before = OmegaConf.select(saved, f"{key}.name")
             after = OmegaConf.select(cfg, f"{key}.name")

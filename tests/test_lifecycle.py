@@ -106,6 +106,10 @@ def test_resume_refuses_to_change_the_env(cli, tmp_path: Path) -> None:
 
 def test_resume_that_would_change_the_network_is_one_line_naming_the_override(cli, tmp_path: Path) -> None:
     assert cli(*FAST, "tracking=none", "hydra.run.dir=outputs/a").returncode == 0
+    # Nor its seed, which its name and params say, and were silently kept while the rest changed.
+    r = cli(f"resume={tmp_path / 'outputs/a'}", "seed=3", "tracking=none", "total_steps=2048")
+    assert r.returncode == 1 and "Traceback" not in r.output
+    assert "Cannot change seed on resume: the run is seed 0's" in " ".join(r.stderr.split()), r.stderr
     r = cli(
         f"resume={tmp_path / 'outputs/a'}", "agent.hidden_sizes=[32]", "tracking=none", "total_steps=2048"
     )

@@ -120,6 +120,10 @@ def test_a_sqlite_store_in_a_missing_folder_is_refused(cli, tmp_path: Path) -> N
     [
         (("env=cartpol",), ("env=cartpol is not a config of group env.", "Did you mean env=cartpole?")),
         (("env.n_env=2",), ("Unknown config key env.n_env.", "Did you mean env.n_envs?")),
+        (
+            ("agent.hidden_sizes=64",),
+            ("agent.hidden_sizes", "a list, written in brackets: agent.hidden_sizes=[64]"),
+        ),
         (("agent=ppo", "agent.algo=PP0"), ("Unknown SB3 algorithm agent.algo='PP0'.", "Did you mean PPO?")),
         (
             ("env=fighter", "env.opponent=bos"),

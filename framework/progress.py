@@ -179,7 +179,7 @@ class ProgressDisplay:
         return min(step, self.total) if self.total else step
 
     def _eval_text(self) -> str:
-        return "-" if self.eval_value is None else f"{self.eval_value:.1f}"
+        return "-" if self.eval_value is None else f"{self.eval_value:.4g}"  # as the run's last lines
 
 
 def _compact(n: int) -> str:

@@ -6,6 +6,7 @@ import ast
 import difflib
 import functools
 import importlib.util
+import re
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -186,7 +187,10 @@ def _docstring_line(value: str, depth: int = 0) -> str:
             return _reexported(tree, spec.name, part, depth)
     assert isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
     doc = ast.get_docstring(node) or ""
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    # Its first sentence: a docstring's first line may end mid-sentence, wrapped.
+    words = " ".join(doc.strip().split("\n\n")[0].split()) if doc.strip() else ""
+    first = re.search(r"^.+?(?<!e\.g)(?<!i\.e)[.!?](?=\s|$)", words)  # not at e.g. or i.e.
+    return first.group(0) if first else words
 
 
 def _reexported(tree: ast.Module | ast.AST, module: str, name: str, depth: int) -> str:

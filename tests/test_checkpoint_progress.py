@@ -85,6 +85,9 @@ def test_log_mode_prints_steps_per_second_and_eval_return(caplog: pytest.LogCapt
     assert progress.update(500)
     assert "step 500/1000 (50%)" in caplog.text and "eval/return_mean 123.4" in caplog.text
     assert "steps/s" in caplog.text
+    progress.set_eval({"eval/return_mean": 0.25})  # a score: not "0.2", as the run's last lines say 0.25
+    assert progress.update(600)
+    assert "eval/return_mean 0.25" in caplog.text
 
 
 def test_an_evaluations_line_is_the_intervals_line(caplog: pytest.LogCaptureFixture) -> None:
@@ -125,7 +128,7 @@ def test_a_terminal_gets_a_progress_bar_that_log_lines_do_not_overwrite(tmp_path
     screen = b"".join(chunks).decode(errors="replace")
     assert "━" in screen  # rich's bar
     assert "steps/s" in screen
-    assert re.search(r"eval/return_mean \d+\.\d", screen), "the latest eval return is shown"
+    assert re.search(r"eval/return_mean \d+(\.\d+)? ", screen), "the latest eval return is shown"
     assert "2048/2048" in screen and "100%" in screen
     assert re.search(r"\d:\d\d:\d\d(\x1b\[[0-9;]*m)* elapsed", screen), "the time spent is shown"
     rows = [row for line in screen.splitlines() for row in line.split("\r")]

@@ -52,7 +52,11 @@ def test_load_returns_the_registered_object() -> None:
 
 
 def test_description_is_read_without_importing(tmp_path: Path) -> None:
-    source = 'import this_module_does_not_exist\n\nclass Thing:\n    """Does a thing."""\n'
+    # Its first sentence, whose line the docstring wrapped (`plugins` showed "… 32 channels, trained").
+    source = (
+        "import this_module_does_not_exist\n\nclass Thing:\n"
+        '    """Does a thing, e.g. this, on its own\n    line or more. And then more."""\n'
+    )
     fake_distribution(
         tmp_path, "fakeplug", "[framework.envs]\nthing = fakeplug_mod:Thing\n", "fakeplug_mod", source
     )
@@ -64,7 +68,7 @@ def test_description_is_read_without_importing(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], env=_env(tmp_path), capture_output=True, text=True, check=True
     )
-    assert out.stdout.split("\n")[:2] == ["Does a thing.", "False"]
+    assert out.stdout.split("\n")[:2] == ["Does a thing, e.g. this, on its own line or more.", "False"]
 
 
 def test_same_name_from_two_distributions_is_an_error_naming_both(tmp_path: Path) -> None:

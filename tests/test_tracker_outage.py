@@ -362,41 +362,8 @@ class _GoneReader:
         raise BrokenPipeError(32, "Broken pipe")
 
 
-def test_a_sender_whose_notices_nobody_reads_goes_on_sending(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Its training process killed, a tracking process's notices fail (EPIPE): its sender goes on, and
-    ending the run neither stops at the first notice nor waits out finish_timeout_s for a dead sender."""
-    from framework_plugins.trackers import journal
-
-    monkeypatch.chdir(tmp_path)
-    session = MlflowSession(
-        f"sqlite:///{tmp_path / 'mlflow.db'}",
-        "gone",
-        flush_every_s=0.0,
-        outage_wait_s=1.0,
-        finish_timeout_s=300.0,
-    )
-    run_id = session.start_run(run_name="r", tags={"framework.run_dir": str(tmp_path / "run")})["run_id"]
-
-    def disk_full(src: object, dst: object) -> None:  # a notice: the journal's progress is not written
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(journal.os, "replace", disk_full)
-    monkeypatch.setattr(sys, "stderr", _GoneReader())
-    session.log_metrics({"m": 1.0}, 1)
-    started = time.monotonic()
-    assert session.end_run("KILLED")["unsent"] == ""
-    assert time.monotonic() - started < 60, "it waited for a sender that had died"
-    run = session.client.get_run(run_id)
-    assert run.info.status == "KILLED" and run.data.metrics == {"m": 1.0}
-
-
-def test_a_journal_whose_progress_cannot_be_written_sends_each_point_once_and_ends(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A full disk under the run's journal: what was sent is not sent again, and the run's end is sent
-    without waiting out finish_timeout_s; the failure is said once."""
+def _session_on_a_full_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[MlflowSession, str]:
+    """A session with a run started, whose journal cannot write what it sent (a full disk)."""
     from framework_plugins.trackers import journal
 
     monkeypatch.chdir(tmp_path)
@@ -413,6 +380,30 @@ def test_a_journal_whose_progress_cannot_be_written_sends_each_point_once_and_en
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(journal.os, "replace", disk_full)
+    return session, run_id
+
+
+def test_a_sender_whose_notices_nobody_reads_goes_on_sending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its training process killed, a tracking process's notices fail (EPIPE): its sender goes on, and
+    ending the run neither stops at the first notice nor waits out finish_timeout_s for a dead sender."""
+    session, run_id = _session_on_a_full_disk(tmp_path, monkeypatch)  # a notice: progress not written
+    monkeypatch.setattr(sys, "stderr", _GoneReader())
+    session.log_metrics({"m": 1.0}, 1)
+    started = time.monotonic()
+    assert session.end_run("KILLED")["unsent"] == ""
+    assert time.monotonic() - started < 60, "it waited for a sender that had died"
+    run = session.client.get_run(run_id)
+    assert run.info.status == "KILLED" and run.data.metrics == {"m": 1.0}
+
+
+def test_a_journal_whose_progress_cannot_be_written_sends_each_point_once_and_ends(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk under the run's journal: what was sent is not sent again, and the run's end is sent
+    without waiting out finish_timeout_s; the failure is said once."""
+    session, run_id = _session_on_a_full_disk(tmp_path, monkeypatch)
     for step in range(1, 4):
         session.log_metrics({"m": float(step)}, step)
         time.sleep(0.3)

@@ -92,9 +92,11 @@ def test_resume_after_sigkill_logs_no_step_twice_and_keeps_the_runs_own_tags(tmp
     assert resumed.data.params["seed"] == "5"
 
 
-def test_a_run_stopped_before_its_first_checkpoint_says_so(tmp_path: Path) -> None:
-    """SIGTERM during the evaluation before the first step (a long one): KILLED at step 0, with no
-    checkpoint to continue from, which the summary says instead of a resume command that would fail."""
+def test_a_run_stopped_as_its_training_starts_ends_at_once_and_says_what_it_has(tmp_path: Path) -> None:
+    """SIGTERM as the run starts, during the evaluation of the untrained agent (a long one): that
+    evaluation is given up, not played to its end. Landing before training starts, it stops the run
+    at once, at step 0 with no checkpoint, which the summary says instead of a resume command that
+    would fail; landing in training, after its first step, with a checkpoint that it names."""
     p = start_cli("eval.episodes=100000", "progress=log", "hydra.run.dir=o", cwd=tmp_path)
     assert p.stdout is not None
     for line in p.stdout:
@@ -103,8 +105,23 @@ def test_a_run_stopped_before_its_first_checkpoint_says_so(tmp_path: Path) -> No
     p.send_signal(signal.SIGTERM)
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 130, out[-3000:]
-    assert "Run KILLED at step 0 of " in out
-    assert (
-        "checkpoint        none: the run stopped before its first one, and starts over when run again" in out
-    )
-    assert "resume=" not in out
+    if "Run KILLED at step 0 of " in out:
+        assert (
+            "checkpoint        none: the run stopped before its first one, and starts over when run again"
+            in out
+        )
+        assert "resume=" not in out
+    else:
+        assert "Run KILLED at step 1 of 50000." in out, out[-3000:]
+        assert f"continue with     python -m framework resume={(tmp_path / 'o').resolve()}" in out
+        assert (tmp_path / "o" / "checkpoints" / "step_0000000001").is_dir()
+
+
+def test_the_summary_of_a_run_without_a_checkpoint_says_so_and_gives_no_resume(tmp_path: Path) -> None:
+    from framework.endings import resume_rows
+    from framework_plugins.trackers.null_tracker import NullTracker
+
+    rows = resume_rows(tmp_path, None, NullTracker(None), "")
+    assert rows == [
+        ("checkpoint", "none: the run stopped before its first one, and starts over when run again")
+    ]

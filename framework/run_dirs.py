@@ -172,16 +172,29 @@ def _in_use(run_dir: Path, holder: str) -> RunDirInUse:
 def refuse_if_held(run_dir: Path, in_use: Callable[[Path, str], ConfigError] | None = None) -> None:
     """RunDirInUse (or `in_use`'s refusal, as RunDirLock's) where a live run holds `run_dir`'s lock
     (nothing is taken or made)."""
+    holder = _holder(run_dir)
+    if holder is not None:
+        raise (in_use or _in_use)(run_dir.resolve(), holder)
+
+
+def held(run_dir: Path) -> bool:
+    """Whether a live run holds `run_dir` (nothing is taken or made)."""
+    return _holder(run_dir) is not None
+
+
+def _holder(run_dir: Path) -> str | None:
+    """None where no live run holds `run_dir`'s lock; else its holder, ' (process PID)' or ''."""
     try:
         fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return  # no lock file: no run ever held it
+        return None  # no lock file: no run ever held it
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise (in_use or _in_use)(run_dir.resolve(), _read_holder(fd)) from None
+        return _read_holder(fd)
     finally:
         os.close(fd)
+    return None
 
 
 def _read_holder(fd: int) -> str:

@@ -144,6 +144,7 @@ def test_a_resume_holds_the_directory_it_goes_on_from_while_it_runs(tmp_path: Pa
     first goes on, the other is refused (then free again once the first has ended)."""
     from framework.errors import ConfigError
     from framework.resume import ResumePoint
+    from framework.run_dirs import held
 
     source = tmp_path / "run"
 
@@ -153,8 +154,9 @@ def test_a_resume_holds_the_directory_it_goes_on_from_while_it_runs(tmp_path: Pa
     refused = pytest.raises(ConfigError, match=f"goes on from {source.resolve()}, which a live run holds")
     with point().hold_source(), refused:
         point().hold_source()
-    with point().hold_source():
-        pass
+    with point().hold_source():  # free again once the first had ended
+        assert held(source)
+    assert not held(source)
 
 
 def test_a_new_run_given_a_finished_runs_directory_is_refused_before_hydra_writes_there(

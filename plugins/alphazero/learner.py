@@ -203,14 +203,14 @@ class Learner:
 
     def load(self, path: Path, spec: dict[str, Any], game_spec: dict[str, Any] | None = None) -> None:
         game = self._expected_game
-        if game is not None and game_spec is not None and game_spec != dict(game.spec):
-            raise ValueError(
-                f"the checkpoint was trained on {game_spec}, and this run's game is {dict(game.spec)}"
-            )
-        if game is not None and spec != self.network_spec(game):
-            raise ValueError(
-                f"the checkpoint's network is {spec}, and agent.* asks for {self.network_spec(game)}"
-            )
+        if game is not None:
+            if game_spec is not None and game_spec != dict(game.spec):
+                raise ValueError(
+                    f"the checkpoint was trained on {game_spec}, and this run's game is {dict(game.spec)}"
+                )
+            asked = self.network_spec(game)
+            if spec != asked:
+                raise ValueError(f"the checkpoint's network is {spec}, and agent.* asks for {asked}")
         weights = torch.load(path / WEIGHTS_FILE, map_location="cpu", weights_only=True)
         self.net = PolicyValueNet(**spec)
         self.net.load_state_dict(weights.get("net", weights["best"]))  # shipped: the best one only

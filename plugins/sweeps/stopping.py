@@ -20,9 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from framework.errors import ConfigError
 from framework.interrupts import JOB_INTERRUPTED
-from framework.run_dirs import LOCK_FILE, refuse_if_held
+from framework.run_dirs import LOCK_FILE, held
 
 from .orphans import POLL_S as WATCH_POLL_S
 
@@ -91,10 +90,4 @@ class _Stopper:
 
 def running_jobs(sweep_dir: Path) -> list[Path]:
     """The run directories in `sweep_dir` that a live run holds."""
-    held = []
-    for lock in sweep_dir.rglob(LOCK_FILE):
-        try:
-            refuse_if_held(lock.parent)
-        except ConfigError:
-            held.append(lock.parent)
-    return held
+    return [lock.parent for lock in sweep_dir.rglob(LOCK_FILE) if held(lock.parent)]

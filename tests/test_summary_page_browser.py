@@ -22,6 +22,7 @@ from mlflow.tracking import MlflowClient
 from framework.contracts import SweepSummarySpec
 from framework_plugins.trackers.ui import server_env, stop_server
 from plugins.trackers.mlflow_session import MlflowSession
+from plugins.trackers import local_views
 from plugins.trackers.summary_page import UI_ADDRESS
 from tests.conftest import free_port
 from tests.fighter.cdp import InspectedPage
@@ -174,7 +175,9 @@ def test_run_links_work_in_mlflows_preview_and_in_a_downloaded_copy(tmp_path: Pa
         found = page.wait_for(
             "document.querySelector('a[data-run]') && document.querySelector('a[data-run]').href"
         )
-        assert found.startswith(f"{UI_ADDRESS}/#/experiments/{experiment}/runs/")
+        # 5000, or the store's own port where 5000 was held as the sweep started (a test beside it).
+        ports = {UI_ADDRESS, f"http://127.0.0.1:{local_views.own_port(local_views.absolute_uri(uri))}"}
+        assert found.split("/#/")[0] in ports and f"/#/experiments/{experiment}/runs/" in found, found
         assert page.evaluate("document.images.length") >= 3  # the plots are inside the page
         assert page.evaluate("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
     finally:

@@ -117,12 +117,12 @@ server.serve_forever()
 #: another server is about to listen on it.
 RACED_UI = """
 import sys
-from framework_plugins.trackers import ui
-ui.DEFAULT_PORT, free, asked = int(sys.argv[1]), ui._free, []
+from framework_plugins.trackers import local_views, ui
+local_views.DEFAULT_PORT, free, asked = int(sys.argv[1]), local_views.free, []
 def free_once(port):
     asked.append(port)
     return len(asked) == 1 or free(port)
-ui._free = free_once
+local_views.free = free_once
 sys.exit(ui.main(["--no-browser"]))
 """
 
@@ -172,7 +172,8 @@ def test_a_server_that_takes_the_port_as_ui_starts_is_not_taken_for_its_own(stor
         assert local_views.ui_address(uri) == address.split("/#")[0]
         record.write_text(json.dumps({"pid": server, "address": f"http://127.0.0.1:{port}", "uri": uri}))
         assert local_views.running(uri) is None
-        assert local_views.ui_address(uri) == f"http://127.0.0.1:{local_views.DEFAULT_PORT}"
+        ports = (local_views.DEFAULT_PORT, local_views.own_port(uri))  # the latter where 5000 is held
+        assert local_views.ui_address(uri) in [f"http://127.0.0.1:{p}" for p in ports]
         record.write_text(own)
     finally:
         try:
@@ -181,6 +182,45 @@ def test_a_server_that_takes_the_port_as_ui_starts_is_not_taken_for_its_own(stor
             other.kill()
             other.wait(timeout=10)
     assert ours.returncode == 0, out
+
+
+#: `ui` on a store while another program (another store's `ui`) holds the default port: the link a run
+#: prints first, then the server.
+DEFAULT_HELD = """
+import sys
+from framework_plugins.trackers import local_views, ui
+local_views.DEFAULT_PORT = int(sys.argv[1])
+print("link", local_views.ui_address(sys.argv[2]), flush=True)
+sys.exit(ui.main(["--no-browser"]))
+"""
+
+
+@pytest.mark.slow
+def test_with_the_default_port_held_a_stores_link_and_its_ui_agree_on_the_stores_own_port(store: Path) -> None:
+    """A run's `view it` link and `compare`'s page said :5000 while another store's `ui` held it; this
+    store's `ui` then served elsewhere, and every printed link opened the other store."""
+    import socket
+
+    from framework_plugins.trackers import local_views
+
+    uri = f"{local_views.SQLITE}{(store / 'mlflow.db').resolve()}"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        held = taken.getsockname()[1]
+        ours = subprocess.Popen(
+            [sys.executable, "-c", DEFAULT_HELD, str(held), uri],
+            cwd=store, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        try:
+            assert ours.stdout is not None
+            link = ours.stdout.readline().split()
+            address = _address(ours)
+        finally:
+            out = _ctrl_c(ours)
+    assert link == ["link", f"http://127.0.0.1:{local_views.own_port(uri)}"], (link, out)
+    assert address.startswith(f"{link[1]}/#/experiments/1/"), (address, out)
 
 
 def test_a_port_given_that_another_process_holds_is_refused_before_anything_starts(store: Path) -> None:

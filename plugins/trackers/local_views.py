@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -97,9 +98,34 @@ def running(uri: str) -> dict[str, Any] | None:
 
 
 def ui_address(uri: str) -> str:
-    """Where `ui` serves the store: its running server's address, else the one it takes when free."""
+    """Where `ui` serves the store: its running server's address, else the port it would take now."""
     found = running(uri)
-    return str(found["address"]) if found is not None else f"http://127.0.0.1:{DEFAULT_PORT}"
+    if found is not None:
+        return str(found["address"])
+    return f"http://127.0.0.1:{port_for(uri) or own_port(uri)}"
+
+
+def port_for(uri: str) -> int | None:
+    """The port `ui` takes for this store now: 5000 where free, else the store's own where free."""
+    return next((port for port in (DEFAULT_PORT, own_port(uri)) if free(port)), None)
+
+
+def own_port(uri: str) -> int:
+    """The store's own port, 5001-5999 by its path: a link printed while another store's `ui` holds
+    5000 still opens this store's."""
+    return 5001 + int(key(uri), 16) % 999
+
+
+def free(port: int) -> bool:
+    """Whether a server could listen on 127.0.0.1:`port` now."""
+    with socket.socket() as s:
+        # As uvicorn binds: a port whose last connections are closing (TIME_WAIT) is free to serve on.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def answers(address: str) -> bool:

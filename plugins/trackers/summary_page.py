@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import base64
 import html
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
+
+from . import local_views
 
 #: What `ui` serves a SQLite store at by default (plugins/trackers/ui.py DEFAULT_PORT).
 UI_ADDRESS = "http://127.0.0.1:5000"
@@ -59,8 +62,18 @@ SCRIPT = """
 
 
 def address_of(uri: str) -> str:
-    """Where the runs of this tracking URI are seen: the server itself, else `ui`'s default."""
-    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else UI_ADDRESS
+    """Where the runs of this tracking URI are seen: the server itself, else where `ui` serves it."""
+    if uri.startswith(("http://", "https://")):
+        return uri.rstrip("/")
+    if uri.startswith(local_views.SQLITE):
+        return local_views.ui_address(local_views.absolute_uri(uri))
+    return UI_ADDRESS
+
+
+def _served_by_ui(address: str) -> bool:
+    """Whether `address` is one `ui` takes for a local store (local_views.port_for)."""
+    parts = urllib.parse.urlsplit(address)
+    return parts.hostname == "127.0.0.1" and 5000 <= (parts.port or 0) <= 5999
 
 
 def run_link(address: str, fragment: str, text: str) -> str:
@@ -83,7 +96,7 @@ def write(path: Path, *, heading: str, sections: Sequence[str], address: str) ->
     where = (
         f"<p><small>Run links open the runs where this page is seen from; a downloaded copy opens them at "
         f"{html.escape(address)}"
-        + (" (python -m framework ui serves the store there)." if address == UI_ADDRESS else ".")
+        + (" (python -m framework ui serves the store there)." if _served_by_ui(address) else ".")
         + "</small></p>"
         if address
         else ""

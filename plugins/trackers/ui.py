@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
         description="Start (or find) the MLflow UI on the store the runs went to; open the experiment's runs",
     )
     parser.add_argument(
-        "--port", type=int, default=None, help=f"the port (default {DEFAULT_PORT}, or a free one)"
+        "--port", type=int, default=None, help=f"the port (default {DEFAULT_PORT}, else the store's own, else a free one)"
     )
     parser.add_argument("--no-browser", action="store_true", help="print the address, open no browser")
     parser.add_argument(
@@ -123,7 +123,7 @@ def server_env() -> dict[str, str]:
 
 
 def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_browser: bool) -> int:
-    if port is not None and not _free(port):
+    if port is not None and not local_views.free(port):
         refuse(f"--port {port}: the port is in use on 127.0.0.1; give another, or leave --port out")
         return 1
     log_path = cache_dir() / f"ui-{local_views.key(uri)}.log"
@@ -137,12 +137,12 @@ def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_brow
     page, started = None, False
     try:
         for _ in range(PORT_TRIES):
-            chosen = port or (DEFAULT_PORT if _free(DEFAULT_PORT) else _free_port())
+            chosen = port or local_views.port_for(uri) or _free_port()
             address = f"http://127.0.0.1:{chosen}"
             server = _start_server(uri, chosen, log_path)
             page = page or _page(uri, experiment, run)  # while the server starts
             started = _wait_until_it_answers(address, server)
-            lost_its_port = server.poll() is not None and port is None and not _free(chosen)
+            lost_its_port = server.poll() is not None and port is None and not local_views.free(chosen)
             if started or not lost_its_port:
                 break
             # Another server took the port as this one started (two `ui` calls at once): another port.
@@ -363,17 +363,6 @@ def stop_server(server: subprocess.Popen[bytes], grace_s: float = 10) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(server.pid, signal.SIGKILL)
         server.wait(timeout=10)
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        # As uvicorn binds: a port whose last connections are closing (TIME_WAIT) is free to serve on.
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _free_port() -> int:

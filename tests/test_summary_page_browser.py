@@ -21,8 +21,8 @@ from mlflow.tracking import MlflowClient
 
 from framework.contracts import SweepSummarySpec
 from framework_plugins.trackers.ui import server_env, stop_server
-from plugins.trackers.mlflow_session import MlflowSession
 from plugins.trackers import local_views
+from plugins.trackers.mlflow_session import MlflowSession
 from plugins.trackers.summary_page import UI_ADDRESS
 from tests.conftest import free_port
 from tests.fighter.cdp import InspectedPage

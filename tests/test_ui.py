@@ -196,7 +196,7 @@ sys.exit(ui.main(["--no-browser"]))
 
 
 @pytest.mark.slow
-def test_with_the_default_port_held_a_stores_link_and_its_ui_agree_on_the_stores_own_port(store: Path) -> None:
+def test_with_the_default_port_held_a_stores_link_and_its_ui_agree_on_its_own_port(store: Path) -> None:
     """A run's `view it` link and `compare`'s page said :5000 while another store's `ui` held it; this
     store's `ui` then served elsewhere, and every printed link opened the other store."""
     import socket

@@ -65,7 +65,10 @@ def main(argv: list[str]) -> int:
         description="Start (or find) the MLflow UI on the store the runs went to; open the experiment's runs",
     )
     parser.add_argument(
-        "--port", type=int, default=None, help=f"the port (default {DEFAULT_PORT}, else the store's own, else a free one)"
+        "--port",
+        type=int,
+        default=None,
+        help=f"the port (default {DEFAULT_PORT}, else the store's own, else any free one)",
     )
     parser.add_argument("--no-browser", action="store_true", help="print the address, open no browser")
     parser.add_argument(

@@ -198,6 +198,23 @@ def test_a_misnamed_sampler_is_one_message_before_anything_starts(cli: Any, tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("space", "said"),
+    [
+        ([], "needs at least one swept key"),
+        (["agent.hyperparams.learning_rate=interval(1,0.1)"], "low < high"),
+    ],
+)
+def test_a_search_space_it_cannot_sample_is_refused_before_a_parent_run_or_store_exists(
+    cli: Any, tmp_path: Path, space: list[str], said: str
+) -> None:
+    """The refusal came after the sweep's parent run had been opened (and deleted): an empty store."""
+    r = cli("-m", *FAST, "hydra/sweeper=optuna", *space, timeout=120)
+    assert r.returncode == 1 and said in r.stderr and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "multirun").exists()
+
+
+@pytest.mark.slow
 def test_trials_run_in_parallel_through_the_joblib_launcher_on_one_new_study(
     cli: Any, tmp_path: Path
 ) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 #: Environment variables in which the sweeps plugin hands a sweep's job its parent run and its name.
@@ -53,8 +53,8 @@ class SweeperPlugin(Protocol):
     """The Hydra Sweeper class, registered at start (an editable install hides it from Hydra's scan)."""
 
     def __init__(self, cfg: Any) -> None: ...
-    def check(self) -> None:
-        """A ConfigError, before anything starts, where the sweep cannot start."""
+    def check(self, overrides: Sequence[str]) -> None:
+        """A ConfigError, before anything starts, where the sweep of these overrides cannot start."""
         ...
 
     def study(self) -> str | None:

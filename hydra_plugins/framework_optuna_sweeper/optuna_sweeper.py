@@ -4,7 +4,7 @@ stays light), the Sweeper, which hands the sweep to `_impl`, and the sweeper plu
 start with `_` hold the rest, which Hydra's scan does not import."""
 
 # Optional[...] and Dict[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
@@ -97,10 +97,13 @@ class OptunaSweeperPlugin:
         # The sweep's own section where it is one: the study's name is written there.
         self.cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.structured(cfg)
 
-    def check(self) -> None:
+    def check(self, overrides: Sequence[str]) -> None:
         from hydra_plugins.framework_optuna_sweeper import _study
+        from hydra_plugins.framework_optuna_sweeper._search_space import search_space
 
         _study.check(self.cfg)
+        params = self.cfg.get("params")
+        search_space(overrides, OmegaConf.to_container(params) if params is not None else None)  # type: ignore[arg-type]
 
     def study(self) -> str:
         from hydra_plugins.framework_optuna_sweeper import _study

@@ -124,7 +124,7 @@ class SweepParentRun(Callback):
         study = None
         if sweeper is not None:
             try:
-                sweeper.check()
+                sweeper.check(task_overrides(config.hydra.overrides.task))
             except ConfigError:
                 # No parent for a sweep that cannot start; the sweeper says why, in one message (what a
                 # callback raises, Hydra only turns into a warning).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -115,7 +116,11 @@ class HeadlessChromium:
         (self.profile / "tmp").mkdir()
         self.cpu = chromium_cpu() if pin else None
         """The CPU Chromium runs on (None: any)."""
-        command = [found, *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}", _with_fps(url, fps)]
+        # Chromium opens a page of its private profile that goes on to the address: a command line
+        # is every local user's to read (/proc/PID/cmdline), and the address holds the token.
+        start = self.profile / "start.html"
+        start.write_text(f"<script>location.replace({json.dumps(_with_fps(url, fps))})</script>")
+        command = [found, *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}", start.as_uri()]
         guard = Path(__file__).with_name("chromium_guard.py")
         with _children_on(self.cpu):
             self.guard = subprocess.Popen(

@@ -4,9 +4,12 @@ failed (its log quotes the page's address)."""
 
 from __future__ import annotations
 
+import http.server
 import logging
 import re
+import shutil
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -14,6 +17,7 @@ import pytest
 
 from framework_plugins.fighter.browser import HeadlessChromium
 from framework_plugins.fighter.webrtc import WebRTCClient
+from tests.conftest import descendants
 from tests.token_leaks import exchange, hostile_requests, percent_encoded, token_traces
 
 
@@ -48,7 +52,11 @@ def test_what_is_said_of_a_chromium_that_exited_quotes_no_part_of_the_token(tmp_
     then exits: the error that reports its log's tail has the token redacted."""
     token = "a-token-of-the-page_0123"
     fake = tmp_path / "chromium"
-    fake.write_text('#!/bin/sh\nfor arg; do echo "[CONSOLE] source: $arg"; done\nexit 3\n')
+    # It is given a page of its profile that goes on to the address: it prints that page.
+    fake.write_text(
+        '#!/bin/sh\nfor arg; do case $arg in file://*) echo "[CONSOLE] source: $(cat "${arg#file://}")";; '
+        "esac; done\nexit 3\n"
+    )
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     browser = HeadlessChromium(f"http://127.0.0.1:9/?token={token}", executable=str(fake), pin=False)
     try:
@@ -61,8 +69,46 @@ def test_what_is_said_of_a_chromium_that_exited_quotes_no_part_of_the_token(tmp_
     finally:
         browser.close()
     message = str(exited.value)
-    assert "exited with code 3" in message and "source: http://127.0.0.1:9/?token=<token>" in message, message
+    assert "exited with code 3" in message and '("http://127.0.0.1:9/?token=<token>' in message, message
     assert token_traces(message, token) == []
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium")
+def test_chromium_opens_the_page_with_its_token_that_no_command_line_shows(tmp_path: Path) -> None:
+    """Chromium was given the address, token and all, on its command line: every local user's to read
+    in /proc. It now opens a page of its private profile that goes on to the address."""
+    asked: list[str] = []
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"<html>the page</html>")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    token = "a-token-of-the-page_4567"
+    browser = HeadlessChromium(f"http://127.0.0.1:{server.server_port}/?token={token}", pin=False)
+    try:
+        deadline = time.monotonic() + 90
+        while not any(f"token={token}" in path for path in asked):
+            assert time.monotonic() < deadline, f"Chromium never asked for the page: {asked}"
+            browser.check_alive()
+            time.sleep(0.1)
+        assert browser.pid is not None
+        group = {browser.pid, *descendants(browser.pid), browser.guard.pid}
+        lines = {
+            pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in group if Path(f"/proc/{pid}").exists()
+        }
+        assert len(lines) >= 2 and not [pid for pid, line in lines.items() if token.encode() in line], lines
+        assert stat.S_IMODE(browser.profile.stat().st_mode) == 0o700  # the page that holds it: ours alone
+    finally:
+        browser.close()
+        server.shutdown()
 
 
 def test_what_a_game_client_needs_is_refused_before_the_run_starts(tmp_path: Path) -> None:

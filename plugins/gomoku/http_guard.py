@@ -10,6 +10,7 @@ from aiohttp import web
 
 #: Enough for any request of the API; anything larger is refused unread.
 MAX_BODY_BYTES = 1024
+JSON = "application/json"
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'",
     "Referrer-Policy": "no-referrer",  # the page's address holds the token
@@ -21,7 +22,21 @@ SECURITY_HEADERS = {
 
 def api_error(status: type[web.HTTPError], message: str) -> web.HTTPError:
     """An HTTP error whose JSON body {"error": message} the page shows as it is."""
-    return status(text=json.dumps({"error": message}), content_type="application/json")
+    return status(text=json.dumps({"error": message}), content_type=JSON)
+
+
+def no_such_call(request: web.Request, error: web.HTTPException) -> web.HTTPException:
+    """A request under /api/ for a path or method the API lacks (404, 405) answered in JSON, naming
+    the calls it has; any other error as it is."""
+    if not request.path.startswith("/api/") or error.status not in (404, 405) or error.content_type == JSON:
+        return error
+    paths = {route: route.resource.canonical for route in request.app.router.routes() if route.resource}
+    api = sorted(f"{r.method} {path}" for r, path in paths.items() if path.startswith("/api/") and r.method != "HEAD")
+    calls = ", ".join(api)
+    text = json.dumps({"error": f"{request.method} {request.path}: no such call; the API's: {calls}"})
+    if isinstance(error, web.HTTPMethodNotAllowed):
+        return web.HTTPMethodNotAllowed(request.method, error.allowed_methods, text=text, content_type=JSON)
+    return web.HTTPNotFound(text=text, content_type=JSON)
 
 
 async def read_body(request: web.Request, *, allowed: set[str]) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from aiohttp import web
 from framework_plugins.boardgames import SearchRequest
 from framework_plugins.web.page_server import NO_TOKEN, PageServer
 
-from .http_guard import MAX_BODY_BYTES, add_security_headers, api_error, read_body
+from .http_guard import MAX_BODY_BYTES, add_security_headers, api_error, no_such_call, read_body
 
 log = logging.getLogger(__name__)
 #: Where aiohttp logs this server's requests that fail (token_logs.py: never what the client sent).
@@ -160,7 +160,10 @@ class PlayServer:
             if request.path.startswith("/api/"):
                 raise api_error(web.HTTPForbidden, NO_TOKEN)
             raise web.HTTPForbidden(text=NO_TOKEN)
-        return await handler(request)
+        try:
+            return await handler(request)
+        except web.HTTPException as e:
+            raise no_such_call(request, e) from None
 
     # --- the API --------------------------------------------------------------------------
 

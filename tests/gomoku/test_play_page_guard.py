@@ -128,6 +128,21 @@ def test_a_bad_move_is_refused_with_what_was_wrong(server: PlayServer, body: Any
     assert state_of(server)["moves"] == []
 
 
+@pytest.mark.parametrize(("path", "body", "status"), [("/api/nope", None, 404), ("/api/state", {}, 405)])
+def test_a_call_the_api_lacks_is_json_naming_those_it_has(
+    server: PlayServer, path: str, body: Any, status: int
+) -> None:
+    """The page shows an API error's "error" as it is: a plain-text 404 or 405 showed as nothing."""
+    got, answer = request(server, path, body)
+    method = "GET" if body is None else "POST"
+    assert got == status and isinstance(answer, dict), (got, answer)
+    assert answer["error"] == (
+        f"{method} {path}: no such call; the API's: GET /api/events, GET /api/state, POST /api/move, "
+        "POST /api/new, POST /api/undo"
+    )
+    assert request(server, path, body, token="wrong")[0] == 403  # the token still first
+
+
 def test_a_body_that_is_not_json_is_refused(server: PlayServer) -> None:
     status, answer = request(server, "/api/move", raw=b"x=3&y=3")
     assert (status, answer) == (400, {"error": "the request body must be a JSON object"})

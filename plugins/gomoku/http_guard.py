@@ -31,8 +31,8 @@ def no_such_call(request: web.Request, error: web.HTTPException) -> web.HTTPExce
     if not request.path.startswith("/api/") or error.status not in (404, 405) or error.content_type == JSON:
         return error
     paths = {route: route.resource.canonical for route in request.app.router.routes() if route.resource}
-    api = sorted(f"{r.method} {path}" for r, path in paths.items() if path.startswith("/api/") and r.method != "HEAD")
-    calls = ", ".join(api)
+    api = [f"{r.method} {p}" for r, p in paths.items() if p.startswith("/api/") and r.method != "HEAD"]
+    calls = ", ".join(sorted(api))
     text = json.dumps({"error": f"{request.method} {request.path}: no such call; the API's: {calls}"})
     if isinstance(error, web.HTTPMethodNotAllowed):
         return web.HTTPMethodNotAllowed(request.method, error.allowed_methods, text=text, content_type=JSON)

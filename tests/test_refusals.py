@@ -214,13 +214,20 @@ def test_a_sweep_whose_first_job_is_refused_leaves_no_parent_run(cli, tmp_path: 
     assert_no_run(tmp_path)
 
 
+def test_spaces_the_algorithm_does_not_take_are_refused_before_any_run(cli, tmp_path: Path) -> None:
+    """SAC on CartPole was refused only as SB3 made its model: a FAILED run for a config mistake."""
+    r = cli("agent=sac", "total_steps=300")
+    assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
+    said = "Error: agent.algo=SAC trains on Box action spaces, and this env's is Discrete(2): choose an agent"
+    assert r.stderr.startswith(said), r.stderr
+    assert_no_run(tmp_path)
+
+
 def test_a_mistake_only_the_started_run_sees_is_one_message_and_a_failed_run(cli, tmp_path: Path) -> None:
-    r = cli("agent=sac", "total_steps=300", "eval.episodes=1")
+    r = cli("env=gym", "env.id=Blackjack-v1", "agent=ppo", "total_steps=300", "eval.episodes=1")
     assert r.returncode == 1 and "Traceback" not in r.output
-    assert r.stderr.startswith(
-        "Error: agent.algo=SAC trains on Box action spaces, and this env's is Discrete(2)"
-    )
-    assert "Run FAILED at step 0 of 300." in r.stderr and r.stderr.count("Discrete(2)") == 1
+    assert r.stderr.startswith("Error: agent.algo=PPO cannot learn on this env's observations, Tuple(")
+    assert "Run FAILED at step 0 of 300." in r.stderr and r.stderr.count("observation space is not") == 1
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert run.info.status == "FAILED"

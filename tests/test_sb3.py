@@ -49,15 +49,13 @@ def test_td3_gets_zoo_action_noise(tmp_path: Path) -> None:
     assert cfg.agent.hyperparams.noise_type == "normal"
 
 
-def test_continuous_algorithm_on_discrete_env_fails_clearly(tmp_path: Path) -> None:
-    from framework.errors import ConfigError, RunFailed
+def test_continuous_algorithm_on_discrete_env_is_refused_before_the_run(tmp_path: Path) -> None:
+    from framework.errors import ConfigError
 
-    with pytest.raises(RunFailed, match="Run FAILED at step 0") as failed:
+    said = r"agent.algo=SAC trains on Box action spaces, and this env's is Discrete\(2\)"
+    with pytest.raises(ConfigError, match=said):
         train(tmp_path, "agent=sac", "total_steps=100")
-    assert isinstance(failed.value.__cause__, ConfigError)
-    assert "agent.algo=SAC trains on Box action spaces, and this env's is Discrete(2)" in str(
-        failed.value.__cause__
-    )
+    assert not (tmp_path / "run" / "checkpoints").exists()  # refused before the run started
 
 
 def test_unknown_algorithm_lists_the_available_ones(tmp_path: Path) -> None:

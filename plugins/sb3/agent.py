@@ -9,10 +9,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 import numpy as np
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 
-from framework.contracts import Buffer, EnvPlugin, RunContext
+from framework.contracts import Buffer, EnvPlugin, RunContext, SpacesEnvPlugin
 from framework.errors import ConfigError, check_choice
 
-from .algorithms import algorithm_class, build_kwargs, check_hyperparams, default_policy, space_mismatch
+from .algorithms import (
+    algorithm_class,
+    build_kwargs,
+    check_hyperparams,
+    check_spaces,
+    default_policy,
+    space_mismatch,
+)
 from .bridge import FrameworkCallback, tracker_logger
 from .config import VEC_ENVS, SB3Config
 from .minibatch import minibatch, set_on_the_command_line
@@ -39,8 +46,9 @@ class SB3Agent:
         self._load_from: Optional[Path] = None
 
     def check_run(self, *, env: EnvPlugin, buffer: Optional[Buffer], parts: Mapping[str, object]) -> None:
-        """Refuse a buffer section, which SB3 would never read, a rollout SB3 cannot normalise, and a
-        batch_size set on the command line that does not divide the rollout (`minibatch`)."""
+        """Refuse a buffer section, which SB3 would never read, a rollout SB3 cannot normalise, a
+        batch_size set on the command line that does not divide the rollout (`minibatch`), and an
+        env whose spaces the algorithm does not take."""
         algo = self.algo_cls.__name__
         if buffer is not None:
             own = (
@@ -64,6 +72,8 @@ class SB3Agent:
                 "(agent.hyperparams.normalize_advantage=true): make n_steps x n_envs at least 2"
             )
         minibatch(self.algo_cls, hyperparams, env.n_envs, explicit=set_on_the_command_line())
+        if isinstance(env, SpacesEnvPlugin):
+            check_spaces(self.algo_cls, *env.spaces())
 
     def learn(self, ctx: RunContext) -> None:
         venv = make_vec_env(ctx.env_plugin, ctx.n_envs, seed=ctx.seed, kind=self.cfg.vec_env)

@@ -236,3 +236,20 @@ def space_mismatch(algo: Any, venv: Any, error: AssertionError) -> str:
             "(env=lunarlander env.continuous=true has Box actions)"
         )
     return f"agent.algo={algo.__name__} cannot train on this env: {error}"
+
+
+def check_spaces(algo: Any, observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> None:
+    """Refuse, before a run starts, spaces that `algo` does not train on: SB3 checks them as its model
+    is made (here without its networks: `_init_setup_model=False`), once training would start."""
+
+    class SpacesOnly(gym.Env[Any, Any]):
+        def __init__(self) -> None:
+            self.observation_space, self.action_space = observation_space, action_space
+
+    env = SpacesOnly()
+    try:
+        algo("MlpPolicy", env, _init_setup_model=False)
+    except AssertionError as e:  # SB3 checks spaces with asserts
+        raise ConfigError(space_mismatch(algo, env, e)) from None
+    except Exception:  # an algorithm that cannot be made so (no such argument): its run says why
+        return

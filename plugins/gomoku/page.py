@@ -15,16 +15,15 @@ a per-server token in the query string (`?token=...`):
 A POST answers once the agent has moved, with the state; every page listening to /api/events gets
 each change as it happens (the person's move, the agent thinking, its move) without asking. The
 agent searches with one engine, one search at a time, in a worker thread, so the server answers
-meanwhile; a
-move, new game or undo sent while it searches is refused (409). Bad input is a 400 that says
-what was wrong and what is valid; a wrong or missing token a 403; a body over MAX_BODY_BYTES a 413.
+meanwhile: a move sent while it searches is refused (409); a new game or an undo stops the search
+(its move is not played) and goes first. Bad input is a 400 that says what was wrong and what is
+valid; a wrong or missing token a 403; a body over MAX_BODY_BYTES a 413.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -41,6 +40,7 @@ from aiohttp import web
 from framework_plugins.boardgames import SearchRequest
 from framework_plugins.web.page_server import NO_TOKEN, PageServer
 
+from .events import GameEvents
 from .http_guard import MAX_BODY_BYTES, add_security_headers, api_error, no_such_call, read_body
 
 log = logging.getLogger(__name__)
@@ -51,10 +51,8 @@ STATIC = Path(__file__).parent / "static"
 #: (about 8 bytes per board cell per simulation: 15x15 at 20,000 is ~36 MB).
 MAX_SIMULATIONS = 20_000
 COLOURS = {"black": 1, "white": -1}
-#: Pages that may follow one game's events at once (each holds a connection open).
-MAX_LISTENERS = 8
-#: How often an idle event stream says it is alive (a comment line), in seconds.
-KEEP_ALIVE_S = 15.0
+#: How long a new game or an undo waits for the search it stopped to end, in seconds.
+STOP_WAIT_S = 30.0
 
 
 @dataclass
@@ -88,12 +86,13 @@ class PlayServer:
         self.analyses: list[Analysis] = []
         self.thinking = False
         self.closing = False
-        self._listeners: set[asyncio.Queue[str]] = set()
-        """One queue per page listening to /api/events: the states to push to it."""
+        self.events = GameEvents(self.snapshot, lambda: self.closing)
         self._engine: Any = None
         self.simulations = 0
         self._search_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="play-search")
         self._busy: asyncio.Lock | None = None
+        self._stopped = False
+        """A new game or an undo stopped the search under way: its move is not played."""
 
     @property
     def token(self) -> str:
@@ -145,7 +144,7 @@ class PlayServer:
     def _routes(self, app: web.Application) -> None:
         self._busy = asyncio.Lock()
         app.router.add_get("/api/state", self._get_state)
-        app.router.add_get("/api/events", self._events)
+        app.router.add_get("/api/events", self.events.stream)
         app.router.add_post("/api/new", self._new)
         app.router.add_post("/api/move", self._move)
         app.router.add_post("/api/undo", self._undo)
@@ -170,56 +169,13 @@ class PlayServer:
     async def _get_state(self, request: web.Request) -> web.Response:
         return web.json_response(self.snapshot())
 
-    async def _events(self, request: web.Request) -> web.StreamResponse:
-        """The state now, then at every change, as server-sent events; a comment keeps it alive."""
-        if len(self._listeners) >= MAX_LISTENERS:
-            raise api_error(
-                web.HTTPServiceUnavailable, f"{MAX_LISTENERS} pages already follow this game: close one"
-            )
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        queue: asyncio.Queue[str] = asyncio.Queue(maxsize=1)
-        queue.put_nowait(json.dumps(self.snapshot()))
-        self._listeners.add(queue)
-        quiet = 0.0
-        try:
-            while not self.closing:
-                transport = request.transport
-                if transport is None or transport.is_closing():
-                    break  # the page went away: its place is free at once
-                try:
-                    text = await asyncio.wait_for(queue.get(), 1.0)
-                except asyncio.TimeoutError:
-                    quiet += 1.0
-                    if quiet >= KEEP_ALIVE_S:
-                        quiet = 0.0
-                        await response.write(b": keep-alive\n\n")
-                    continue
-                await response.write(f"data: {text}\n\n".encode())
-        except ConnectionResetError:
-            pass  # the page went away
-        finally:
-            self._listeners.discard(queue)
-        return response
-
-    def _changed(self) -> None:
-        """Push the state to every listening page (a page that has not taken the last one gets
-        this one instead: only the newest state matters)."""
-        if not self._listeners:
-            return
-        text = json.dumps(self.snapshot())
-        for queue in self._listeners:
-            if queue.full():
-                queue.get_nowait()
-            queue.put_nowait(text)
-
     async def _new(self, request: web.Request) -> web.Response:
         body = await read_body(request, allowed={"colour", "simulations"})
         colour = body.get("colour")
         if not isinstance(colour, str) or colour not in COLOURS:
             raise api_error(web.HTTPBadRequest, f'colour={colour!r}: choose "black" or "white"')
         simulations = self._simulations_from(body)
-        async with self._exclusive():
+        async with self._exclusive(stops_the_search=True):
             self.simulations = simulations
             self.state, self.human, self.analyses = self.game.new_state(), COLOURS[colour], []
             if self.human != self.state.to_play:
@@ -258,7 +214,7 @@ class PlayServer:
 
     async def _undo(self, request: web.Request) -> web.Response:
         await read_body(request, allowed=set())
-        async with self._exclusive():
+        async with self._exclusive(stops_the_search=True):
             moves = list(self.state.moves)
             mover = [1 if i % 2 == 0 else -1 for i in range(len(moves))]  # black moves first
             if self.human not in mover:
@@ -277,16 +233,25 @@ class PlayServer:
         return int(value)
 
     @contextlib.asynccontextmanager
-    async def _exclusive(self) -> AsyncIterator[None]:
-        """One change to the game at a time; a request while the agent thinks is refused, not queued."""
+    async def _exclusive(self, *, stops_the_search: bool = False) -> AsyncIterator[None]:
+        """One change to the game at a time: a move while the agent thinks is refused, not queued; a
+        new game or an undo ends the search (from its worker thread's start on: polled) and goes first."""
         assert self._busy is not None
-        if self._busy.locked():
+        if self._busy.locked() and not (stops_the_search and self.thinking):
             raise api_error(web.HTTPConflict, "the agent is thinking: wait for its move")
+        until = time.monotonic() + STOP_WAIT_S
+        while self._busy.locked() and time.monotonic() < until:
+            self._stopped = True
+            self._engine.interrupt()
+            await asyncio.sleep(0.02)
+        if self._busy.locked():
+            raise api_error(web.HTTPConflict, f"the agent's search did not stop within {STOP_WAIT_S:g} s")
         async with self._busy:
+            self._stopped = False
             try:
                 yield
             finally:
-                self._changed()
+                self.events.changed()
 
     async def _agent_moves(self, *, undo_to: Any) -> None:
         """Search the position in the worker thread and play the most visited move.
@@ -295,7 +260,7 @@ class PlayServer:
         """
         root = self.state.copy()
         self.thinking = True
-        self._changed()
+        self.events.changed()
         try:
             loop = asyncio.get_running_loop()
             visits, value, seconds, chosen = await loop.run_in_executor(
@@ -310,6 +275,8 @@ class PlayServer:
         if self.closing:  # an interrupted search's move is not played: the page's move is taken back
             self.state = undo_to
             raise api_error(web.HTTPServiceUnavailable, "the server is stopping: the move was not played")
+        if self._stopped:  # the new game or undo that stopped it changes the game next
+            return
         action = chosen if chosen >= 0 else int(np.where(root.legal, visits, -1.0).argmax())
         self.analyses.append(
             Analysis(len(root.moves), [int(v) for v in visits], value, self.simulations, seconds)

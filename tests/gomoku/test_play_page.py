@@ -277,15 +277,56 @@ def test_while_the_agent_thinks_the_state_answers_and_moves_wait() -> None:
         mover, answered = move_while_the_agent_waits(server)
         state = state_of(server)
         assert state["thinking"] and state["moves"] == [[3, 3]]
-        for path, body in (
-            ("/api/move", {"x": 0, "y": 0}),
-            ("/api/undo", {}),
-            ("/api/new", {"colour": "black"}),
-        ):
-            assert request(server, path, body) == (409, {"error": "the agent is thinking: wait for its move"})
+        said = (409, {"error": "the agent is thinking: wait for its move"})
+        assert request(server, "/api/move", {"x": 0, "y": 0}) == said
         go.set()
         mover.join(30)
         assert answered[0][0] == 200 and len(answered[0][1]["moves"]) == 2
+    finally:
+        go.set()
+        server.close()
+
+
+class StoppedByInterrupt(GatedEngine):
+    """A search held until it is interrupted, as a long search (20,000 simulations) is, in effect."""
+
+    def interrupt(self) -> None:
+        self.interrupted += 1
+        self.go.set()
+        self.engine.interrupt()
+
+    interrupted = 0
+
+
+def interruptible_player(game: Gomoku, go: threading.Event) -> SearchOnlyPlayer:
+    """A player whose searches are held until interrupted (StoppedByInterrupt)."""
+    player = SearchOnlyPlayer(game, go)
+    made = player.engine
+    player.engine = lambda *a, **k: StoppedByInterrupt(made(*a, **k).engine, go)  # type: ignore[method-assign]
+    return player
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "moves"), [("/api/undo", {}, 0), ("/api/new", {"colour": "white"}, 1)]
+)
+def test_a_new_game_or_an_undo_while_the_agent_thinks_stops_its_search_and_goes_first(
+    path: str, body: dict[str, Any], moves: int
+) -> None:
+    """They were refused (409) until the search ended: 17 s at the page's most simulations."""
+    go = threading.Event()
+    server = PlayServer(interruptible_player(Gomoku(board_size=7, n_in_row=4), go))
+    server.start()
+    try:
+        mover, answered = move_while_the_agent_waits(server)
+        status, state = request(server, path, body)
+        mover.join(30)
+        assert status == 200 and server._engine.interrupted >= 1, state
+        # The stopped search's move is not played: the undo takes back the person's move alone; the
+        # new game as white is the agent's opening, searched anew.
+        assert len(state["moves"]) == moves and not state["thinking"], state
+        assert answered and answered[0][0] == 200 and len(answered[0][1]["moves"]) <= 1, answered
+        assert state_of(server)["moves"] == state["moves"] and len(server.analyses) == moves
+        assert request(server, "/api/move", {"x": 0, "y": 0})[0] == 200  # the game goes on
     finally:
         go.set()
         server.close()

@@ -17,7 +17,7 @@ import aiohttp
 from framework_plugins.gomoku.page import PlayServer
 from framework_plugins.gomoku.rules import Gomoku
 from tests.conftest import chromium_env, require_tool
-from tests.gomoku.test_play_page import SIMULATIONS, SearchOnlyPlayer, state_of
+from tests.gomoku.test_play_page import SIMULATIONS, SearchOnlyPlayer, interruptible_player, state_of
 
 # --- the page in a real browser -----------------------------------------------------------
 
@@ -272,4 +272,46 @@ def test_the_page_says_the_result_in_a_banner_and_steps_back_through_the_game(tm
     try:
         asyncio.run(play_to_the_end_and_step_back(server, tmp_path / "profile"))
     finally:
+        server.close()
+
+
+async def undo_while_the_agent_thinks(server: PlayServer, profile: Path) -> None:
+    browser = start_chromium(server.url, profile)
+    try:
+        async with aiohttp.ClientSession() as session:
+            page = await open_devtools(session, profile)
+            await page.wait_for("document.querySelectorAll('#board .cell').length === 49")
+            await page.click('.cell[data-x="3"][data-y="3"]')
+            await page.wait_for("document.getElementById('status').classList.contains('thinking')")
+            # Once the server says the agent thinks, the buttons that stop its search are there to press.
+            await page.wait_for("!document.getElementById('undo').disabled")
+            assert not await page.evaluate("document.getElementById('new-white').disabled")
+            assert server.thinking
+            shot = await page.send("Page.captureScreenshot", format="png")
+            (profile.parent / "play_page_thinking.png").write_bytes(base64.b64decode(shot["data"]))
+            await page.click("#undo")
+            await page.wait_for("document.body.dataset.busy === '0'")
+            await page.wait_for("document.querySelectorAll('#move-list li').length === 0")
+            assert state_of(server)["moves"] == [] and server._engine.interrupted >= 1
+            assert await page.evaluate(PAGE_BOARD) == [0] * 49
+            assert await page.evaluate("document.getElementById('error').hidden"), await page.evaluate(
+                "document.getElementById('error').textContent"
+            )  # the stopped move's answer is not said
+            assert "Your turn: you play Black" in await page.evaluate(STATUS)
+            await page.socket.close()
+    finally:
+        browser.terminate()
+        browser.wait(10)
+
+
+def test_undo_while_the_agent_thinks_stops_it_and_the_page_shows_the_game_before_the_move(
+    tmp_path: Path,
+) -> None:
+    go = threading.Event()
+    server = PlayServer(interruptible_player(Gomoku(board_size=7, n_in_row=4), go))
+    server.start()
+    try:
+        asyncio.run(undo_while_the_agent_thinks(server, tmp_path / "profile"))
+    finally:
+        go.set()
         server.close()

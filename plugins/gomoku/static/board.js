@@ -120,8 +120,10 @@ function draw(game, thinking) {
   drawBanner(s);
   drawAnalysis(s, analysis, total);
   drawMoves(game, s);
-  $("undo").disabled = busy || !game.can_undo;
-  for (const id of ["new-black", "new-white", "banner-black", "banner-white"]) $(id).disabled = busy;
+  // While the agent thinks, a new game or an undo stops its search.
+  const held = busy && !game.thinking;
+  $("undo").disabled = held || !game.can_undo;
+  for (const id of ["new-black", "new-white", "banner-black", "banner-white"]) $(id).disabled = held;
   $("first").disabled = s.ply === 0;
   $("back").disabled = s.ply === 0;
   $("forward").disabled = s.live;

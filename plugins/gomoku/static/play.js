@@ -9,6 +9,7 @@ const $ = (id) => document.getElementById(id);
 const board = $("board");
 let state = null; // the last state the server sent
 let busy = false; // a request is in flight
+let requests = 0; // the number of the latest request: only its answer is drawn
 let cells = []; // cells[y * n + x]: {el, heat, stone, pct}
 let drawnSize = 0;
 let viewPly = null; // reviewing: the moves shown (the position after that many); null: the game now
@@ -45,25 +46,32 @@ async function call(path, body) {
   return data;
 }
 
-// Runs one request; shows its error, and redraws from the server's state either way.
+// Runs one request; shows its error, and redraws from the server's state either way. A new game or
+// an undo may be sent while the agent thinks (the server stops its search): the request it supersedes
+// is then neither drawn nor said.
 async function act(path, body, pending) {
-  if (busy) return;
+  const stops = path !== "move" && state && state.thinking;
+  if (busy && !stops) return;
+  const mine = ++requests;
   setBusy(true);
   showError("");
   viewPly = null;
   if (pending) draw(pending, true);
+  let answer = null;
   try {
-    state = await call(path, body);
+    answer = await call(path, body);
   } catch (e) {
+    if (mine !== requests) return;
     showError(e.message);
     try {
-      state = await call("state");
+      answer = await call("state");
     } catch (e2) {
       showError(`${e.message} (and the server does not answer: ${e2.message})`);
     }
-  } finally {
-    setBusy(false);
   }
+  if (mine !== requests) return;
+  setBusy(false);
+  if (answer) state = answer;
   if (state) draw(state, false);
 }
 

@@ -126,6 +126,8 @@ class AlphaZeroAgent:
         self._setup(game, ctx)
         searches = run_searches(ctx)
         searches.inference.publish(BEST, learner.weights("best"))
+        # The service counts from 1 again: the checkpoint's weights, whose version a resumed run goes on from.
+        self._versions_before = max(self.counters.get("weights_version", 1) - 1, 0)
         self._search, self._game = searches.own, game
         collector = SelfPlayCollector(cfg, ctx, game, self.rng)
         background: BackgroundLearning | None = None
@@ -314,7 +316,8 @@ class AlphaZeroAgent:
         metrics = self.learner.take_stats()
         metrics["selfplay/games"] = float(self.counters["games"])
         searches = run_searches(ctx)
-        metrics["selfplay/weights_version"] = float(searches.inference.version(BEST))
+        self.counters["weights_version"] = self._versions_before + searches.inference.version(BEST)
+        metrics["selfplay/weights_version"] = float(self.counters["weights_version"])
         metrics["train/updates"] = float(self.counters["updates"])
         metrics["train/learning_rate"] = self.learning_rate(ctx, step)
         metrics["train/replay_positions"] = float(len(self.learner.replay or ()))

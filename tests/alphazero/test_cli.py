@@ -213,6 +213,10 @@ def test_training_and_gates_in_the_background_train_gate_checkpoint_and_resume(c
     assert again.returncode == 0, again.output[-3000:]
     assert "resumed at step 960" in again.output and "FINISHED at step 1280" in again.output
     assert client.get_run(run.info.run_id).data.metrics["train/updates"] > counters["updates"]
+    # The weights' version goes on from the checkpoint's (its inference service counted from 1 again).
+    history = client.get_metric_history(run.info.run_id, "selfplay/weights_version")
+    after = [m.value for m in history if m.step > 960]
+    assert counters["weights_version"] >= 2 and after and min(after) >= counters["weights_version"], history
 
 
 @pytest.mark.parametrize(

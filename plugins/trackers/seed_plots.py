@@ -74,20 +74,22 @@ def plot(
     _legend(ax)
     paths.append(save(fig, folder / PROFILE_PNG))
 
-    if len(found) > 1:
-        rows = max(_wrapped(c.label, 40).count("\n") + 1 for c in found)
-        fig, ax = plt.subplots(figsize=(7.5, 1.2 + (0.3 + 0.15 * rows) * len(found)), dpi=110)
+    # The configurations run over seeds (a single run gives no chance to draw), each in its colour.
+    compared = [(config, colour) for config, colour in zip(found, colours, strict=True) if config.improvement]
+    if len(compared) > 1:
+        rows = max(_wrapped(c.label, 40).count("\n") + 1 for c, _ in compared)
+        fig, ax = plt.subplots(figsize=(7.5, 1.2 + (0.3 + 0.15 * rows) * len(compared)), dpi=110)
         names = []
-        for i, config in enumerate(found):
+        for i, (config, colour) in enumerate(compared):
             chance = config.improvement
             assert chance is not None
             ax.errorbar(
                 [chance.value], [i], xerr=[[chance.value - chance.low], [chance.high - chance.value]],
-                fmt="o", color=colours[i], capsize=4,
+                fmt="o", color=colour, capsize=4,
             )  # fmt: skip
             names.append(_wrapped(config.label, 40))
         ax.axvline(0.5, color="grey", linestyle="--", linewidth=1)
-        ax.set_yticks(range(len(found)), names, fontsize=8)
+        ax.set_yticks(range(len(compared)), names, fontsize=8)
         ax.invert_yaxis()
         ax.set_xlim(-0.04, 1.04)  # a point at 0 or 1 drawn whole
         ax.set_xlabel(f"P(a run of it beats a run of the other) on {objective}")

@@ -101,12 +101,12 @@ def configurations(
     most_settings: int | None = None,
     leading: Sequence[str] = (),
 ) -> list[Configuration]:
-    """The finished children with a value of the objective, grouped by their settings (all swept
-    keys but the seed), best IQM first; each but a lone one with its probability of improving on the
-    best other configuration. A label names the settings that set the configuration apart from its
-    peers (`labels[key]`, else the key's last part), the first `most_settings` of them, and a number
-    where two would be alike: its `leading` keys (the plugins, in `compare`), then the keys whose
-    values differ between the configurations that share those (all the swept keys, in a sweep)."""
+    """The finished children with a value of the objective, grouped by their settings (all swept keys but the
+    seed), best IQM first; each run over seeds, beside another that was, with its probability of improving on
+    the best other configuration so run. A label names the settings that set the configuration apart from its
+    peers (`labels[key]`, else the key's last part), the first `most_settings` of them, and a number where two
+    would be alike: its `leading` keys (the plugins, in `compare`), then the keys whose values differ between
+    the configurations that share those (all the swept keys, in a sweep)."""
     keys = settings_of(swept_keys)
     named = labels or short_labels(keys)
     groups: dict[tuple[str, ...], list[Child]] = {}
@@ -145,8 +145,11 @@ def configurations(
     with_improvement = []
     for config in found:
         rival = leader([c for c in found if c is not config])
-        chance = ss.improvement(config.scores, rival.scores, mode=mode)
-        with_improvement.append(dataclasses.replace(config, improvement=chance))
+        if config.n > 1 and rival.n > 1:  # one run is one sample: no chance drawn from it, 0 or 1
+            config = dataclasses.replace(
+                config, improvement=ss.improvement(config.scores, rival.scores, mode=mode)
+            )
+        with_improvement.append(config)
     return with_improvement
 
 

@@ -163,8 +163,8 @@ class Fighter:
             peerjs=self.peerjs,
             open_browser=cfg.open_browser,
             pin_chromium=cfg.pin_chromium,
+            stop_flag=self._stop,
         )
-        transport.stop_flag = self._stop
         transport.connection.status["steps"] = self._start_step
         self._training.add(transport)
         return transport

@@ -85,6 +85,7 @@ class WebRTCTransport:
         peerjs: PeerJSServer | None = None,
         open_browser: bool = True,
         pin_chromium: bool = True,
+        stop_flag: threading.Event | None = None,
     ) -> None:
         self.step_timeout_s = step_timeout_s
         self.connect_timeout_s = connect_timeout_s
@@ -107,9 +108,9 @@ class WebRTCTransport:
         self._client, self._headless, self._open_browser = client, headless, open_browser
         self._pin_chromium = pin_chromium
         self._rounds = [0, 0, 0]
-        self.stop_flag: threading.Event | None = None
+        self.stop_flag = stop_flag
         """The run's stop flag, where the plugin was given it: a close without an error after it
-        was set is a stopped run, before it a finished one."""
+        was set is a stopped run, before it a finished one; a wait for the client ends once it is set."""
         try:
             self._start_client()
             self._wait_connected(connect_timeout_s)
@@ -171,6 +172,7 @@ class WebRTCTransport:
         """Wait for the client's hello, failing early if the process meant to send it dies."""
         deadline = time.monotonic() + timeout
         while not self.connection.connected.wait(0.2):
+            self._stop_if_asked()
             problem = self.connection.signaling_problem  # e.g. the PeerJS server is gone
             why = f" ({problem})" if problem else ""
             if self.browser is not None:
@@ -260,12 +262,22 @@ class WebRTCTransport:
             timeout,
             self.connection.public_url,
         )
-        if not self.connection.connected.wait(timeout):
+        deadline = time.monotonic() + timeout
+        while not self.connection.connected.wait(min(0.2, max(deadline - time.monotonic(), 0.0))):
+            self._stop_if_asked()
+            if time.monotonic() < deadline:
+                continue
             raise ClientLost(
                 f"the game page at {self.connection.public_url} disconnected ({reason}) and did not come "
                 f"back within {timeout:.0f} s (env.connect_timeout_s); training stopped"
             )
         log.warning("the game page is back; the round in progress ended truncated")
+
+    def _stop_if_asked(self) -> None:
+        """A run stopped (Ctrl-C, SIGTERM) while it waits for its client stops there: no step is
+        coming for the stop to land after."""
+        if self.stop_flag is not None and self.stop_flag.is_set():
+            raise KeyboardInterrupt
 
     def close(self) -> None:
         ending = run_ending(self.stop_flag)  # first: the exception closing the env is still at hand

@@ -50,7 +50,7 @@ from framework.summary import RunSummary, say
 
 log = logging.getLogger("framework")
 
-STOPPING_NOTICE = "\nStopping after the current step (Ctrl-C again to abort now)..."
+STOPPING_NOTICE = "\nStopping after the current step (Ctrl-C or SIGTERM again to abort now)..."
 
 
 class RunKilled(SystemExit):

@@ -15,6 +15,7 @@ from .browser import NO_CHROMIUM, find_chromium
 from .config import SIGNALING, TRANSPORTS, FighterConfig
 from .env import EPISODE_STATS, BestRoundReplay, FightingEnv
 from .peerjs import PeerJSServer, check_server
+from .protocol import MAX_ARENAS
 from .rules import load_constants
 from .transports import InProcessTransport, Transport, WebRTCTransport
 from .vector import FighterVectorEnv
@@ -71,6 +72,11 @@ class Fighter:
         if cfg.n_envs < 1:
             raise ConfigError(f"env.n_envs={cfg.n_envs} must be at least 1")
         if cfg.transport != "inprocess":  # what the game's client needs, said before the run starts
+            if cfg.n_envs > MAX_ARENAS:
+                raise ConfigError(
+                    f"env.n_envs={cfg.n_envs}: a game client plays at most {MAX_ARENAS} arenas "
+                    f"(env.transport={cfg.transport}); give at most {MAX_ARENAS}, or env.transport=inprocess"
+                )
             _check_address(cfg.host, cfg.port)
             if cfg.transport == "browser" and cfg.headless and find_chromium() is None:
                 raise ConfigError(NO_CHROMIUM)

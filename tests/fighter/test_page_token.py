@@ -139,6 +139,13 @@ def test_what_a_game_client_needs_is_refused_before_the_run_starts(tmp_path: Pat
     finally:
         os.environ["PATH"] = path
     Fighter(FighterConfig(transport="inprocess", host="nohost.invalid"))  # no page: nothing to serve
+    for transport in ("python", "browser"):  # a client's messages hold at most 256 arenas
+        with pytest.raises(
+            ConfigError,
+            match=rf"^env.n_envs=300: a game client plays at most 256 arenas \(env.transport={transport}\)",
+        ):
+            Fighter(FighterConfig(transport=transport, n_envs=300))
+    Fighter(FighterConfig(transport="inprocess", n_envs=300))
 
 
 def test_a_page_that_never_connects_ends_the_run_in_one_message() -> None:

@@ -214,6 +214,35 @@ def test_a_sweep_whose_first_job_is_refused_leaves_no_parent_run(cli, tmp_path: 
     assert_no_run(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["agent=ppo", "+agent.policy_kwargs.net_arch=[abc]"],
+            "Error: agent.policy=MlpPolicy with agent.policy_kwargs={'net_arch': ['abc']} cannot be built "
+            "for this env's observations Box(shape=(4,), float32) and actions Discrete(2): ",
+        ),
+        (
+            ["agent=ppo", "agent.policy=CnnPolicy"],
+            "Error: agent.policy=CnnPolicy cannot be built for this env's observations Box(shape=(4,), "
+            "float32) and actions Discrete(2): You should use NatureCNN only with images",
+        ),
+        (
+            ["env=lunarlander", "agent=ppo", "+env.kwargs.gravity=5.0"],
+            "Error: env LunarLander-v3 cannot be made with these settings: gravity",
+        ),
+    ],
+)
+def test_a_policy_or_env_setting_sb3_cannot_build_is_refused_before_any_run(
+    cli, tmp_path: Path, args: list[str], said: str
+) -> None:
+    """Each was a traceback and a FAILED run, found as SB3 made its model once training started."""
+    r = cli(*args, "total_steps=300")
+    assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
+    assert " ".join(r.stderr.split()).startswith(said), r.stderr
+    assert_no_run(tmp_path)
+
+
 def test_spaces_the_algorithm_does_not_take_are_refused_before_any_run(cli, tmp_path: Path) -> None:
     """SAC on CartPole was refused only as SB3 made its model: a FAILED run for a config mistake."""
     r = cli("agent=sac", "total_steps=300")

@@ -73,7 +73,12 @@ class SB3Agent:
             )
         minibatch(self.algo_cls, hyperparams, env.n_envs, explicit=set_on_the_command_line())
         if isinstance(env, SpacesEnvPlugin):
-            check_spaces(self.algo_cls, *env.spaces())
+            observations, actions = env.spaces()
+            policy = (
+                self.cfg.policy if self.cfg.policy != "auto" else default_policy(observations, self.algo_cls)
+            )
+            built = build_kwargs(self.cfg.hyperparams, self.cfg.policy_kwargs, actions)
+            check_spaces(self.algo_cls, observations, actions, policy, built.get("policy_kwargs", {}))
 
     def learn(self, ctx: RunContext) -> None:
         venv = make_vec_env(ctx.env_plugin, ctx.n_envs, seed=ctx.seed, kind=self.cfg.vec_env)

@@ -238,9 +238,18 @@ def space_mismatch(algo: Any, venv: Any, error: AssertionError) -> str:
     return f"agent.algo={algo.__name__} cannot train on this env: {error}"
 
 
-def check_spaces(algo: Any, observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> None:
-    """Refuse, before a run starts, spaces that `algo` does not train on: SB3 checks them as its model
-    is made (here without its networks: `_init_setup_model=False`), once training would start."""
+def check_spaces(
+    algo: Any,
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    policy: str,
+    policy_kwargs: dict[str, Any],
+) -> None:
+    """Refuse, before a run starts, spaces that `algo` does not train on, and a policy (or a value of
+    its policy_kwargs) that cannot be built for them: SB3 finds both only as it makes its model, once
+    training would start. Here its model is made without networks or buffers, then its policy alone."""
+    from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+    from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 
     class SpacesOnly(gym.Env[Any, Any]):
         def __init__(self) -> None:
@@ -248,8 +257,32 @@ def check_spaces(algo: Any, observation_space: gym.Space[Any], action_space: gym
 
     env = SpacesOnly()
     try:
-        algo("MlpPolicy", env, _init_setup_model=False)
+        model = algo(policy, env, policy_kwargs=policy_kwargs or None, _init_setup_model=False)
     except AssertionError as e:  # SB3 checks spaces with asserts
         raise ConfigError(space_mismatch(algo, env, e)) from None
     except Exception:  # an algorithm that cannot be made so (no such argument): its run says why
         return
+    if not isinstance(model, (OnPolicyAlgorithm, OffPolicyAlgorithm)):
+        return  # another way of building its policy (ARS): its run says what is wrong
+    kwargs = dict(model.policy_kwargs)
+    if isinstance(model, OnPolicyAlgorithm):  # as its _setup_model builds it
+        kwargs.setdefault("use_sde", model.use_sde)
+    try:
+        model.policy_class(model.observation_space, model.action_space, lambda _: 1e-4, **kwargs)
+    except Exception as e:  # SB3 and torch refuse with asserts, TypeError, ValueError, ...
+        what = f"agent.policy={policy}" + (
+            f" with agent.policy_kwargs={policy_kwargs}" if policy_kwargs else ""
+        )
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        spaces = [_short(model.observation_space), _short(model.action_space)]
+        raise ConfigError(
+            f"{what} cannot be built for this env's observations {spaces[0]} and actions {spaces[1]}: "
+            + reason.replace(str(model.observation_space), spaces[0])
+        ) from None
+
+
+def _short(space: gym.Space[Any]) -> str:
+    """A space as a message names it: a Box by its shape and dtype, not its every bound."""
+    if isinstance(space, gym.spaces.Box):
+        return f"Box(shape={space.shape}, {space.dtype})"
+    return str(space)

@@ -349,8 +349,12 @@ def test_a_failed_job_in_a_ray_worker_reaches_the_sweeps_process_whole() -> None
             "hydra.launcher.ray.remote.num_cpus=4: each job would ask for more than the Ray the launcher "
             "starts has (2), and wait for ever",
         ),
+        (  # Ray's driver retried for minutes, saying only its own GCS lines
+            {"_target_": sweep.RAY_LAUNCHER, "ray": {"init": {"address": "127.0.0.1:9"}, "remote": {}}},
+            "hydra.launcher.ray.init.address=127.0.0.1:9: no Ray cluster answers there (",
+        ),
     ],
-    ids=["joblib_n_jobs", "ray_num_cpus", "ray_more_than_it_has"],
+    ids=["joblib_n_jobs", "ray_num_cpus", "ray_more_than_it_has", "ray_address_nobody_answers"],
 )
 def test_launcher_settings_its_library_would_fail_or_hang_on_are_refused_first(
     launcher: dict[str, Any], said: str
@@ -368,9 +372,12 @@ def test_launcher_settings_its_library_would_fail_or_hang_on_are_refused_first(
 
 
 def test_a_grid_sweep_that_stops_at_a_failed_job_says_how_many_it_had(cli: Any, tmp_path: Path) -> None:
-    """SAC fails on CartPole's discrete actions as it starts learning; Hydra's launcher runs no job
+    """PPO fails on Blackjack's Tuple observations as it starts learning; Hydra's launcher runs no job
     after it: the sweep's last lines say so, not only "1 run"."""
-    r = cli("-m", "agent=sac,ppo", "seed=0", "total_steps=300", "eval.episodes=1", timeout=300)
+    r = cli(
+        "-m", "env=gym", "env.id=Blackjack-v1", "agent=ppo,a2c", "seed=0", "total_steps=300",
+        "eval.episodes=1", timeout=300,
+    )  # fmt: skip
     assert r.returncode == 1, r.output[-3000:]
     assert "Sweep FAILED: 1 run (1 FAILED)." in r.stdout, r.output[-3000:]
     assert (

@@ -24,31 +24,30 @@ PROBE_TIMEOUT_S = 3.0
 FIX = "start one (ray start --head) or leave ray.address unset for a local Ray of the run's own"
 
 
-def check_address(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> str:
+def check_address(address: str, timeout_s: float = PROBE_TIMEOUT_S, *, key: str = "ray.address") -> str:
     """The host:port that `address` names (`auto` resolved as Ray resolves it); a ConfigError in one
-    line unless a Ray cluster answers there."""
+    line, naming the setting `key`, unless a Ray cluster answers there."""
     target, source = address, ""
     if address == "auto":
         target, source = resolve_auto()
         source = f" ({target}, from {source})"
-    host, port = split(target, address)
+    host, port = split(target, address, key)
     if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
         answer = _listening(host, port, timeout_s)  # a TLS server needs the cluster's certificates
     else:
         answer = probe(host, port, timeout_s)
     if answer is not None:
-        raise ConfigError(f"ray.address={address}{source}: no Ray cluster answers there ({answer}); {FIX}")
+        fix = FIX.replace("ray.address", key)
+        raise ConfigError(f"{key}={address}{source}: no Ray cluster answers there ({answer}); {fix}")
     return target
 
 
-def split(target: str, address: str) -> tuple[str, int]:
+def split(target: str, address: str, key: str = "ray.address") -> tuple[str, int]:
     """(host, port) of `host:port` or `ray://host:port`; a ConfigError naming `address` otherwise."""
     host, sep, port = target.removeprefix("ray://").rpartition(":")
     host = host.removeprefix("[").removesuffix("]")  # [::1]:6379
     if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not host:
-        raise ConfigError(
-            f"ray.address={address} is not an address: give host:port (or ray://host:port, auto)"
-        )
+        raise ConfigError(f"{key}={address} is not an address: give host:port (or ray://host:port, auto)")
     return host, int(port)
 
 

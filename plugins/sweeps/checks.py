@@ -12,11 +12,15 @@ run's, found as it starts.
 from __future__ import annotations
 
 import math
+import os
 
 from omegaconf import DictConfig, OmegaConf
 
 from framework import config
 from framework.errors import ConfigError, hydra_message
+
+#: The Ray launcher's Hydra target (hydra-ray-launcher).
+RAY_LAUNCHER = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
 
 #: Jobs a sweep's start composes at most (some tens of milliseconds each); a grid past it is
 #: checked for its first ones, the rest by each job as it starts.
@@ -127,3 +131,46 @@ def check_job(job_config: DictConfig) -> None:
             hydra.set_config(sweep)  # type: ignore[arg-type]
     if not cfg.get("resume"):
         config.plugin_section(cfg, "tracking")
+
+
+def check_launcher(cfg: DictConfig) -> None:
+    """A ConfigError for the launcher settings whose library would refuse them with a traceback when
+    the first job is due (joblib's n_jobs=0, Ray's num_cpus=abc), or wait for ever on (a task asking
+    more CPUs than the Ray the launcher starts has)."""
+    launcher = OmegaConf.select(cfg, "hydra.launcher")
+    target = str(OmegaConf.select(cfg, "hydra.launcher._target_") or "")
+    if "joblib" in target.lower():
+        n = launcher.get("n_jobs")
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n == 0):
+            raise ConfigError(
+                f"hydra.launcher.n_jobs={n}: the jobs run at once, a whole number from 1 (-1: one per "
+                "CPU, -2: all but one, ...)"
+            )
+    if target != RAY_LAUNCHER:
+        return
+    amounts: dict[str, float] = {}
+    for part in ("init", "remote"):
+        for key in ("num_cpus", "num_gpus"):
+            value = OmegaConf.select(launcher, f"ray.{part}.{key}")
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ConfigError(f"hydra.launcher.ray.{part}.{key}={value}: give a number, 0 or more")
+            amounts[f"{part}.{key}"] = float(value)
+    address = OmegaConf.select(launcher, "ray.init.address")
+    if address:  # a Ray that runs already (what it has is its own), said now if none answers there
+        from framework_plugins.ray_runtime.address import check_address
+
+        check_address(str(address), key="hydra.launcher.ray.init.address")
+        return
+    if os.environ.get("RAY_ADDRESS"):
+        return
+    has = {"num_cpus": amounts.get("init.num_cpus", float(os.cpu_count() or 1))}
+    has["num_gpus"] = amounts.get("init.num_gpus", float("inf"))  # Ray counts the GPUs itself
+    for key, available in has.items():
+        asked = amounts.get(f"remote.{key}", 0.0)
+        if asked > available:
+            raise ConfigError(
+                f"hydra.launcher.ray.remote.{key}={asked:g}: each job would ask for more than the Ray the "
+                f"launcher starts has ({available:g}), and wait for ever: give {available:g} or less"
+            )

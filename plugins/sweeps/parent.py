@@ -44,13 +44,13 @@ from framework.provenance import flatten
 from framework.sweepers import sweeper_plugin
 
 from . import orphans, stopping
+from .checks import RAY_LAUNCHER, check_launcher
 from .names import job_name, parent_run_name
 
 #: The swept keys, handed to the jobs with their parent run (a launcher's worker reads them there).
 SWEPT_KEYS_ENV = "FRAMEWORK_SWEPT_KEYS"
 
 #: The Hydra Ray launcher's class (hydra-ray-launcher), whose local Ray is kept on 127.0.0.1.
-RAY_LAUNCHER = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
 #: Ray reads it when it is imported: "0" makes a Ray started here bind 127.0.0.1 (the Ray plugin's
 #: runtime.LOOPBACK_ENV).
 RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -313,43 +313,6 @@ def ray_launcher_defaults(cfg: DictConfig) -> None:
         os.environ.setdefault("RAY_DEDUP_LOGS", "0")
         if not sys.stdout.isatty():
             os.environ.setdefault("RAY_COLOR_PREFIX", "0")
-
-
-def check_launcher(cfg: DictConfig) -> None:
-    """A ConfigError for the launcher settings whose library would refuse them with a traceback when
-    the first job is due (joblib's n_jobs=0, Ray's num_cpus=abc), or wait for ever on (a task asking
-    more CPUs than the Ray the launcher starts has)."""
-    launcher = OmegaConf.select(cfg, "hydra.launcher")
-    target = str(OmegaConf.select(cfg, "hydra.launcher._target_") or "")
-    if "joblib" in target.lower():
-        n = launcher.get("n_jobs")
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n == 0):
-            raise ConfigError(
-                f"hydra.launcher.n_jobs={n}: the jobs run at once, a whole number from 1 (-1: one per "
-                "CPU, -2: all but one, ...)"
-            )
-    if target != RAY_LAUNCHER:
-        return
-    amounts: dict[str, float] = {}
-    for part in ("init", "remote"):
-        for key in ("num_cpus", "num_gpus"):
-            value = OmegaConf.select(launcher, f"ray.{part}.{key}")
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ConfigError(f"hydra.launcher.ray.{part}.{key}={value}: give a number, 0 or more")
-            amounts[f"{part}.{key}"] = float(value)
-    if OmegaConf.select(launcher, "ray.init.address") or os.environ.get("RAY_ADDRESS"):
-        return  # a Ray that runs already: what it has is its own
-    has = {"num_cpus": amounts.get("init.num_cpus", float(os.cpu_count() or 1))}
-    has["num_gpus"] = amounts.get("init.num_gpus", float("inf"))  # Ray counts the GPUs itself
-    for key, available in has.items():
-        asked = amounts.get(f"remote.{key}", 0.0)
-        if asked > available:
-            raise ConfigError(
-                f"hydra.launcher.ray.remote.{key}={asked:g}: each job would ask for more than the Ray the "
-                f"launcher starts has ({available:g}), and wait for ever: give {available:g} or less"
-            )
 
 
 def _jobs_run_elsewhere(cfg: DictConfig) -> bool:

@@ -207,6 +207,28 @@ def test_hydra_full_error_shows_the_traceback(cli) -> None:
     assert "Traceback" in r.stderr and "ConfigError: Unknown Atari game" in r.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["seed=range(5,2)"], "Error: seed=range(5,2) sweeps no value, so the sweep has no job"),
+        (
+            ["hydra/sweeper=optuna", "agent.hyperparams.learning_rate=range(3,3)"],
+            "Error: hydra/sweeper=optuna: 'agent.hyperparams.learning_rate=range(3,3)': the range is empty",
+        ),
+    ],
+    ids=["grid", "optuna"],
+)
+def test_a_sweep_over_an_empty_range_is_refused_leaving_nothing(
+    cli, tmp_path: Path, args: list[str], said: str
+) -> None:
+    """The grid launched no job, exited 0 and left a sweep folder; Optuna's refusal came after a
+    callback's IndexError warning."""
+    r = cli("-m", "total_steps=500", *args)
+    assert r.returncode == 1 and "Traceback" not in r.output and "Warning" not in r.output, r.output
+    assert r.stderr.startswith(said), r.stderr
+    assert_no_run(tmp_path)
+
+
 def test_a_sweep_whose_first_job_is_refused_leaves_no_parent_run(cli, tmp_path: Path) -> None:
     r = cli("-m", "agent=ppo,dqm", "total_steps=500")
     assert r.returncode == 1 and "Did you mean agent=dqn?" in r.stderr

@@ -39,6 +39,12 @@ def check_jobs(sweep_config: DictConfig) -> int:
     overrides = [str(o) for o in sweep_config.hydra.overrides.task]
     parsed = OverridesParser.create().parse_overrides(overrides)
     jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    empty = [o.input_line for o in parsed if o.is_sweep_override() and not list(o.sweep_string_iterator())]
+    if empty:  # Hydra would launch no job, exit 0, and leave an empty sweep folder
+        raise ConfigError(
+            f"{empty[0]} sweeps no value, so the sweep has no job: range(start,stop) sweeps start, "
+            "start+1, ... below stop (range(2,5): 2, 3, 4)"
+        )
     if len(jobs) < 2 or not GlobalHydra.instance().is_initialized():
         return len(jobs)  # one job: it checks itself as it starts
     swept = {o.key_or_group for o in parsed if o.is_sweep_override()}
@@ -78,8 +84,8 @@ def check_a_sampled_job(sweep_config: DictConfig) -> None:
             points[override.get_key_element()] = [f"{round(middle) if ints else middle:g}"]
         else:
             points[override.get_key_element()] = list(override.sweep_string_iterator())[:SAMPLED_JOBS]
-    if not points:
-        return  # the sweeper says it has nothing to search
+    if not points or not all(points.values()):
+        return  # the sweeper says it has nothing to search (or an empty range)
     swept = {key.lstrip("+~") for key in points}
     refused: list[tuple[ConfigError, list[str]]] = []
     for i in range(max(len(values) for values in points.values())):

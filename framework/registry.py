@@ -130,8 +130,17 @@ def info(kind: str, name: str) -> PluginInfo:
 
 
 def load(kind: str, name: str) -> Any:
-    """Import and return the object registered as `name` of `kind`."""
-    return info(kind, name).entry_point.load()
+    """Import and return the object registered as `name` of `kind`; a ConfigError in one line where
+    its entry point names a module or object that cannot be imported (an installed plugin broken)."""
+    found = info(kind, name)
+    try:
+        return found.entry_point.load()
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(
+            f"{kind} {name!r} ({found.value}, from {found.distribution} {found.version}) cannot be loaded: "
+            f"{type(e).__name__}: {e}. Reinstall or fix {found.distribution}; `python -m framework plugins` "
+            "lists what is installed"
+        ) from None
 
 
 def conflicts() -> list[str]:

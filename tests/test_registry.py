@@ -209,3 +209,26 @@ def test_the_board_games_search_is_a_kind_its_package_adds() -> None:
     assert GameEnvPlugin in contracts.capabilities_of("env")
     assert SearchAgent in contracts.capabilities_of("agent")
     assert config.plugin_sections()["search"] == "search"
+
+
+def test_an_installed_plugin_whose_module_is_not_there_is_one_message_naming_it(tmp_path: Path) -> None:
+    """A run of it printed Hydra's 63-line traceback ending in ModuleNotFoundError."""
+    fake_distribution(
+        tmp_path,
+        "broken-envs",
+        "[framework.envs]\nmissingmod = broken_envs.nosuchmodule:Env\n"
+        "[framework.conf]\nbroken = broken_conf\n",
+    )
+    (tmp_path / "broken_conf" / "env").mkdir(parents=True)
+    (tmp_path / "broken_conf" / "__init__.py").write_text("")
+    (tmp_path / "broken_conf" / "env" / "missingmod.yaml").write_text("name: missingmod\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "framework", "env=missingmod", "total_steps=100", "tracking=none"],
+        env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    said = " ".join(out.stderr.split())
+    assert said.startswith(
+        "Error: env 'missingmod' (broken_envs.nosuchmodule:Env, from broken-envs 1.2.3) cannot be loaded: "
+        "ModuleNotFoundError: No module named 'broken_envs'. Reinstall or fix broken-envs"
+    ), said

@@ -177,6 +177,32 @@ def test_a_resumed_run_is_compared_at_the_budget_it_was_resumed_to(tmp_path: Pat
     assert [row["n"] for row in rows if row["row"] == "configuration"] == ["2", "1"]
 
 
+def test_runs_of_several_envs_are_compared_one_env_at_a_time(tmp_path: Path, cli) -> None:
+    """CartPole's and Acrobot's returns were ranked in one table, each against the other's leader."""
+    uri, client, experiment = _store(tmp_path)
+    for seed in range(2):
+        _run(
+            client,
+            experiment,
+            {"env.name": "cartpole", "agent.name": "dqn", "seed": str(seed)},
+            [100.0 + seed],
+        )
+        acrobot = {"env.name": "gym", "env.id": "Acrobot-v1", "agent.name": "dqn", "seed": str(seed)}
+        _run(client, experiment, acrobot, [-90.0 - seed])
+    mixed = cli("compare", f"tracking.uri={uri}", "--out", str(tmp_path / "cmp"))
+    assert mixed.returncode == 1 and not (tmp_path / "cmp").exists(), mixed.output
+    assert " ".join(mixed.stderr.split()) == (
+        "Error: the runs are of 2 envs: cartpole (2 runs), gym:Acrobot-v1 (2 runs); a metric is compared "
+        "within one env: say which with --env cartpole, or name the runs to compare"
+    )
+    one = cli("compare", "--env", "gym:Acrobot-v1", f"tracking.uri={uri}", "--out", str(tmp_path / "cmp"))
+    assert one.returncode == 0 and "Compared 2 runs (2 FINISHED) in 1 configuration" in one.stdout, one.output
+    none = cli("compare", "--env", "pong", f"tracking.uri={uri}")
+    assert (
+        none.returncode == 1 and "--env pong: none of the runs is of it; they are of cartpole" in none.stderr
+    )
+
+
 def test_a_schedules_setting_is_labelled_with_its_schedule() -> None:
     """`end=0.05` alone would not say whose end: a schedule's keys keep their schedule's name."""
     from plugins.trackers.seed_summary import short_labels
@@ -303,6 +329,7 @@ def test_a_configuration_of_one_run_is_neither_best_nor_given_an_interval() -> N
     chances = {c.label: c.improvement for c in found}
     assert chances["lr=a"] is not None and chances["lr=a"].value == 0  # against lr=c, not lr=b's 90
     assert chances["lr=c"] is not None and chances["lr=c"].value == 1  # against lr=a, the next over seeds
+    assert chances["lr=b"] is None  # one run is one sample: no chance of 0 or 1 drawn from it
     assert [row["best"] for row in seed_summary.rows(found)] == ["", "yes", ""]
     assert seed_summary.verdict(found[:1], "R") == (
         "1 run: R 90; one run gives no interval (seeds=N runs a configuration over N seeds)."

@@ -54,6 +54,9 @@ def main(argv: list[str]) -> int:
         "the experiment of tracking.experiment",
     )  # fmt: skip
     parser.add_argument("--metric", help="the metric compared (default: the runs' objective.metric)")
+    parser.add_argument(
+        "--env", metavar="ENV", help="compare the runs of this env only (env.name, or env.id of env=gym)"
+    )
     parser.add_argument("--mode", choices=("max", "min"), help="max: higher is better (default: the runs')")
     parser.add_argument("--out", type=Path, help="the folder written (default: outputs/compare/TIME)")
     store = [a for a in argv if a.lstrip("+").startswith(("tracking.", "tracking="))]
@@ -75,7 +78,7 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
         raise LookupError(f"no runs at {uri[len('sqlite:///') :]} yet: nothing to compare")
     client = MlflowClient(tracking_uri=uri)
-    runs = _runs(client, args.runs or [experiment])
+    runs = one_env(_runs(client, args.runs or [experiment]), args.env)
     metric, mode = _objective(runs, args.metric, args.mode)
     keys = differing(runs)
     labels = seed_summary.short_labels(keys)
@@ -172,6 +175,35 @@ def _runs(client: Any, targets: Sequence[str]) -> list[Any]:
         if TOTAL_STEPS_TAG in run.data.tags and "total_steps" in run.data.params:
             run.data.params["total_steps"] = run.data.tags[TOTAL_STEPS_TAG]
     return list(found.values())
+
+
+def one_env(runs: Sequence[Any], env: str | None) -> list[Any]:
+    """The runs of one env (`env`, else the only one they are of): a return is compared within an env;
+    a ValueError naming the envs where they are of several."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[env_of(run)] = counts.get(env_of(run), 0) + 1
+    listed = ", ".join(f"{name} ({n} run{'' if n == 1 else 's'})" for name, n in sorted(counts.items()))
+    if env is None:
+        if len(counts) > 1:
+            raise ValueError(
+                f"the runs are of {len(counts)} envs: {listed}; a metric is compared within one env: "
+                f"say which with --env {min(counts)}, or name the runs to compare"
+            )
+        return list(runs)
+    chosen = [r for r in runs if env in (env_of(r), r.data.params.get("env.name"))]
+    if not chosen:
+        raise ValueError(f"--env {env}: none of the runs is of it; they are of {listed}")
+    return chosen
+
+
+def env_of(run: Any) -> str:
+    """A run's env as `--env` names it: env.name, with its task where the plugin plays many (env=gym's
+    env.id, env=atari's env.game): `gym:Acrobot-v1`, `atari:Pong`."""
+    params = run.data.params
+    name = str(params.get("env.name", "?"))
+    task = params.get("env.game") or (params.get("env.id") if name == "gym" else None)
+    return f"{name}:{task}" if task else name
 
 
 def _runs_of(client: Any, target: str) -> list[Any]:

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -92,6 +93,7 @@ class SweepParentRun(Callback):
         """In a launcher's worker, while a job runs: its watch on the sweep's process."""
         self._jobs: int | None = None
         self._started = 0  # jobs started in this process
+        self._elsewhere = False  # jobs run in a launcher's processes (joblib, Ray): not counted here
         """A grid sweep's number of jobs."""
 
     def __getstate__(self) -> dict[str, Any]:
@@ -134,7 +136,7 @@ class SweepParentRun(Callback):
         else:
             jobs = _refuse_a_bad_job(config)
             # Hydra's own launcher runs them in turn and none after a failed one (joblib, Ray: all).
-            self._jobs = jobs if not _jobs_run_elsewhere(config) else None
+            self._jobs, self._elsewhere = jobs, _jobs_run_elsewhere(config)
         try:
             # The study it goes on with, if any: one it cannot (another objective) refused before its
             # parent is opened again.
@@ -224,6 +226,11 @@ class SweepParentRun(Callback):
         os.environ.pop(SWEPT_KEYS_ENV, None)
         try:
             said = self._tracker.end_parent(run_id, status, summary=self._spec, end_time=time.time())
+            if self._elsewhere:  # a stopped sweep's jobs that never started have no run to count
+                ran = re.match(r"Sweep \w+: (\d+) run", said or "")
+                self._started = int(ran.group(1)) if ran else self._jobs or 0
+                if status == "FAILED":  # its launcher ran every job: none was held back by a failed one
+                    self._started = self._jobs or 0
             if said and self._jobs and (status == "FAILED" or self._started < self._jobs):
                 said += f"\n  jobs              {self._jobs} in the sweep; " + (
                     "it stops at its first failed job, and those after it are not run"

@@ -78,6 +78,11 @@ def test_atari_eval_env_keeps_raw_rewards_and_lives() -> None:
 def test_atari_unknown_game_suggests_names() -> None:
     with pytest.raises(ValueError, match="Unknown Atari game env.game='Breakuot'.*Breakout"):
         env_plugin("env=atari", "env.game=Breakuot")
+    # A game only spelt otherwise is named as it is spelt, without the list of every game.
+    with pytest.raises(
+        ValueError, match="^Unknown Atari game env.game='space_invaders': it is spelt env.game=SpaceInvaders$"
+    ):
+        env_plugin("env=atari", "env.game=space_invaders")
 
 
 def test_atari_eval_env_restarts_play_after_a_lost_life() -> None:

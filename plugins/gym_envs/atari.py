@@ -28,6 +28,9 @@ class Atari:
         self.env_id = f"ALE/{cfg.game}-v5"
         if self.env_id not in gym.registry:
             games = sorted(k[4:-3] for k in gym.registry if k.startswith("ALE/") and k.endswith("-v5"))
+            spelt = {g.lower(): g for g in games}.get(str(cfg.game).lower().replace("_", ""))
+            if spelt is not None:  # the list of every game says nothing more
+                raise ConfigError(f"Unknown Atari game env.game={cfg.game!r}: it is spelt env.game={spelt}")
             close = closest(cfg.game, games, n=3, always=True)
             raise ConfigError(
                 f"Unknown Atari game env.game={cfg.game!r}. Closest: {', '.join(close)}. "

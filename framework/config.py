@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from framework import contracts, errors, registry
-from framework.errors import ConfigError, check_choice, did_you_mean, moved_message, not_an_integer
+from framework.errors import ConfigError, check_choice, did_you_mean, moved_message, wrong_type
 from framework.values import HOST, OPERATIONAL, bounds, check_values, resolved
 
 __all__ = [
@@ -252,7 +252,7 @@ def typed(node: DictConfig, schema: type, section: str, name: str) -> Any:
             value = OmegaConf.select(OmegaConf.create(data), key)
             reason = f"a list, written in brackets: {section}.{key}=[{value}]"
         raise ConfigError(
-            not_an_integer(f"{section}.{key}", reason)
+            wrong_type(f"{section}.{key}", reason)
             or f"Invalid value for {section}.{key} ({section} plugin {name!r}): {reason}"
         ) from None
     typed_cfg = OmegaConf.to_object(merged)

@@ -60,13 +60,19 @@ def check_at_least(section: str, cfg: object, minimum: int, *keys: str) -> None:
             raise ConfigError(f"{section}.{key}={value} must be >= {minimum}")
 
 
-#: OmegaConf's refusal of a value for an integer key.
+#: OmegaConf's refusals of a value for an integer, a number's and a bool's key.
 _NOT_INT = re.compile(r"Value '(?P<value>[^']*)' of type '(?P<type>\w+)' could not be converted to Integer")
+_NOT_FLOAT = re.compile(r"Value '(?P<value>[^']*)' of type '\w+' could not be converted to Float")
+_NOT_BOOL = re.compile(r"Value '(?P<value>[^']*)' is not a valid bool")
 
 
-def not_an_integer(key: str, reason: str) -> str | None:
-    """The message for a value an integer key refuses: `1e6` (read as 1000000.0) names the integer to write,
-    a word is refused plainly; None for another refusal."""
+def wrong_type(key: str, reason: str) -> str | None:
+    """The message for a value of the wrong type (OmegaConf's `reason`): what the key takes, as it is
+    written (`1e6` for an integer: the integer to write); None for another refusal."""
+    if found := _NOT_FLOAT.search(reason):
+        return f"{key}={found['value']} must be a number (like {key}=0.5 or {key}=1e-3)"
+    if found := _NOT_BOOL.search(reason):
+        return f"{key}={found['value']} must be true or false"
     found = _NOT_INT.search(reason)
     if found is None:
         return None
@@ -122,9 +128,7 @@ def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | N
     if isinstance(cause, OmegaConfBaseException):
         reason = str(cause.msg or cause).strip().splitlines()[0]
         if cause.full_key:
-            return (
-                not_an_integer(str(cause.full_key), reason) or f"Invalid value for {cause.full_key}: {reason}"
-            )
+            return wrong_type(str(cause.full_key), reason) or f"Invalid value for {cause.full_key}: {reason}"
         return f"{_first_line(error)}: {reason}"
     if isinstance(error, OverrideParseException) and "=" not in error.override:
         hint = did_you_mean(error.override, commands, prefix="python -m framework ")

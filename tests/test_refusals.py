@@ -265,6 +265,29 @@ def test_a_policy_or_env_setting_sb3_cannot_build_is_refused_before_any_run(
     assert_no_run(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["agent.gamma=abc"],
+            "Error: agent.gamma=abc must be a number (like agent.gamma=0.5 or agent.gamma=1e-3)",
+        ),
+        (["env=lunarlander", "env.continuous=maybe"], "Error: env.continuous=maybe must be true or false"),
+        (
+            ["agent.batch_size=1e2"],
+            "Error: agent.batch_size=100.0 must be an integer: write agent.batch_size=100",
+        ),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_said_as_what_its_key_takes(
+    cli, tmp_path: Path, args: list[str], said: str
+) -> None:
+    """OmegaConf's own words were passed on: "Value 'abc' of type 'str' could not be converted to Float"."""
+    r = cli(*args, "total_steps=300")
+    assert r.returncode == 1 and r.stderr.strip() == said, r.output
+    assert_no_run(tmp_path)
+
+
 def test_spaces_the_algorithm_does_not_take_are_refused_before_any_run(cli, tmp_path: Path) -> None:
     """SAC on CartPole was refused only as SB3 made its model: a FAILED run for a config mistake."""
     r = cli("agent=sac", "total_steps=300")

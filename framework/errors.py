@@ -112,7 +112,9 @@ def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | N
     cause = error.__cause__
     if isinstance(error, MissingConfigException) and error.options and error.missing_cfg_file:
         group, _, option = str(error.missing_cfg_file).rpartition("/")
-        hint = did_you_mean(option, error.options, prefix=f"{group}=")
+        hint = did_you_mean(option, error.options, prefix=f"{group}=") + _installed_without_config(
+            group, option
+        )
         return f"{group}={option} is not a config of group {group}.{hint} Options: {', '.join(error.options)}"
     if (
         isinstance(cause, ConfigKeyError | ConfigAttributeError)
@@ -138,6 +140,22 @@ def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | N
             "(python -m framework --help lists the commands and the config groups.)"
         )
     return " ".join(str(error).split())
+
+
+def _installed_without_config(group: str, option: str) -> str:
+    """Where a plugin of the group's kind has the name chosen but no config file names it: that."""
+    from framework import registry
+    from framework.config import plugin_sections
+
+    kind = plugin_sections().get(group)
+    if kind is None or option not in registry.names(kind):
+        return ""
+    where = registry.info(kind, option)
+    return (
+        f" The {kind} plugin {option!r} is installed ({where.value}, from {where.distribution}), but no "
+        f"config file {group}/{option}.yaml selects it: its package's `framework.conf` entry point names "
+        "the folder that holds one."
+    )
 
 
 def moved_message(key: str, place: str) -> str:

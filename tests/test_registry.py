@@ -232,3 +232,18 @@ def test_an_installed_plugin_whose_module_is_not_there_is_one_message_naming_it(
         "Error: env 'missingmod' (broken_envs.nosuchmodule:Env, from broken-envs 1.2.3) cannot be loaded: "
         "ModuleNotFoundError: No module named 'broken_envs'. Reinstall or fix broken-envs"
     ), said
+
+
+def test_an_installed_plugin_no_config_file_selects_is_said_so(tmp_path: Path) -> None:
+    """`agent=noyaml` was only "not a config of group agent", its plugin installed and listed."""
+    fake_distribution(tmp_path, "noyaml-agents", "[framework.agents]\nnoyaml = noyaml_agents:Agent\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "framework", "agent=noyaml", "tracking=none"],
+        env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    said = " ".join(out.stderr.split())
+    assert said.startswith(
+        "Error: agent=noyaml is not a config of group agent. The agent plugin 'noyaml' is "
+    ), said
+    assert "installed (noyaml_agents:Agent, from noyaml-agents), but no config file agent/noyaml.yaml" in said

@@ -231,6 +231,8 @@ def _runs_of(client: Any, target: str) -> list[Any]:
         names = sorted(e.name for e in client.search_experiments())
         close = difflib.get_close_matches(target, names, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
+        if re.fullmatch(r"[0-9a-f]{1,7}", target):
+            hint += " (the start of a run id is 8 characters or more, as pages show it)"
         raise LookupError(
             f"{target}: neither a run id nor an experiment{hint}; experiments: {', '.join(names) or 'none'}"
         )

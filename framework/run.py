@@ -178,6 +178,11 @@ def _execute(
             return _end_pruned(ctx, agent, summary)
         if ctx.stop.is_set():
             raise KeyboardInterrupt
+        if step == ctx.start_step < ctx.total_steps:  # not FINISHED: it never said it trained
+            raise ExplainedError(
+                f"agent={cfg.agent.name}: its learn returned at step {step} of {ctx.total_steps} without "
+                "reporting a step; an agent calls ctx.after_step(steps) as it trains (framework.contracts)"
+            )
         if ctx.progress.steps_per_s > 0:  # short runs end before their first periodic perf metric
             ctx.log_metrics({"perf/env_steps_per_s": ctx.progress.steps_per_s}, step)
         video_dir = run_dir / "videos" if cfg.eval.video else None

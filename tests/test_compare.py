@@ -381,4 +381,6 @@ def test_a_run_is_found_by_the_eight_characters_pages_show_of_its_id(tmp_path: P
     assert "Compared 1 run (1 FINISHED) in 1 configuration on eval/return_mean (max)." in r.stdout
     short = cli("compare", run_id[:7], f"tracking.uri={uri}")
     assert short.returncode == 1, short.output
-    assert "(the start of a run id is 8 characters or more, as pages show it)" in " ".join(short.stderr.split())
+    assert "(the start of a run id is 8 characters or more, as pages show it)" in " ".join(
+        short.stderr.split()
+    )

@@ -247,3 +247,52 @@ def test_an_installed_plugin_no_config_file_selects_is_said_so(tmp_path: Path) -
         "Error: agent=noyaml is not a config of group agent. The agent plugin 'noyaml' is "
     ), said
     assert "installed (noyaml_agents:Agent, from noyaml-agents), but no config file agent/noyaml.yaml" in said
+
+
+IDLE_AGENT = '''
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass
+class IdleConfig:
+    name: str = "idle"
+
+
+class Idle:
+    """Learns nothing and never says where it is."""
+
+    Config: ClassVar[type] = IdleConfig
+
+    def __init__(self, cfg: Any) -> None: ...
+    def learn(self, ctx: Any) -> None: ...
+    def act(self, obs: Any, *, deterministic: bool = True) -> Any:
+        return 0
+    def save(self, path: Any) -> None: ...
+    def load(self, path: Any) -> None: ...
+'''
+
+
+def test_an_agent_whose_learn_reports_no_step_fails_its_run_saying_so(tmp_path: Path) -> None:
+    """Its run ended FINISHED at step 0 of 300, exit 0: a plugin's bug passed for a trained agent."""
+    fake_distribution(
+        tmp_path,
+        "idle-agent",
+        "[framework.agents]\nidle = idle_agent:Idle\n[framework.conf]\nidle = idle_conf\n",
+        module="idle_agent", source=IDLE_AGENT,
+    )  # fmt: skip
+    (tmp_path / "idle_conf" / "agent").mkdir(parents=True)
+    (tmp_path / "idle_conf" / "__init__.py").write_text("")
+    (tmp_path / "idle_conf" / "agent" / "idle.yaml").write_text("name: idle\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "framework", "agent=idle", "total_steps=300", "tracking=none",
+         "eval.at_start=false"],
+        env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    said = " ".join(out.stderr.split())
+    assert said.startswith(
+        "Error: agent=idle: its learn returned at step 0 of 300 without reporting a step; an agent calls "
+        "ctx.after_step(steps) as it trains"
+    ), said
+    assert "Run FAILED at step 0 of 300." in said

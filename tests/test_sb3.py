@@ -244,3 +244,22 @@ def test_a_presets_hyperparameter_another_algorithm_lacks_says_how_to_start_from
 
     with pytest.raises(ConfigError, match=r"agent=sb3 agent.algo=ARS starts from ARS's defaults"):
         check_hyperparams(algorithm_class("ARS"), {"n_steps": 2048}, "auto", {})
+
+
+def test_a_rollout_longer_than_the_budget_left_is_said_as_training_starts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rollout is trained whole: the run went on to 16,384 steps of a 1,000 budget, its bar at 100 %."""
+    caplog.set_level("WARNING", logger="framework_plugins.sb3.agent")
+    train(
+        tmp_path,
+        "agent=ppo",
+        "agent.hyperparams.n_steps=64",
+        "env.n_envs=1",
+        "total_steps=40",
+    )
+    said = [r.getMessage() for r in caplog.records if "one rollout is" in r.getMessage()]
+    assert said == [
+        "one rollout is 64 steps (agent.hyperparams.n_steps=64 x env.n_envs=1), more than the 40 left of "
+        "total_steps=40: the run trains 64"
+    ], said

@@ -113,6 +113,14 @@ class SB3Agent:
         self.model.set_logger(tracker_logger(ctx.tracker))
         remaining = ctx.total_steps - int(self.model.num_timesteps)
         kwargs = {} if self.cfg.log_interval is None else {"log_interval": self.cfg.log_interval}
+        rollout = int(getattr(self.model, "n_steps", 0)) * venv.num_envs  # on-policy: it trains whole ones
+        if 0 < remaining < rollout:
+            log.warning(
+                "one rollout is %d steps (agent.hyperparams.n_steps=%d x env.n_envs=%d), more than the %d "
+                "left of total_steps=%d: the run trains %d",
+                rollout, self.model.n_steps, venv.num_envs, remaining, ctx.total_steps,
+                int(self.model.num_timesteps) + rollout,
+            )  # fmt: skip
         if remaining > 0:
             self.model.learn(
                 total_timesteps=remaining,

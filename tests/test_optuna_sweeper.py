@@ -350,3 +350,37 @@ def test_a_trial_that_repeats_a_finished_trials_params_is_not_run_again(cli: Any
     _, children = _runs(tmp_path)
     numbers = sorted(c.data.tags["framework.trial_number"] for c in children)
     assert numbers == sorted(str(t.number) for t in ran)
+
+
+def test_two_sweeps_that_start_one_study_at_once_share_its_parent(tmp_path: Path) -> None:
+    """Both found no parent recorded, each opened its own, and each parent's best was half the study's."""
+    import threading
+    import time
+
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.framework_optuna_sweeper import _study
+
+    sweeper = OmegaConf.create({"study_name": "shared", "storage": f"sqlite:///{tmp_path / 'optuna.db'}"})
+    cfg = OmegaConf.create(
+        {"objective": {"metric": "eval/return_mean", "mode": "max"}, "tracking": {"uri": "sqlite:///m.db"}}
+    )
+    found: dict[int, str | None] = {}
+    together = threading.Barrier(2)
+
+    def start(i: int) -> None:
+        together.wait()
+        found[i] = _study.recorded_parent(sweeper, cfg)
+        if found[i] is None:  # the sweep that created the study opens its parent, and its sweeper records it
+            time.sleep(1.0)
+            study = optuna.load_study(study_name="shared", storage=str(sweeper.storage))
+            study.set_user_attr(_study.PARENT_ATTR, "the-first-parent")
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    assert sorted(found.values(), key=str) == [None, "the-first-parent"], found
+    # A sweep that starts the study later goes on under the same parent at once.
+    assert _study.recorded_parent(sweeper, cfg) == "the-first-parent"

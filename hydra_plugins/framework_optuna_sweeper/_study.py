@@ -41,6 +41,12 @@ PRUNERS = {
 #: its jobs build (pruner_spec).
 PARENT_ATTR = "framework.parent_run_id"
 PRUNER_ATTR = "framework.pruner"
+#: When a sweep created the study (its claim of it), and how long another sweep that starts the
+#: study at the same moment waits for the parent run the first records.
+CLAIMED_ATTR = "framework.claimed_at"
+CLAIM_WAIT_S = 60.0
+#: How long a study just made may go without its claim marked (between its creation and the mark).
+CLAIM_MARK_S = 5.0
 #: The study's user attribute naming the metric its trials' values are of.
 OBJECTIVE_ATTR = "objective"
 #: The file of the study, beside the tracking store (or in the working directory).
@@ -97,12 +103,17 @@ def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.RD
         kwargs["engine_kwargs"] = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
     if heartbeat_s is not None:
         kwargs.update(heartbeat_interval=heartbeat_s, grace_period=heartbeat_s * STALE_AFTER)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: Optuna 2.9+
-            return optuna.storages.RDBStorage(url, **kwargs)
-    except Exception as e:  # a URL SQLAlchemy cannot open: a missing driver, folder or server
-        raise ConfigError(f"hydra.sweeper.storage={shown(url)} cannot be opened: {e}") from None
+    for attempt in range(3):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: 2.9+
+                return optuna.storages.RDBStorage(url, **kwargs)
+        except Exception as e:  # a URL SQLAlchemy cannot open: a missing driver, folder or server
+            if attempt < 2 and re.search(r"already exists|UNIQUE constraint|[Dd]uplicate", str(e)):
+                time.sleep(0.2)  # another sweep made a new store's tables at the same moment: they are there
+                continue
+            raise ConfigError(f"hydra.sweeper.storage={shown(url)} cannot be opened: {e}") from None
+    raise AssertionError("unreachable")
 
 
 def name_the_study(sweeper: DictConfig) -> str:
@@ -115,19 +126,38 @@ def name_the_study(sweeper: DictConfig) -> str:
 
 
 def recorded_parent(sweeper: DictConfig, cfg: DictConfig) -> str | None:
-    """The MLflow parent run of an existing study named by `hydra.sweeper.study_name` (None: a new one)."""
+    """The MLflow parent run of the study named by `hydra.sweeper.study_name` (None: a new study, whose
+    parent this sweep opens). Two sweeps that start one study at once (on two machines) share a parent:
+    the study's creation is the claim (a store refuses a second study of a name), and the sweep that
+    did not create it waits for the parent the other records (CLAIM_WAIT_S)."""
     import optuna
 
-    url = storage_url(sweeper, cfg)
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
-        return None
+    storage = open_storage(storage_url(sweeper, cfg))
+    name = str(sweeper.study_name)
+    direction = "maximize" if str(cfg.objective.mode) == "max" else "minimize"
     try:
-        study = optuna.load_study(study_name=str(sweeper.study_name), storage=open_storage(url))
-    except KeyError:
+        study = optuna.create_study(study_name=name, storage=storage, direction=direction)  # type: ignore[arg-type]
+        study.set_user_attr(CLAIMED_ATTR, time.time())
         return None
+    except optuna.exceptions.DuplicatedStudyError:
+        study = optuna.load_study(study_name=name, storage=storage)
     check_goes_on(study, cfg)
-    parent = study.user_attrs.get(PARENT_ATTR)
-    return str(parent) if parent else None
+    if OmegaConf.select(cfg, "tracking.uri", default=None) is None:
+        return None  # tracking=none: no parent run to share
+    began = time.monotonic()
+    while True:
+        study = optuna.load_study(study_name=name, storage=storage)
+        parent = study.user_attrs.get(PARENT_ATTR)
+        if parent:
+            return str(parent)
+        claimed = study.user_attrs.get(CLAIMED_ATTR)
+        waited = time.monotonic() - began
+        if not isinstance(claimed, float | int):  # made this moment, its claim not marked yet; or elsewhere
+            if study.trials or waited > CLAIM_MARK_S:
+                return None
+        elif time.time() - claimed > CLAIM_WAIT_S or waited > CLAIM_WAIT_S:
+            return None  # its sweep stopped before it opened a parent (or tracks nothing)
+        time.sleep(0.2)  # the poll of a wait with a deadline
 
 
 def check_goes_on(study: optuna.Study, cfg: DictConfig) -> None:

@@ -137,7 +137,7 @@ class ProgressDisplay:
         if untrained:
             key = untrained_metric(self.metric)
             if key in metrics:
-                log.info("untrained agent: %s %.1f", key, metrics[key])  # short: a line of 100 columns
+                log.info("untrained agent: %s %.4g", key, metrics[key])  # short: a line of 100 columns
             return
         if self.metric not in metrics:
             return

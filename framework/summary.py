@@ -86,5 +86,7 @@ def _metric(metrics: Mapping[str, float], key: str) -> str:
     value = f"{metrics[key]:.4g}"
     spread = key.removesuffix("_mean") + "_std"
     if key.endswith("_mean") and spread in metrics:
-        value += f" ± {metrics[spread]:.3g}"
+        # The spread of equal returns is 0, not float rounding's 2.56e-16.
+        std = metrics[spread] if abs(metrics[spread]) > 1e-9 * max(1.0, abs(metrics[key])) else 0.0
+        value += f" ± {std:.3g}"
     return value

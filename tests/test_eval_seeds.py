@@ -329,7 +329,7 @@ def test_the_untrained_agents_evaluation_is_logged_apart_at_step_0(
     assert step == 0 and untrained and all(k.startswith("eval_untrained/") for k in untrained)
     assert next(iter(untrained)) == untrained_metric("eval/return_mean")  # the objective's own first
     assert ctx.last_eval == {} and ctx.progress.eval_value is None
-    said = f"untrained agent: eval_untrained/return_mean {untrained['eval_untrained/return_mean']:.1f}"
+    said = f"untrained agent: eval_untrained/return_mean {untrained['eval_untrained/return_mean']:.4g}"
     assert said in caplog.text
     ctx.after_step(8, agent)  # no second one
     assert len(tracker.points) == 1
@@ -365,6 +365,6 @@ def test_a_run_logs_its_untrained_evaluation_at_step_0_and_none_as_its_objective
     assert {
         k.removeprefix("eval_untrained/") for k in metrics if k.startswith("eval_untrained/")
     } == evaluated
-    assert f"untrained agent: eval_untrained/return_mean {untrained[0][1]:.1f}" in r.output
+    assert f"untrained agent: eval_untrained/return_mean {untrained[0][1]:.4g}" in r.output
     final = r.output[r.output.rindex("Run FINISHED") :]  # the run's last lines: the final evaluation
     assert f"  eval/return_mean  {curve[-1][1]:.4g}" in final, final

@@ -15,6 +15,9 @@ def test_the_objective_is_shown_with_its_spread() -> None:
     text = summary().text("FINISHED", 1000, {"eval/return_mean": 12.5, "eval/return_std": 0.5}, 1000)
     assert text.splitlines()[0] == "Run FINISHED at step 1000 of 1000."
     assert "eval/return_mean  12.5 ± 0.5" in text
+    # Equal returns: a spread of 0, not float rounding's (2.56e-16 was shown).
+    text = summary().text("FINISHED", 1000, {"eval/return_mean": -2.0, "eval/return_std": 2.56e-16}, 1000)
+    assert "eval/return_mean  -2 ± 0\n" in text + "\n", text
 
 
 def test_an_objective_no_evaluation_measured_says_why() -> None:

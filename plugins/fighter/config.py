@@ -42,13 +42,13 @@ class FighterConfig:
     """signaling=peerjs: the PeerJS server (`npx peer --port 9000`), http://HOST:PORT/PATH."""
     peerjs_key: str = field(default="peerjs", metadata=SHOWN)
     """signaling=peerjs: the PeerJS server's --key."""
-    connect_timeout_s: float = field(default=120.0, metadata=bounds(gt=0))
+    connect_timeout_s: float = field(default=120.0, metadata={**bounds(gt=0), **SHOWN})
     """Longest wait for the game client to connect, and for your page to come back after it was
     lost (a client the trainer started itself, the Python peer or a headless Chromium, is
     started anew at once instead)."""
-    step_timeout_s: float = field(default=10.0, metadata=bounds(gt=0))
+    step_timeout_s: float = field(default=10.0, metadata={**bounds(gt=0), **SHOWN})
     """Longest wait for the game's answer to one step."""
-    heartbeat_timeout_s: float = field(default=2.0, metadata=bounds(gt=0))
+    heartbeat_timeout_s: float = field(default=2.0, metadata={**bounds(gt=0), **SHOWN})
     """A game client silent for this long is declared gone."""
     reconnect: bool = True
     """After the client was lost, truncate the round and go on with a new one (false: stop the run)."""

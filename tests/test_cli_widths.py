@@ -138,7 +138,7 @@ def test_a_description_starts_by_column_44_or_goes_under_its_row(tmp_path: Path)
     [
         ("agent=dqm",),  # an unknown plugin's config
         ("agent.batchsize=3",),  # an unknown key
-        ("agent.gamma=abc",),  # a value of the wrong type
+        ("agent.exploration=2",),  # a value out of its range, with its description
         ("plugins", "--config", "dqm"),
         ("plugins", "--kind", "agnet"),
         ("compare", "--mode", "maximum"),

@@ -211,6 +211,24 @@ def test_the_board_games_search_is_a_kind_its_package_adds() -> None:
     assert config.plugin_sections()["search"] == "search"
 
 
+def conf_package(root: Path, package: str, group: str, option: str) -> None:
+    """A config package holding `group/option.yaml`, which selects the plugin `option`."""
+    (root / package / group).mkdir(parents=True)
+    (root / package / "__init__.py").write_text("")
+    (root / package / group / f"{option}.yaml").write_text(f"name: {option}\n")
+
+
+def refused_run(root: Path, *args: str) -> str:
+    """`python -m framework ARGS` with `root`'s distributions installed: refused (exit 1) without a
+    traceback; what it said, on one line."""
+    out = subprocess.run(
+        [sys.executable, "-m", "framework", *args, "tracking=none"],
+        env=_env(root), cwd=root, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    return " ".join(out.stderr.split())
+
+
 def test_an_installed_plugin_whose_module_is_not_there_is_one_message_naming_it(tmp_path: Path) -> None:
     """A run of it printed Hydra's 63-line traceback ending in ModuleNotFoundError."""
     fake_distribution(
@@ -219,15 +237,8 @@ def test_an_installed_plugin_whose_module_is_not_there_is_one_message_naming_it(
         "[framework.envs]\nmissingmod = broken_envs.nosuchmodule:Env\n"
         "[framework.conf]\nbroken = broken_conf\n",
     )
-    (tmp_path / "broken_conf" / "env").mkdir(parents=True)
-    (tmp_path / "broken_conf" / "__init__.py").write_text("")
-    (tmp_path / "broken_conf" / "env" / "missingmod.yaml").write_text("name: missingmod\n")
-    out = subprocess.run(
-        [sys.executable, "-m", "framework", "env=missingmod", "total_steps=100", "tracking=none"],
-        env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
-    said = " ".join(out.stderr.split())
+    conf_package(tmp_path, "broken_conf", "env", "missingmod")
+    said = refused_run(tmp_path, "env=missingmod", "total_steps=100")
     assert said.startswith(
         "Error: env 'missingmod' (broken_envs.nosuchmodule:Env, from broken-envs 1.2.3) cannot be loaded: "
         "ModuleNotFoundError: No module named 'broken_envs'. Reinstall or fix broken-envs"
@@ -237,12 +248,7 @@ def test_an_installed_plugin_whose_module_is_not_there_is_one_message_naming_it(
 def test_an_installed_plugin_no_config_file_selects_is_said_so(tmp_path: Path) -> None:
     """`agent=noyaml` was only "not a config of group agent", its plugin installed and listed."""
     fake_distribution(tmp_path, "noyaml-agents", "[framework.agents]\nnoyaml = noyaml_agents:Agent\n")
-    out = subprocess.run(
-        [sys.executable, "-m", "framework", "agent=noyaml", "tracking=none"],
-        env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
-    said = " ".join(out.stderr.split())
+    said = refused_run(tmp_path, "agent=noyaml")
     assert said.startswith(
         "Error: agent=noyaml is not a config of group agent. The agent plugin 'noyaml' is "
     ), said
@@ -281,16 +287,8 @@ def test_an_agent_whose_learn_reports_no_step_fails_its_run_saying_so(tmp_path: 
         "[framework.agents]\nidle = idle_agent:Idle\n[framework.conf]\nidle = idle_conf\n",
         module="idle_agent", source=IDLE_AGENT,
     )  # fmt: skip
-    (tmp_path / "idle_conf" / "agent").mkdir(parents=True)
-    (tmp_path / "idle_conf" / "__init__.py").write_text("")
-    (tmp_path / "idle_conf" / "agent" / "idle.yaml").write_text("name: idle\n")
-    out = subprocess.run(
-        [sys.executable, "-m", "framework", "agent=idle", "total_steps=300", "tracking=none",
-         "eval.at_start=false"],
-        env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
-    said = " ".join(out.stderr.split())
+    conf_package(tmp_path, "idle_conf", "agent", "idle")
+    said = refused_run(tmp_path, "agent=idle", "total_steps=300", "eval.at_start=false")
     assert said.startswith(
         "Error: agent=idle: its learn returned at step 0 of 300 without reporting a step; an agent calls "
         "ctx.after_step(steps) as it trains"

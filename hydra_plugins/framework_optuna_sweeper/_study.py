@@ -103,17 +103,18 @@ def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.RD
         kwargs["engine_kwargs"] = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
     if heartbeat_s is not None:
         kwargs.update(heartbeat_interval=heartbeat_s, grace_period=heartbeat_s * STALE_AFTER)
-    for attempt in range(3):
+    attempt = 0
+    while True:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: 2.9+
                 return optuna.storages.RDBStorage(url, **kwargs)
         except Exception as e:  # a URL SQLAlchemy cannot open: a missing driver, folder or server
-            if attempt < 2 and re.search(r"already exists|UNIQUE constraint|[Dd]uplicate", str(e)):
+            attempt += 1
+            if attempt < 3 and re.search(r"already exists|UNIQUE constraint|[Dd]uplicate", str(e)):
                 time.sleep(0.2)  # another sweep made a new store's tables at the same moment: they are there
                 continue
             raise ConfigError(f"hydra.sweeper.storage={shown(url)} cannot be opened: {e}") from None
-    raise AssertionError("unreachable")
 
 
 def name_the_study(sweeper: DictConfig) -> str:

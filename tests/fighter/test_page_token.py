@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.server
 import logging
 import re
-import shutil
 import stat
 import threading
 import time
@@ -17,7 +16,7 @@ import pytest
 
 from framework_plugins.fighter.browser import HeadlessChromium
 from framework_plugins.fighter.webrtc import WebRTCClient
-from tests.conftest import descendants
+from tests.conftest import descendants, require_tool
 from tests.token_leaks import exchange, hostile_requests, percent_encoded, token_traces
 
 
@@ -73,10 +72,10 @@ def test_what_is_said_of_a_chromium_that_exited_quotes_no_part_of_the_token(tmp_
     assert token_traces(message, token) == []
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium")
 def test_chromium_opens_the_page_with_its_token_that_no_command_line_shows(tmp_path: Path) -> None:
     """Chromium was given the address, token and all, on its command line: every local user's to read
     in /proc. It now opens a page of its private profile that goes on to the address."""
+    chromium = require_tool("chromium")
     asked: list[str] = []
 
     class Page(http.server.BaseHTTPRequestHandler):
@@ -92,7 +91,7 @@ def test_chromium_opens_the_page_with_its_token_that_no_command_line_shows(tmp_p
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     token = "a-token-of-the-page_4567"
-    browser = HeadlessChromium(f"http://127.0.0.1:{server.server_port}/?token={token}", pin=False)
+    browser = HeadlessChromium(f"http://127.0.0.1:{server.server_port}/?token={token}", chromium, pin=False)
     try:
         deadline = time.monotonic() + 90
         while not any(f"token={token}" in path for path in asked):

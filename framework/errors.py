@@ -126,7 +126,7 @@ def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | N
         place = MOVED.get(str(cause.full_key))
         if place is not None:
             return moved_message(str(cause.full_key), place)
-        return _unknown_key(str(cause.full_key), keys)
+        return _unknown_key(str(cause.full_key), keys, _takes_any_key(parent, str(cause.full_key)))
     if isinstance(cause, OmegaConfBaseException):
         reason = str(cause.msg or cause).strip().splitlines()[0]
         if cause.full_key:
@@ -170,13 +170,44 @@ def _first_line(error: BaseException) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
-def _unknown_key(full_key: str, keys: list[str]) -> str:
+def _takes_any_key(parent: object, full_key: str) -> bool:
+    """Whether `+full_key=VALUE` would be taken: its section holds any key (`agent.hyperparams`, a dict
+    in its plugin's schema), not the root's or a plugin schema's own fields."""
+    from dataclasses import fields, is_dataclass
+
+    from omegaconf import DictConfig, OmegaConf
+
+    from framework import registry
+    from framework.config import plugin_sections
+
+    section, *path = full_key.split(".")[:-1] or [""]
+    if not isinstance(parent, DictConfig) or OmegaConf.get_type(parent) not in (dict, None) or not section:
+        return False
+    kind = plugin_sections().get(section)
+    name = OmegaConf.select(parent._get_root(), f"{section}.name", default=None)
+    if kind is None or name is None:
+        return kind is None
+    try:
+        schema: object = registry.load(kind, str(name)).Config
+    except Exception:
+        return False
+    for part in path:
+        field = next((f for f in fields(schema) if f.name == part), None) if is_dataclass(schema) else None
+        if field is None:
+            return False
+        schema = field.type if not isinstance(field.type, str) else field.type.split("[")[0]
+        if schema in (dict, "dict", "Dict", "Any") or getattr(schema, "__origin__", None) is dict:
+            return True
+    return False
+
+
+def _unknown_key(full_key: str, keys: list[str], open_section: bool) -> str:
     """An override of a key the composed config does not have, with the keys it does have."""
     section, _, leaf = full_key.rpartition(".")
     where = f"{section}." if section else ""
     hint = did_you_mean(leaf, keys, prefix=where)
     listing = f" Keys of {section or 'the config'}: {', '.join(keys)}." if keys else ""
-    adding = "" if hint else f" `+{full_key}=VALUE` adds a key the config does not have."
+    adding = "" if hint or not open_section else f" `+{full_key}=VALUE` adds a key the config does not have."
     return (
         f"Unknown config key {full_key}.{hint}{listing}{adding} "
         f"(`python -m framework --cfg job` shows the composed config.)"

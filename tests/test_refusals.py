@@ -288,6 +288,25 @@ def test_a_value_of_the_wrong_type_is_said_as_what_its_key_takes(
     assert_no_run(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("args", "adds"),
+    [
+        (["nosuch=1"], False),
+        (["agent.nosuch=1"], False),
+        (["agent=ppo", "agent.policy_kwargs.nosuch=1"], True),
+    ],
+)
+def test_an_unknown_key_offers_adding_it_only_where_a_key_can_be_added(
+    cli, tmp_path: Path, args: list[str], adds: bool
+) -> None:
+    """`+nosuch=1` was offered for the root and a plugin's own keys, and then refused too."""
+    r = cli(*args, "total_steps=300")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 1 and said.startswith(f"Error: Unknown config key {args[-1].split('=')[0]}"), said
+    assert (f"`+{args[-1].split('=')[0]}=VALUE` adds a key" in said) is adds, said
+    assert_no_run(tmp_path)
+
+
 def test_spaces_the_algorithm_does_not_take_are_refused_before_any_run(cli, tmp_path: Path) -> None:
     """SAC on CartPole was refused only as SB3 made its model: a FAILED run for a config mistake."""
     r = cli("agent=sac", "total_steps=300")

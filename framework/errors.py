@@ -85,6 +85,10 @@ def wrong_type(key: str, reason: str) -> str | None:
     return f"{key}={found['value']} must be an integer"
 
 
+#: Hydra's launchers the `launchers` extra installs, by their option, and the package of each.
+LAUNCHERS = {"joblib": "hydra-joblib-launcher", "ray": "hydra-ray-launcher"}
+
+
 #: Moved keys' new full names by old (`search.workers`: `agent.workers`), from the schemas' `MOVED` tables.
 MOVED: dict[str, str] = {}
 
@@ -115,6 +119,8 @@ def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | N
         hint = did_you_mean(option, error.options, prefix=f"{group}=") + _installed_without_config(
             group, option
         )
+        if group == "hydra/launcher" and option in LAUNCHERS:
+            hint += f' It comes with {LAUNCHERS[option]}: pip install "framework[launchers]".'
         return f"{group}={option} is not a config of group {group}.{hint} Options: {', '.join(error.options)}"
     if (
         isinstance(cause, ConfigKeyError | ConfigAttributeError)

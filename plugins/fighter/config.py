@@ -14,7 +14,9 @@ SIGNALING = ("builtin", "peerjs")
 class FighterConfig:
     opponent: str = "aggressive"
     """Scripted opponent: idle, random, aggressive or defensive."""
-    eval_opponents: List[str] = field(default_factory=lambda: ["random", "aggressive", "defensive"])
+    eval_opponents: List[str] = field(
+        default_factory=lambda: ["random", "aggressive", "defensive"], metadata=SHOWN
+    )  # how the run is measured, as eval.* is: not what it trains
     """Opponents every evaluation plays on the in-process twin, eval.episodes rounds each, logged as
     eval/<opponent>/win_rate etc. and pooled as eval/win_rate etc.; [] plays env.opponent only."""
     transport: str = "browser"

@@ -197,9 +197,21 @@ def test_runs_of_several_envs_are_compared_one_env_at_a_time(tmp_path: Path, cli
     )
     one = cli("compare", "--env", "gym:Acrobot-v1", f"tracking.uri={uri}", "--out", str(tmp_path / "cmp"))
     assert one.returncode == 0 and "Compared 2 runs (2 FINISHED) in 1 configuration" in one.stdout, one.output
-    none = cli("compare", "--env", "pong", f"tracking.uri={uri}")
+    by_id = cli("compare", "--env", "Acrobot-v1", f"tracking.uri={uri}", "--out", str(tmp_path / "cmp2"))
+    assert by_id.returncode == 0, by_id.output
+    for seed in range(2):
+        pong = {"env.name": "atari", "env.game": "Pong", "agent.name": "dqn", "seed": str(seed)}
+        _run(client, experiment, pong, [-21.0])
+        _run(client, experiment, {**pong, "env.game": "Breakout"}, [1.0])
+    games = cli("compare", "--env", "atari", f"tracking.uri={uri}")
+    assert games.returncode == 1, games.output
+    assert "--env atari: its runs are of 2 tasks, atari:Breakout, atari:Pong: say which" in games.stderr
+    pong = cli("compare", "--env", "pong", f"tracking.uri={uri}", "--out", str(tmp_path / "cmp3"))
+    assert pong.returncode == 0 and "Compared 2 runs" in pong.stdout, pong.output
+    none = cli("compare", "--env", "nope", f"tracking.uri={uri}")
+    said = " ".join(none.stderr.split())
     assert (
-        none.returncode == 1 and "--env pong: none of the runs is of it; they are of cartpole" in none.stderr
+        none.returncode == 1 and "--env nope: none of the runs is of it; they are of atari:Breakout" in said
     )
 
 

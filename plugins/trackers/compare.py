@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
     )  # fmt: skip
     parser.add_argument("--metric", help="the metric compared (default: the runs' objective.metric)")
     parser.add_argument(
-        "--env", metavar="ENV", help="compare the runs of this env only (env.name, or env.id of env=gym)"
+        "--env", metavar="ENV", help="compare the runs of this env only: cartpole, gym:Acrobot-v1, atari:Pong"
     )
     parser.add_argument("--mode", choices=("max", "min"), help="max: higher is better (default: the runs')")
     parser.add_argument("--out", type=Path, help="the folder written (default: outputs/compare/TIME)")
@@ -191,10 +191,18 @@ def one_env(runs: Sequence[Any], env: str | None) -> list[Any]:
                 f"say which with --env {min(counts)}, or name the runs to compare"
             )
         return list(runs)
-    chosen = [r for r in runs if env in (env_of(r), r.data.params.get("env.name"))]
+    names = {env.lower()}  # `--env pong` is atari:Pong's
+    chosen = [r for r in runs if names & {env_of(r).lower(), env_of(r).partition(":")[2].lower(), _name(r)}]
     if not chosen:
         raise ValueError(f"--env {env}: none of the runs is of it; they are of {listed}")
+    tasks = sorted({env_of(r) for r in chosen})
+    if len(tasks) > 1:  # `--env atari` over Pong and Breakout
+        raise ValueError(f"--env {env}: its runs are of {len(tasks)} tasks, {', '.join(tasks)}: say which")
     return chosen
+
+
+def _name(run: Any) -> str:
+    return str(run.data.params.get("env.name", "?")).lower()
 
 
 def env_of(run: Any) -> str:

@@ -63,6 +63,7 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
                 f"here were removed as it went on, as checkpoint.keep says): continue it with resume={later}"
             )
         if checkpoint is None:
+            refuse_if_held(Path(target), _in_use)  # a live run that has not checkpointed yet
             raise ConfigError(
                 f"resume={target!r}: no checkpoint in that directory (a run directory holds "
                 f"checkpoints/latest; give the run directory or one of its checkpoints/step_* folders)"

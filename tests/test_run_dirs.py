@@ -157,6 +157,14 @@ def test_a_resume_holds_the_directory_it_goes_on_from_while_it_runs(tmp_path: Pa
     with point().hold_source():  # free again once the first had ended
         assert held(source)
     assert not held(source)
+    # A live run that has not checkpointed yet is said to be live, not a directory without checkpoints.
+    from omegaconf import OmegaConf
+
+    from framework.resume import resume_point
+
+    source.mkdir(parents=True, exist_ok=True)
+    with point().hold_source(), refused:
+        resume_point(OmegaConf.create({"resume": str(source)}), None, [], tmp_path / "new")  # type: ignore[arg-type]
 
 
 def test_a_new_run_given_a_finished_runs_directory_is_refused_before_hydra_writes_there(

@@ -263,3 +263,15 @@ def test_a_rollout_longer_than_the_budget_left_is_said_as_training_starts(
         "one rollout is 64 steps (agent.hyperparams.n_steps=64 x env.n_envs=1), more than the 40 left of "
         "total_steps=40: the run trains 64"
     ], said
+
+
+def test_an_off_policy_run_that_ends_before_learning_starts_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("WARNING", logger="framework_plugins.sb3.agent")
+    train(tmp_path, "agent=sb3_dqn", "agent.hyperparams.learning_starts=500", "total_steps=100")
+    said = [r.getMessage() for r in caplog.records if "it trains nothing" in r.getMessage()]
+    assert said == [
+        "training starts at step 500 (agent.hyperparams.learning_starts), and this run ends at step 100: "
+        "it trains nothing (raise total_steps)"
+    ], said

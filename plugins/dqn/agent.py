@@ -58,6 +58,13 @@ class DQNAgent:
             warm_up = min(max(cfg.learning_starts, cfg.batch_size), int(buffer.capacity))
             if ctx.start_step > 0 and len(buffer) < warm_up:
                 _say_the_warm_up_again(ctx.start_step, ctx.total_steps, warm_up, len(buffer))
+            elif ctx.start_step == 0 and warm_up >= ctx.total_steps:
+                log.warning(
+                    "training starts once the replay holds %d transitions (agent.learning_starts=%d, "
+                    "agent.batch_size=%d), and this run ends at step %d: it trains nothing "
+                    "(raise total_steps)",
+                    warm_up, cfg.learning_starts, cfg.batch_size, ctx.total_steps,
+                )  # fmt: skip
             obs = runner.reset()
             for i, row in enumerate(obs):
                 replay.start(i, row)

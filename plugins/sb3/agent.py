@@ -113,6 +113,12 @@ class SB3Agent:
         self.model.set_logger(tracker_logger(ctx.tracker))
         remaining = ctx.total_steps - int(self.model.num_timesteps)
         kwargs = {} if self.cfg.log_interval is None else {"log_interval": self.cfg.log_interval}
+        starts = int(getattr(self.model, "learning_starts", 0) or 0)  # off-policy: random acting until then
+        if fresh and starts >= ctx.total_steps:
+            log.warning(
+                "training starts at step %d (agent.hyperparams.learning_starts), and this run ends at step "
+                "%d: it trains nothing (raise total_steps)", starts, ctx.total_steps,
+            )  # fmt: skip
         rollout = int(getattr(self.model, "n_steps", 0)) * venv.num_envs  # on-policy: it trains whole ones
         if 0 < remaining < rollout:
             log.warning(

@@ -271,3 +271,19 @@ def test_n_step_targets_bootstrap_with_gamma_to_the_n(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"agent.n_step=3 needs a buffer of whole transitions"):
         make_replay(MemoryEfficientReplayBuffer(capacity=10), buffer_size=10, obs_shape=(4, 8, 8), n_envs=1,
                     seed=0, n_step=3)  # fmt: skip
+
+
+def test_a_run_that_ends_before_training_starts_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`total_steps=1000` with the preset's learning_starts=1000 finished silently, untrained."""
+    caplog.set_level("WARNING", logger="framework")
+    trained_agent(CountingPlugin(), tmp_path, total_steps=200, learning_starts=500, batch_size=32)
+    said = [r.getMessage() for r in caplog.records if "it trains nothing" in r.getMessage()]
+    assert said == [
+        "training starts once the replay holds 500 transitions (agent.learning_starts=500, "
+        "agent.batch_size=32), and this run ends at step 200: it trains nothing (raise total_steps)"
+    ], said
+    caplog.clear()
+    trained_agent(CountingPlugin(), tmp_path, total_steps=200, learning_starts=100, batch_size=32)
+    assert not [r for r in caplog.records if "it trains nothing" in r.getMessage()]

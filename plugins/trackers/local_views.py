@@ -31,7 +31,10 @@ def tracking(overrides: list[str]) -> tuple[str, str]:
 
     wrong = [o for o in overrides if not o.lstrip("+").startswith(("tracking.", "tracking="))]
     if wrong:
-        raise ValueError(f"{' '.join(wrong)}: `ui` takes tracking.uri=... and tracking.experiment=... only")
+        raise ValueError(
+            f"{' '.join(wrong)}: `ui` takes --port, --no-browser, --run and the overrides tracking.uri=... "
+            "and tracking.experiment=..."
+        )
     try:
         cfg = compose(overrides)
     except ConfigError as e:

@@ -145,6 +145,25 @@ def _row(key: str, listing: str) -> str:
     return " ".join(" ".join([lines[start], *more]).split())
 
 
+def test_plugins_config_shows_the_cores_own_keys(cli) -> None:
+    """`plugins --config eval` was "no plugin or config named 'eval'": what eval.every_steps=0 means was
+    in the source alone."""
+    run = cli("plugins", "--config", "run")
+    assert run.returncode == 0, run.output
+    rows = {
+        line.split()[0]: line for line in run.stdout.splitlines() if line.startswith("  ") and line.split()
+    }
+    assert {"seed", "total_steps", "device", "threads", "resume", "progress", "log_every_s"} <= set(rows), (
+        rows
+    )
+    assert not {"env", "agent", "eval", "eval.episodes"} & set(rows), rows
+    assert "Training budget in environment steps" in rows["total_steps"]
+    section = cli("plugins", "--config", "eval")
+    said = " ".join(section.stdout.split())
+    assert section.returncode == 0 and said.startswith("the eval section of every run's config"), said
+    assert "eval.every_steps 10000 Evaluate every N env steps during training (0: only at the end)." in said
+
+
 def test_plugins_config_of_a_preset_shows_what_it_sets(cli) -> None:
     """`--help` offers `plugins --config CHOICE` for every GROUP=CHOICE: the presets' too."""
     r = cli("plugins", "--config", "dqn_cartpole")

@@ -186,8 +186,10 @@ def describe(name: str) -> int:
     presets = preset_files()
     if not matches and name in presets:
         return _describe_preset(*presets[name])
+    if not matches and name in CORE:
+        return _describe_core(name)
     if not matches:
-        extra = {*registry.names("sweeper"), *registry.names("service"), *presets}
+        extra = {*registry.names("sweeper"), *registry.names("service"), *presets, *CORE}
         known = sorted({f.name for f in files} | {f.plugin for f in files} | extra)
         message = f"no plugin or config named {name!r}. Known: {', '.join(known)}"
         refuse(message)
@@ -220,6 +222,30 @@ def describe(name: str) -> int:
         print("It has no keys.")
         return 0
     for line in key_lines(rows, columns):
+        print(line)
+    return 0
+
+
+#: The core's own settings `--config` shows: the root's keys (`run`) and its sections.
+CORE = ("run", "eval", "checkpoint", "objective")
+
+
+def _describe_core(name: str) -> int:
+    """The core's own keys, as a plugin's are shown: `run`'s (seed, total_steps, ...) or a section's."""
+    from framework.config import FrameworkConfig
+
+    if name == "run":
+        print("the run's own keys, at the root of its config (and --config eval|checkpoint|objective)")
+        rows = [
+            (key.lstrip("."), default, about)
+            for key, default, about in schema_rows(FrameworkConfig, "")
+            if key.count(".") == 1 and key[1:] not in (*plugin_sections(), *CORE) and about
+        ]
+    else:
+        print(f"the {name} section of every run's config")
+        rows = [(key.lstrip("."), default, about) for key, default, about in schema_rows(FrameworkConfig, "")]
+        rows = [row for row in rows if row[0].startswith(f"{name}.")]
+    for line in key_lines(rows, width()):
         print(line)
     return 0
 

@@ -133,6 +133,7 @@ def recorded_parent(sweeper: DictConfig, cfg: DictConfig) -> str | None:
     did not create it waits for the parent the other records (CLAIM_WAIT_S)."""
     import optuna
 
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = open_storage(storage_url(sweeper, cfg))
     name = str(sweeper.study_name)
     direction = "maximize" if str(cfg.objective.mode) == "max" else "minimize"

@@ -140,9 +140,10 @@ class SweepParentRun(Callback):
         try:
             # The study it goes on with, if any: one it cannot (another objective) refused before its
             # parent is opened again.
-            resumed = sweeper.recorded_parent(config) if sweeper is not None else None
             section = _tracking(config)
             tracker = section.plugin(section.cfg) if section is not None else None
+            # After the store's check: a sweep refused there claims no study (recorded_parent).
+            resumed = sweeper.recorded_parent(config) if sweeper is not None else None
         except ConfigError as e:  # a store that cannot be used (a server gone): refused as a run's is
             _refuse(str(e))
         if section is None or tracker is None:

@@ -33,6 +33,8 @@ log = logging.getLogger("framework.tracking")
 MLFLOW_VIEW = "?workflowType=machine_learning"
 #: Beyond the waits a run's end allows the tracking process, for its answer to come back.
 ANSWER_MARGIN_S = 30.0
+#: Times a run's tracking process that died is started again on it.
+MAX_RESTARTS = 3
 
 
 @dataclass
@@ -74,19 +76,42 @@ class MlflowTracker:
         check_reachable(self.uri, timeout_s=cfg.check_timeout_s)
         check_writable(self.uri, cfg.experiment)
         limit_http_waits(cfg.http_timeout_s, cfg.http_retries)
-        self._process = TrackingProcess(
-            "framework_plugins.trackers.mlflow_session:MlflowSession",
-            self.uri,
-            cfg.experiment,
-            cfg.flush_every_s,
-            outage_wait_s=cfg.outage_wait_s,
-            finish_timeout_s=cfg.finish_timeout_s,
-        )
+        self._process = self._new_process()
+        self._restarts = 0
+        self._reopen: Optional[dict[str, Any]] = None
+        """How a new tracking process reopens the run under way (start_run's arguments to resume it)."""
         self._start_ticket: Optional[int] = None
         self._start_error: Optional[TrackingUnavailable] = None
         self._run_id: Optional[str] = None
         self._experiment_id: Optional[str] = None
         self._run_dir: Optional[str] = None
+
+    def _new_process(self) -> TrackingProcess:
+        return TrackingProcess(
+            "framework_plugins.trackers.mlflow_session:MlflowSession",
+            self.uri,
+            self.cfg.experiment,
+            self.cfg.flush_every_s,
+            outage_wait_s=self.cfg.outage_wait_s,
+            finish_timeout_s=self.cfg.finish_timeout_s,
+        )
+
+    def _live(self) -> TrackingProcess:
+        """The tracking process. One that died while a run was under way (killed: the OOM killer) is
+        started again on that run, as a resume reopens it: what the dead one had not sent is in the
+        run's journal, and is sent first; the run goes on (at most MAX_RESTARTS times)."""
+        dead = self._process.process.poll()
+        if dead is None or self._reopen is None or self._restarts >= MAX_RESTARTS:
+            return self._process
+        self._restarts += 1
+        log.warning(
+            "the tracking process ended (exit code %s); another goes on with the run (%d of %d), "
+            "nothing it was given is lost: the run's journal holds it", dead, self._restarts, MAX_RESTARTS,
+        )  # fmt: skip
+        self._process.close(timeout=1.0)
+        self._process = self._new_process()
+        self._process.call("start_run", **self._reopen, timeout=self.cfg.start_timeout_s)
+        return self._process
 
     def name_run(self, cfg: Any, env_name: str, overrides: Sequence[str], *, resumes: str | None) -> str:
         """`tracking.run_name` where given, else what sets the run apart, sized to MLflow's runs table."""
@@ -101,8 +126,9 @@ class MlflowTracker:
         resume_run_id: Optional[str] = None,
         start_time: Optional[float] = None,
     ) -> None:
-        self._run_id, self._start_error = None, None
+        self._run_id, self._start_error, self._reopen = None, None, None
         self._run_dir = run_dir_of(tags)
+        self._tags = dict(tags)
         self._start_ticket = self._process.ask(
             "start_run",
             run_name=run_name,
@@ -128,20 +154,21 @@ class MlflowTracker:
                 )
                 raise self._start_error from None
             self._run_id, self._experiment_id = str(ids["run_id"]), str(ids["experiment_id"])
+            self._reopen = {"run_name": None, "tags": self._tags, "resume_run_id": self._run_id}
         return self._run_id
 
     def log_params(self, params: Mapping[str, Any]) -> None:
-        self._process.send("log_params", dict(params))
+        self._live().send("log_params", dict(params))
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Stamped here, when logged: a point sent late (after an outage) keeps its real time."""
-        self._process.send("log_metrics", {k: float(v) for k, v in metrics.items()}, int(step), time.time())
+        self._live().send("log_metrics", {k: float(v) for k, v in metrics.items()}, int(step), time.time())
 
     def log_artifact(self, path: Path, artifact_path: Optional[str] = None) -> None:
-        self._process.send("log_artifact", Path(path).resolve(), artifact_path)
+        self._live().send("log_artifact", Path(path).resolve(), artifact_path)
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
-        self._process.send("set_tags", {k: str(v) for k, v in tags.items()})
+        self._live().send("set_tags", {k: str(v) for k, v in tags.items()})
 
     def end_run(self, status: str, *, end_time: Optional[float] = None) -> None:
         """Waits until every metric and artifact of the run is sent, then ends it as `status`. What a
@@ -150,9 +177,10 @@ class MlflowTracker:
         if self._start_ticket is None:
             return
         self._start_ticket = None
+        process, self._reopen = self._live(), None  # a process that died just now reopens it to end it
         wait = self.cfg.finish_timeout_s + self.cfg.outage_wait_s + ANSWER_MARGIN_S
         try:
-            left: dict[str, str] = self._process.call("end_run", status, end_time, timeout=wait)
+            left: dict[str, str] = process.call("end_run", status, end_time, timeout=wait)
         except TrackingError as e:
             if not self._run_dir:
                 raise

@@ -278,3 +278,20 @@ def test_each_local_ray_gets_its_own_system_config() -> None:
     for _ in range(2):
         ray_runtime._ray_init_local(SimpleNamespace(init=init), num_cpus=1, num_gpus=0)
     assert given[1] == given[0] == ray_runtime.SYSTEM_CONFIG and "object_spilling_config" not in given[1]
+
+
+def test_a_restarted_actors_warning_names_the_setting_that_bounds_its_restarts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A self-play worker's restarts were said as `search.max_restarts`, which sets the inference
+    actors'; `agent.worker_max_restarts` sets the workers'."""
+    from framework_plugins.ray_runtime.restarts import Incarnations
+
+    caplog.set_level("WARNING")
+    watched = Incarnations(
+        "self-play worker", ["w0"], max_restarts=3, timeout_s=1.0, setting="agent.worker_max_restarts"
+    )
+    assert watched.note(0, {"incarnation": 2, "pid": 42})
+    assert caplog.records[-1].getMessage() == (
+        "self-play worker w0 died; Ray restarted it (pid 42 now; restart 1, of agent.worker_max_restarts=3)"
+    )

@@ -156,7 +156,11 @@ class RayAsyncRunner:
             for i, name in enumerate(names)
         ]
         self.incarnations = Incarnations(
-            "self-play worker", names, max_restarts=cfg.max_restarts, timeout_s=self.timeout_s
+            "self-play worker",
+            names,
+            max_restarts=cfg.max_restarts,
+            timeout_s=self.timeout_s,
+            setting="agent.worker_max_restarts",
         )
         self.incarnations.should_stop = should_stop
         self.settings: dict[str, float] = {}

@@ -64,9 +64,17 @@ class Incarnations:
     """
 
     def __init__(
-        self, what: str, names: list[str], *, max_restarts: int | None, timeout_s: float, loud: bool = True
+        self,
+        what: str,
+        names: list[str],
+        *,
+        max_restarts: int | None,
+        timeout_s: float,
+        loud: bool = True,
+        setting: str = "search.max_restarts",
     ) -> None:
-        self.what, self.names = what, list(names)
+        self.what, self.names, self.setting = what, list(names), setting
+        """`setting`: the key that sets `max_restarts`, as its messages name it."""
         self.max_restarts, self.timeout_s, self.loud = max_restarts, timeout_s, loud
         self.incarnations = [1] * len(names)
         self.deaths = [0] * len(names)
@@ -90,7 +98,7 @@ class Incarnations:
         limit = (
             "Ray restarts it without limit"
             if self.max_restarts is None
-            else f"of search.max_restarts={self.max_restarts}"
+            else f"of {self.setting}={self.max_restarts}"
         )
         log.log(
             logging.WARNING if self.loud else logging.DEBUG,
@@ -129,7 +137,7 @@ class Incarnations:
                 time.sleep(0.05)
             except exceptions.RayActorError as e:  # died, and Ray will not restart it
                 spent = (
-                    f": its search.max_restarts={self.max_restarts} are spent"
+                    f": its {self.setting}={self.max_restarts} are spent"
                     if self.max_restarts is not None
                     else ""  # stopped for good (the run's own close)
                 )

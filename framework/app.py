@@ -158,6 +158,7 @@ def main() -> None:
             JOB_INTERRUPTED.set()  # the sweep's parent ends KILLED (on exit), and its children with it
             print("Sweep stopped: its runs end KILLED.", file=sys.stderr)
         else:
+            run_dirs.forget_claimed()  # the run's directory, where it holds nothing yet
             print("Stopped before the run started: nothing was tracked.", file=sys.stderr)
         sys.exit(EXIT_KILLED)
     except JobFailed as e:  # in a Ray worker: said there, or to be said here

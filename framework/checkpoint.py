@@ -61,7 +61,11 @@ class Checkpointer:
             return self.latest()  # type: ignore[return-value]
         final = self.root / f"step_{step:010d}"
         tmp = self.root / f".tmp_step_{step:010d}"
-        shutil.rmtree(tmp, ignore_errors=True)
+        # Any half-written one: this run's own, or the one a run killed mid-save left (this run holds
+        # the directory now, and a resumed run the one it goes on from).
+        for folder in (self.root, *([self.earlier] if self.earlier else [])):
+            for left in folder.glob(".tmp_step_*"):
+                shutil.rmtree(left, ignore_errors=True)
         self._prune(self.keep - 1)  # room for this one first (on a disk near full), the newest kept
         try:
             (tmp / AGENT_DIR).mkdir(parents=True)

@@ -140,3 +140,16 @@ def test_a_terminal_gets_a_progress_bar_that_log_lines_do_not_overwrite(tmp_path
     # The last lines are in the run's log file too (on a terminal, log lines reach it alone).
     (log_file,) = tmp_path.glob("outputs/*/*/framework.log")
     assert "Run FINISHED at step 2048 of 2048." in log_file.read_text()
+
+
+def test_a_checkpoint_half_written_by_a_killed_run_is_removed_by_the_next_save(tmp_path: Path) -> None:
+    """kill -9 mid-save left `.tmp_step_*` for ever (with a large replay, large), in the run's own
+    directory and in the one a resumed run goes on from."""
+    earlier, root = tmp_path / "first" / "checkpoints", tmp_path / "second" / "checkpoints"
+    for folder in (earlier, root):
+        (folder / ".tmp_step_0000002016" / "agent").mkdir(parents=True)
+        (folder / ".tmp_step_0000002016" / "agent" / "replay.bin").write_bytes(b"x" * 1024)
+    saver = Checkpointer(root, every_steps=1, keep=2, config_yaml="{}", earlier=earlier)
+    saver.save(3000, lambda path: (path / "model").write_text("m"), {})
+    assert not list(tmp_path.rglob(".tmp_step_*")), sorted(map(str, tmp_path.rglob("*")))
+    assert (root / "step_0000003000" / "agent" / "model").read_text() == "m"

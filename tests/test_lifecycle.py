@@ -336,3 +336,5 @@ def test_an_interrupt_that_leaves_a_string_exec_still_exits_130(tmp_path: Path, 
         if (tmp_path / "mlflow.db").exists():
             client = store(tmp_path)
             assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
+        # Nor a run directory holding only Hydra's files and an empty log.
+        assert not (tmp_path / "outputs").exists(), sorted(map(str, (tmp_path / "outputs").rglob("*")))

@@ -97,7 +97,7 @@ def test_ctrl_c_to_a_joblib_sweep_ends_each_running_job_killed_with_its_checkpoi
     assert p.returncode == 130, out[-3000:]
     assert "Stopping the sweep: each running job ends KILLED after its current step" in out, out[-3000:]
     assert "Sweep KILLED: 2 runs (2 KILLED)." in out, out[-3000:]
-    assert "  jobs              3 in the sweep; 1 not started (run the sweep again for those)" in out, out
+    assert "  jobs              3 in the sweep; 1 not started: a sweep of their values runs them" in out, out
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("framework")

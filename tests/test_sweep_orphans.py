@@ -233,7 +233,7 @@ def test_sigterm_to_a_sweep_ends_its_parent_killed(tmp_path: Path) -> None:
     out, _ = p.communicate(timeout=60)
     assert p.returncode == EXIT_KILLED  # stopped as Ctrl-C stops it, not killed outright
     # It ran its jobs in turn: it says what was not run.
-    assert "jobs              2 in the sweep; 1 not started (run the sweep again for those)" in out, out[
+    assert "jobs              2 in the sweep; 1 not started: a sweep of their values runs them" in out, out[
         -2000:
     ]
 

@@ -236,7 +236,7 @@ class SweepParentRun(Callback):
                 said += f"\n  jobs              {self._jobs} in the sweep; " + (
                     "it stops at its first failed job, and those after it are not run"
                     if status == "FAILED"
-                    else f"{self._jobs - self._started} not started (run the sweep again for those)"
+                    else f"{self._jobs - self._started} not started: a sweep of their values runs them"
                 )
             if said:
                 print(said, flush=True)

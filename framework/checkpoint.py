@@ -87,10 +87,11 @@ class Checkpointer:
             # Outside the `except`: its exception holds torch's open file (and its space) till the block ends.
             gc.collect()
             earlier = self.latest()
-            kept = f"the last one, {earlier}, is intact" if earlier else "there is no earlier one"
+            then = "make room there, then resume" if earlier else "make room there, then run it again"
+            kept = f"the last one, {earlier}, is intact" if earlier else "it has no earlier one to resume"
             raise DiskError(
                 f"The checkpoint of step {step} could not be written to {self.root}: {failed} ({kept}); "
-                "make room there, then resume"
+                + then
             )
         self.last_saved_step = step
         self._prune(self.keep)

@@ -147,7 +147,8 @@ def local_checkpoint(run_id: str, run_dir: str | None) -> tuple[Path | None, str
     """The tracked run's own last checkpoint in its directory (not another run's), else None and why not."""
     checkpoint = find_latest(Path(run_dir)) if run_dir else None
     if checkpoint is None:
-        return None, "its run directory is gone"
+        there = run_dir is not None and Path(run_dir).is_dir()
+        return None, f"its run directory {run_dir} holds none" if there else "its run directory is gone"
     owner = read_state(checkpoint).get("run_id")
     if owner not in (None, run_id):
         log.warning("%s holds a checkpoint of run %s, not of run %s", run_dir, owner, run_id)
@@ -209,6 +210,7 @@ def download_checkpoint(
         model = tracker.download_artifacts(run_id, "model", dst)
         cfg = tracker.download_artifacts(run_id, CONFIG_FILE, dst)
     except Exception as e:
+        shutil.rmtree(dst, ignore_errors=True)  # the refused command's run directory is left unused
         raise ConfigError(
             f"resume={run_id!r}: the run has no checkpoint to continue from in its artifacts ({e}) and {why}"
         ) from None

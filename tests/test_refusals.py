@@ -371,3 +371,19 @@ def test_a_tracking_process_asked_nothing_ends_at_once_and_one_asked_something_e
     assert asked.call("__len__", timeout=120) == 0
     asked.close()
     assert asked.process.wait(timeout=30) == 0  # ended by its CLOSE, once it had answered
+
+
+def test_a_resume_of_a_run_that_never_checkpointed_says_so_and_leaves_nothing(cli, tmp_path: Path) -> None:
+    """A run stopped before its first checkpoint (its disk full, kill -9): the refusal said its run
+    directory was gone though it was there, and left a new run directory with an empty checkpoint."""
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("framework")
+    run_dir = tmp_path / "outputs" / "first"
+    run_dir.mkdir(parents=True)
+    run = client.create_run(experiment, run_name="stopped-early", tags={"framework.run_dir": str(run_dir)})
+    client.set_terminated(run.info.run_id, "FAILED")
+    r = cli(f"resume={run.info.run_id}", "total_steps=300")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 1 and "Traceback" not in r.output, r.output
+    assert said.endswith(f"and its run directory {run_dir} holds none"), said
+    assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["first"]

@@ -177,9 +177,9 @@ class MlflowTracker:
         if self._start_ticket is None:
             return
         self._start_ticket = None
-        process, self._reopen = self._live(), None  # a process that died just now reopens it to end it
         wait = self.cfg.finish_timeout_s + self.cfg.outage_wait_s + ANSWER_MARGIN_S
         try:
+            process, self._reopen = self._live(), None  # a process that died just now reopens it to end it
             left: dict[str, str] = process.call("end_run", status, end_time, timeout=wait)
         except TrackingError as e:
             if not self._run_dir:

@@ -355,7 +355,6 @@ def test_a_trial_that_repeats_a_finished_trials_params_is_not_run_again(cli: Any
 def test_two_sweeps_that_start_one_study_at_once_share_its_parent(tmp_path: Path) -> None:
     """Both found no parent recorded, each opened its own, and each parent's best was half the study's."""
     import threading
-    import time
 
     from omegaconf import OmegaConf
 
@@ -372,7 +371,6 @@ def test_two_sweeps_that_start_one_study_at_once_share_its_parent(tmp_path: Path
         together.wait()
         found[i] = _study.recorded_parent(sweeper, cfg)
         if found[i] is None:  # the sweep that created the study opens its parent, and its sweeper records it
-            time.sleep(1.0)
             study = optuna.load_study(study_name="shared", storage=str(sweeper.storage))
             study.set_user_attr(_study.PARENT_ATTR, "the-first-parent")
 

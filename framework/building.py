@@ -4,6 +4,7 @@ checked against the metrics they log, torch set up; for training and for gomoku'
 from __future__ import annotations
 
 import difflib
+import logging
 import sys
 from typing import Any
 
@@ -37,6 +38,11 @@ def build_plugin(section: config.Section, kind: str) -> Any:
         raise registry.RegistryError(
             f"The {kind} plugin {section.name!r} does not satisfy its contract: " + "; ".join(problems)
         )
+    # Its package's INFO lines shown as the core's are (hydra.job_logging sets the root at WARNING),
+    # unless the user set that logger's level.
+    package = logging.getLogger(type(plugin).__module__.split(".")[0])
+    if package.level == logging.NOTSET:
+        package.setLevel(logging.INFO)
     return plugin
 
 

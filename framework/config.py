@@ -149,7 +149,16 @@ def store_schema(section: str, name: str, schema: type) -> None:
     the section against the chosen plugin's schema (`plugin_section`)."""
     if not is_dataclass(schema):
         raise TypeError(f"The schema of {section} plugin {name!r} must be a dataclass, not {schema!r}")
-    defaults = OmegaConf.to_container(OmegaConf.structured(schema))
+    if "name" in {f.name for f in fields(schema)}:  # the section's `name` is the plugin it chose
+        raise TypeError(
+            f"The schema {schema.__name__} of {section} plugin {name!r} has a field `name`, the key that "
+            f"chooses the plugin ({section}={name}); give the field another name"
+        )
+    try:
+        defaults = OmegaConf.to_container(OmegaConf.structured(schema))
+    except OmegaConfBaseException as e:  # a default its field's type refuses
+        reason = str(e).strip().splitlines()[0]
+        raise TypeError(f"The schema {schema.__name__} of {section} plugin {name!r}: {reason}") from None
     assert isinstance(defaults, dict)
     SCHEMAS[(section, name)] = schema
     for key, place in (getattr(schema, "MOVED", None) or {}).items():

@@ -23,6 +23,7 @@ from framework.contracts import (
     Tracker,
     VariantEnvPlugin,
 )
+from framework.errors import ExplainedError
 from framework.evaluation import (
     Episodes,
     evaluation_seed,
@@ -107,6 +108,11 @@ class RunContext:
         """Call whenever steps advanced, with the total so far: progress, evaluation, checkpoints.
         False = stop."""
         previous, self._last_step = self._last_step, step
+        if step < previous:  # a plugin's bug: its curves and checkpoints would go back in time
+            raise ExplainedError(
+                f"agent={self.cfg.agent.name}: ctx.after_step({step}) after ctx.after_step({previous}); the "
+                "step is the run's total so far, which never goes back (framework.contracts)"
+            )
         due = self.progress.update(step)
         if self._eval_at_start:  # the untrained agent, logged at step 0 (see EvalConfig.at_start)
             self._eval_at_start = False
@@ -201,8 +207,8 @@ class RunContext:
         return metrics
 
     def _episodes_on_eval_env(self, agent: Agent, episodes: int, video_dir: Path | None) -> dict[str, float]:
-        if video_dir is not None:
-            made = self.make_env(0, evaluation=True, render_mode="rgb_array")
+        made = self._rendering_env() if video_dir is not None else None
+        if made is not None and video_dir is not None:
             if isinstance(made, BestEpisodeReplay):
                 try:
                     made.keep_best_episode()
@@ -219,6 +225,25 @@ class RunContext:
         if self._eval_env is None:
             self._eval_env = self.make_env(0, evaluation=True)
         return summarize(self._episodes(agent, self._eval_env, episodes))
+
+    def _rendering_env(self) -> gym.Env | None:
+        """An evaluation env drawing `rgb_array` frames; None, said, where the env cannot draw them (the
+        evaluation goes on without a video, rather than the run failing after its training)."""
+        try:
+            made = self.make_env(0, evaluation=True, render_mode="rgb_array")
+        except Exception as e:  # gymnasium's, or the plugin's own refusal of the render mode
+            problem = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
+        else:
+            if getattr(made, "render_mode", "rgb_array") == "rgb_array":
+                return made
+            problem = f"its env's render_mode is {made.render_mode!r}"
+            made.close()
+        log.warning(
+            "eval.video=true: env=%s cannot draw rgb_array frames (%s); evaluated without a video",
+            self.cfg.env.name,
+            problem,
+        )
+        return None
 
     def save_checkpoint(self, step: int, agent: Agent) -> Path:
         return self.checkpointer.save(

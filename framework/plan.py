@@ -79,17 +79,19 @@ def check_plan(plan: Plan) -> None:
     if resume is not None:
         try:
             plan.agent.load(resume.checkpoint / AGENT_DIR)
-        except (OSError, ValueError, KeyError, RuntimeError) as e:
+        except Exception as e:  # HYDRA_FULL_ERROR=1 shows its traceback
             # torch's: a heading, then a line per tensor: the heading and the first
             lines = [line.strip() for line in str(e).strip().splitlines()] or [type(e).__name__]
             reason = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
+            if not isinstance(e, OSError | ValueError | RuntimeError):  # KeyError's says only the key
+                reason = f"agent={cfg.agent.name}'s load raised {type(e).__name__}: {reason}"
             changed = ", ".join(item.lstrip("+") for item in resume.changes)
             changed = f" with {changed}" if changed else ""
             hint = " (a resumed run goes on as it was built: leave those out)" if changed else ""
             raise ConfigError(
                 f"resume={cfg.resume!r}: the checkpoint {resume.checkpoint} cannot be loaded{changed}: "
                 f"{reason}{hint}"
-            ) from None
+            ) from e
 
 
 def _required(cfg: DictConfig, section: str) -> config.Section:

@@ -135,12 +135,12 @@ def load(kind: str, name: str) -> Any:
     found = info(kind, name)
     try:
         return found.entry_point.load()
-    except (ImportError, AttributeError) as e:
+    except Exception as e:  # its module's import raised, or it defines no such object
         raise ConfigError(
             f"{kind} {name!r} ({found.value}, from {found.distribution} {found.version}) cannot be loaded: "
             f"{type(e).__name__}: {e}. Reinstall or fix {found.distribution}; `python -m framework plugins` "
             "lists what is installed"
-        ) from None
+        ) from e
 
 
 def conflicts() -> list[str]:

@@ -6,8 +6,8 @@ read as YAML. `--config NAME` shows one plugin's keys, defaults and descriptions
 
 from __future__ import annotations
 
+import ast
 import dataclasses
-import importlib
 import importlib.util
 import re
 import shutil
@@ -23,6 +23,7 @@ from framework import registry
 from framework.columns import refuse, width, wrap
 from framework.commands import Parser
 from framework.config import SCHEMAS, plugin_sections
+from framework.errors import ConfigError
 from framework.values import field_docs
 
 #: `# requires: MODULE (how to install it)` in a config file: what it needs beyond the core's own.
@@ -62,8 +63,14 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     if args.config:
-        return describe(args.config)
+        return describe(args.config, args.kind)
     files = config_files()
+    problems = []
+    if args.kind in (None, "conf"):
+        try:
+            _register_schemas()  # a conf package that cannot be imported is marked (imports no torch)
+        except ConfigError as e:  # a config file two of them give
+            problems.append(str(e))
     rows = [("KIND", "NAME", "SELECTED BY", "DISTRIBUTION", "VERSION", "DESCRIPTION")]
     missing: dict[str, str] = {}
     for kind in registry.groups() if args.kind is None else [args.kind]:
@@ -91,21 +98,47 @@ def main(argv: list[str]) -> int:
         print(line)
     for module, install in missing.items():
         print(f"* needs {module}, which is not installed: {install}")
-    problems = registry.conflicts()
+    problems += registry.conflicts()
     for problem in problems:
         refuse(str(problem))
     return 1 if problems else 0
 
 
 def _broken(value: str) -> str:
-    """'(broken: ...) ' where an entry point's module is not there (found as `describe` reads its
-    docstring: nothing of the plugin is imported), else ''."""
-    module = value.partition(":")[0].strip()
+    """'(broken: ...) ' where an entry point's module is not there, or its source defines no such object
+    (found as `describe` reads its docstring: nothing of the plugin is imported), else ''."""
+    from framework.app import LEFT_OUT
+
+    module, _, attr = (part.strip() for part in value.partition(":"))
     try:
         found = importlib.util.find_spec(module)
     except (ImportError, ValueError):
         found = None
-    return "" if found is not None else f"(broken: its module {module} is not installed) "
+    if found is None:
+        return f"(broken: its module {module} is not installed) "
+    if module in LEFT_OUT:
+        return f"(broken: importing it raised {LEFT_OUT[module]}) "
+    first = attr.split(".")[0]
+    if first and found.origin and found.origin.endswith(".py") and not _defines(Path(found.origin), first):
+        return f"(broken: {module} has no {first}) "
+    return ""
+
+
+def _defines(source: Path, name: str) -> bool:
+    """Whether a module's source binds `name` at its top level (or may: `import *`, `__getattr__`)."""
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return True  # unreadable here: importing it says what is wrong
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+    return name in bound or "*" in bound or "__getattr__" in bound
 
 
 #: Hydra's config group of sweepers, where a sweeper plugin's name selects it.
@@ -173,9 +206,19 @@ def config_files() -> list[ConfigFile]:
     return found
 
 
-def describe(name: str) -> int:
-    """Print the keys, defaults and descriptions of the plugin that `name` (a plugin or a config) selects."""
+def describe(name: str, kind: str | None = None) -> int:
+    """Print the keys, defaults and descriptions of the plugin that `name` (a plugin or a config) selects;
+    with `kind`, of that kind only."""
     files = config_files()
+    if kind is not None:
+        section = next((s for s, k in plugin_sections().items() if k == kind), None)
+        files = [f for f in files if f.section == section]
+        if not any(name in (f.name, f.plugin) for f in files) and not (
+            kind in ("sweeper", "service") and name in registry.names(kind)
+        ):
+            known = sorted({f.name for f in files} | set(registry.names(kind)))
+            refuse(f"no {kind} plugin or config named {name!r}. Known: {', '.join(known) or '(none)'}")
+            return 1
     matches = [f for f in files if f.name == name] or [f for f in files if f.plugin == name]
     if not matches and name in registry.names("sweeper"):
         heading = f"sweeper plugin {name!r}, selected by {SWEEPER_GROUP}={name} (with -m)"
@@ -356,9 +399,9 @@ def _default(f: dataclasses.Field[Any]) -> str:
 
 
 def _register_schemas() -> None:
-    for entries in registry.discover("conf").values():
-        for entry in entries:
-            importlib.import_module(entry.value.split(":", 1)[0].strip())
+    from framework.app import register_schemas
+
+    register_schemas()
 
 
 def _package_dirs(module: str) -> list[Path]:

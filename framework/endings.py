@@ -10,7 +10,7 @@ from pathlib import Path
 from framework.building import untracked
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, DiskError
 from framework.context import RunContext
-from framework.contracts import Agent, Tracker
+from framework.contracts import Agent, StoreTracker, Tracker
 
 log = logging.getLogger("framework")
 
@@ -40,7 +40,8 @@ def resume_rows(run_dir: Path, saved: Path | None, tracker: Tracker, run_id: str
     if untracked(tracker):  # resume= tracks with MLflow unless told otherwise
         again += " tracking=none"
     else:  # a tracked run also continues by its id, from any directory
-        again += f"\nor python -m framework resume={run_id}"
+        store = tracker.store_overrides() if isinstance(tracker, StoreTracker) else ""
+        again += f"\nor python -m framework resume={run_id}{f' {store}' if store else ''}"
     return [("checkpoint", str(saved)), ("continue with", again)]
 
 

@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from framework import config
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, find_latest, read_state, where_it_went_on
@@ -48,6 +48,28 @@ class ResumePoint:
             return RunDirLock(self.source, _in_use)
         except PermissionError:  # a directory this user cannot write: no run of theirs goes on in it
             return contextlib.nullcontext()
+
+
+def own_tracking(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
+    """`resume=RUN_DIR` tracks where its run did (its checkpoint's `tracking` section: a server's URI, say),
+    unless this command line sets `tracking`."""
+    target = str(cfg.get("resume") or "")
+    if not target or not Path(target).is_dir() or any(_sets_tracking(item) for item in overrides):
+        return cfg
+    checkpoint = find_latest(Path(target))
+    if checkpoint is None or not (checkpoint / CONFIG_FILE).is_file():
+        return cfg
+    saved = OmegaConf.load(checkpoint / CONFIG_FILE)
+    if not isinstance(saved, DictConfig) or saved.get("tracking") is None:
+        return cfg
+    cfg = cfg.copy()
+    with open_dict(cfg):
+        cfg.tracking = saved.tracking
+    return cfg
+
+
+def _sets_tracking(item: str) -> bool:
+    return item.split("=", 1)[0].lstrip("+~").split(".")[0] == "tracking"
 
 
 def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], run_dir: Path) -> ResumePoint:
@@ -190,7 +212,7 @@ def _tracked_run_of(
     now = OmegaConf.select(cfg, "tracking.name")
     if before == now:
         return run_id
-    if any(item.split("=", 1)[0].lstrip("+~").split(".")[0] == "tracking" for item in overrides):
+    if any(_sets_tracking(item) for item in overrides):
         return None
     raise ConfigError(
         f"resume={target}: that run ran with tracking={before}, and this command would track it with "

@@ -44,7 +44,7 @@ from framework.interrupts import (
 from framework.plan import Plan, built, check_plan
 from framework.progress import ProgressDisplay
 from framework.provenance import flatten, resume_tags, run_tags
-from framework.resume import resume_point
+from framework.resume import own_tracking, resume_point
 from framework.run_dirs import RunDirLock
 from framework.summary import RunSummary, say
 
@@ -75,6 +75,7 @@ def run(
     endings.log_file_errors_once()
     config.check_root(cfg)
     services.open_all(cfg)
+    cfg = own_tracking(cfg, overrides)
     tracking = config.plugin_section(cfg, "tracking")
     # First, so that a background tracker gets going while the plugins are imported; it writes nothing yet.
     tracker: Tracker = build_plugin(tracking, "tracker") if tracking else null_tracker()

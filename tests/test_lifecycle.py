@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from framework.provenance import RESUMES_TAG
 from tests.conftest import FAST, run_cli, start_cli
 
 pytestmark = pytest.mark.slow
@@ -247,12 +248,19 @@ def test_a_killed_untracked_run_prints_a_resume_command_that_works(tmp_path: Pat
     assert f"resumed at step {killed}" in r.stdout + r.stderr
 
 
-def test_resuming_an_untracked_run_with_the_default_tracker_says_how(cli, tmp_path: Path) -> None:
+def test_a_run_directory_resumed_tracks_where_its_run_did(cli, tmp_path: Path) -> None:
+    """Its run's tracking=none, or a server's tracking.uri, gave way to this command's default store."""
     assert cli(*FAST, "tracking=none", "hydra.run.dir=outputs/a").returncode == 0
-    r = cli(f"resume={tmp_path / 'outputs/a'}", "total_steps=2048")
-    assert r.returncode == 1 and "Traceback" not in r.output
-    assert "that run ran with tracking=none" in r.stderr and "add tracking=none" in r.stderr
+    r = cli(f"resume={tmp_path / 'outputs/a'}", "total_steps=1536")
+    assert r.returncode == 0, r.output[-3000:]
+    assert "Run FINISHED at step 1536 of 1536." in r.stdout
     assert not (tmp_path / "mlflow.db").exists()
+    assert cli(*FAST, "tracking.uri=sqlite:///other.db", "hydra.run.dir=outputs/b").returncode == 0
+    r = cli(f"resume={tmp_path / 'outputs/b'}", "total_steps=1536")
+    assert r.returncode == 0, r.output[-3000:]
+    assert not (tmp_path / "mlflow.db").exists()
+    run = only_run(MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'other.db'}"))
+    assert run.data.tags[RESUMES_TAG] == "1" and run.info.status == "FINISHED", run.data.tags
     tracked = cli(f"resume={tmp_path / 'outputs/a'}", "total_steps=2048", "tracking=mlflow")
     assert tracked.returncode == 0, tracked.output[-3000:]
     assert "Run FINISHED at step 2048 of 2048." in tracked.stdout

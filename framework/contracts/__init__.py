@@ -33,7 +33,7 @@ from framework.contracts.env import (
 from framework.contracts.kind import PluginKind
 from framework.contracts.service import RunService
 from framework.contracts.sweeper import SweeperPlugin, Trial
-from framework.contracts.tracker import SweepSummarySpec, Tracker
+from framework.contracts.tracker import StoreTracker, SweepSummarySpec, Tracker
 
 __all__ = [
     "CAPABILITIES",
@@ -54,6 +54,7 @@ __all__ = [
     "RunService",
     "RunWatchingEnvPlugin",
     "SpacesEnvPlugin",
+    "StoreTracker",
     "SweepSummarySpec",
     "SweeperPlugin",
     "Tracker",

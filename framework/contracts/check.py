@@ -20,7 +20,7 @@ from framework.contracts.env import (
 )
 from framework.contracts.service import RunService
 from framework.contracts.sweeper import SweeperPlugin
-from framework.contracts.tracker import Tracker
+from framework.contracts.tracker import StoreTracker, Tracker
 
 #: The core kinds' contracts and optional capabilities; an added kind brings its own (`contract_of`).
 CONTRACTS: dict[str, type] = {
@@ -41,6 +41,7 @@ CAPABILITIES: dict[str, tuple[type, ...]] = {
     ),
     "buffer": (FrameBuffer,),
     "agent": (CheckedAgent, EvaluatingAgent, MetricNamingAgent),
+    "tracker": (StoreTracker,),
 }
 #: Optional capabilities of the envs an env plugin makes (gymnasium is their contract).
 ENV_CAPABILITIES: tuple[type, ...] = (BestEpisodeReplay,)

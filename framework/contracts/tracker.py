@@ -80,3 +80,14 @@ class Tracker(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class StoreTracker(Protocol):
+    """A tracker whose runs live in a store a command line names: what a printed command adds to reach it.
+    (Not a Tracker subclass: isinstance would read `run_id`, which waits for a run, on Python 3.11.)"""
+
+    def store_overrides(self) -> str:
+        """The overrides that point a command at this tracker's store (`tracking.uri=...`); '' for the
+        default store of the directory the command runs in."""
+        ...

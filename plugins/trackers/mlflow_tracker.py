@@ -218,12 +218,16 @@ class MlflowTracker:
             return f"{self.uri.rstrip('/')}/{page}"
         if scheme == "sqlite":
             command = f"python -m framework ui --run {run_id}"
-            if self.uri != absolute_uri(MlflowConfig.uri):
-                command += f" tracking.uri={self.uri}"
+            if store := self.store_overrides():
+                command += f" {store}"
             if self.cfg.experiment != MlflowConfig.experiment:
                 command += f" tracking.experiment={self.cfg.experiment}"
             return f"{command}\n{local_views.ui_address(self.uri)}/{page}"
         return f"MLflow run {run_id} in experiment {self.cfg.experiment!r} at {self.uri}"
+
+    def store_overrides(self) -> str:
+        """`tracking.uri=...` where the store is not `./mlflow.db` of the directory a command runs in."""
+        return "" if self.uri == absolute_uri(MlflowConfig.uri) else f"tracking.uri={self.uri}"
 
     def start_parent(
         self,

@@ -18,6 +18,7 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
 from framework import STARTED_AT, commands, config, registry, run_dirs
 from framework.columns import refusal
@@ -82,11 +83,13 @@ def task(cfg: DictConfig) -> float | None:
             return None
         raise
     # Reported here, not by Hydra, which would add a line of its own; HYDRA_FULL_ERROR=1 shows all.
-    except ConfigError as e:
+    except (ConfigError, ConfigKeyError, ConfigAttributeError) as e:
+        # OmegaConf's: a key every run reads that the command line deleted (`~seed`)
+        message = str(e) if isinstance(e, ConfigError) else hydra_message(e)
         run_dirs.forget_if_unused(Path(hc.runtime.output_dir))
-        if os.environ.get(USER_FULL_ERROR_ENV) == "1":
+        if os.environ.get(USER_FULL_ERROR_ENV) == "1" or message is None:
             raise
-        _fail_job(str(e))
+        _fail_job(message)
     except RunFailed as e:
         if os.environ.get(USER_FULL_ERROR_ENV) == "1":
             raise
@@ -195,6 +198,19 @@ def main() -> None:
     # Hydra then re-raises what it would print; what a user sees is decided here.
     os.environ[FULL_ERROR_ENV] = "1"
     try:
+        _main()
+    finally:  # a directory Hydra resolved but nothing ran in (`--cfg hydra --resolve`) is not left behind
+        run_dirs.forget_claimed()
+
+
+def _main() -> None:
+    full = os.environ.get(USER_FULL_ERROR_ENV) == "1"
+    try:
+        if "--experimental-rerun" in sys.argv[1:]:  # Hydra's pickle of a job cannot hold our schema's type
+            raise ConfigError(
+                "--experimental-rerun is not supported: resume=RUN_DIR continues a run, and a run "
+                "directory's .hydra/overrides.yaml holds the overrides that run it again"
+            )
         _setup()
         sys.argv[1:] = resumed_overrides(sys.argv[1:])
         hydra.main(version_base="1.3", config_path=None, config_name="config")(task)()

@@ -111,6 +111,10 @@ def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | N
             "-m (--multirun) with --cfg, --info or --shell-completion: those show one job; leave -m out "
             "(and give each swept key one value) to see that job's"
         )
+    if isinstance(error, ConfigKeyError | ConfigAttributeError) and error.full_key:
+        key = str(error.full_key)
+        if any(re.fullmatch(rf"~{re.escape(key)}(=.*)?", a) for a in sys.argv[1:]):  # a key every run reads
+            return f"~{key}: a run needs {key}, which cannot be left out (give it a value instead)"
     if not isinstance(error, CompactHydraException):
         return None
     cause = error.__cause__

@@ -27,7 +27,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from framework import config, registry, services
-from framework.checkpoint import AGENT_DIR, CONFIG_FILE, find_latest, read_state
+from framework.checkpoint import AGENT_DIR, CONFIG_FILE, find_latest, read_state, where_it_went_on
 from framework.errors import ConfigError
 from framework_plugins.boardgames import GameEnvPlugin, SearchAgent, SearchEngine, SolvingGame
 from framework_plugins.boardgames.searches import RunSearches
@@ -90,7 +90,8 @@ def load_trained(target: str, overrides: Sequence[str] = (), *, command: str = "
     temp: Path | None = None
     try:
         if Path(target).exists():
-            checkpoint = find_latest(Path(target))
+            # a run directory whose run went on in another (a resume's): its checkpoints are there now
+            checkpoint = find_latest(where_it_went_on(Path(target)) or Path(target))
             if checkpoint is None:
                 raise ConfigError(
                     f"{target}: no checkpoint there (a run directory holds checkpoints/latest; give the run "

@@ -361,3 +361,64 @@ def test_write_brain_writes_the_program_a_gomocup_manager_runs(
     )
     refused = run_cli("gomocup", "no/such/run", "--write-brain", str(tmp_path / "none"), cwd=cwd)
     assert refused.returncode == 1 and not (tmp_path / "none").exists()
+
+
+def test_ship_writes_only_a_new_empty_or_earlier_shipped_folder_and_only_an_alphazero_run(
+    trained: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It removed whatever DEST named (a user's working directory, the run it read from) and wrote a
+    package that could not be imported for --about 'say "hi"'; a DQN run was a traceback."""
+    import ast
+
+    import yaml
+
+    from framework_plugins.alphazero.ship import main as ship_main
+
+    cwd, _ = trained
+    run = cwd / "outputs/run"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("important")
+    for dest in (mine, run, run / "checkpoints", cwd):
+        assert ship_main([str(run), str(dest)]) == 1
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"Error: {mine} holds notes.txt: ship writes a new or empty folder" in said, said
+    assert f"Error: {run}: DEST would hold or be inside the run it ships" in said, said
+    assert (mine / "notes.txt").read_text() == "important" and (run / "checkpoints/latest").is_file()
+
+    shipped = tmp_path / "shipped"
+    for _ in range(2):  # the second time over the first's
+        assert ship_main([str(run), str(shipped), "--about", 'Says "hi" \\ bye.']) == 0
+    ast.parse((shipped / "__init__.py").read_text())
+    assert ast.literal_eval((shipped / "__init__.py").read_text().strip()) == 'Says "hi" \\ bye.'
+
+    other = tmp_path / "dqn_run"
+    shutil.copytree(shipped, other / "checkpoints" / "step_0000000001")
+    (other / "checkpoints" / "latest").write_text("step_0000000001")
+    saved = yaml.safe_load((other / "checkpoints/step_0000000001/config.yaml").read_text())
+    saved["agent"]["name"] = "dqn"
+    (other / "checkpoints/step_0000000001/config.yaml").write_text(yaml.safe_dump(saved))
+    assert ship_main([str(other), str(tmp_path / "x")]) == 1
+    assert ship_main([str(tmp_path / "nowhere"), str(tmp_path / "x")]) == 1
+    said = " ".join(capsys.readouterr().err.split())
+    assert "that run trained agent=dqn on env=gomoku; ship writes an AlphaZero agent" in said, said
+    assert "nowhere: no such directory; RUN is a run directory" in said, said
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_run_directory_whose_run_went_on_elsewhere_is_played_from_there(
+    trained: tuple[Path, str], brains: list[Brain], tmp_path: Path
+) -> None:
+    """Its first directory, which a resume emptied of checkpoints, was 'no checkpoint there'."""
+    from framework.checkpoint import WENT_ON_FILE
+
+    cwd, _ = trained
+    first = tmp_path / "first"
+    (first / "checkpoints").mkdir(parents=True)
+    (first / "checkpoints" / WENT_ON_FILE).write_text(str(cwd / "outputs/run"))
+    brain = Brain(tmp_path, str(first), "search.num_simulations=8")
+    brains.append(brain)
+    brain.send("START 9", "BEGIN", "END")
+    assert brain.answer(timeout=120) == "OK", brain.messages
+    assert MOVE.match(brain.answer())
+    assert brain.exit_status(timeout=30) == 0

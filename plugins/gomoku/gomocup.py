@@ -21,8 +21,8 @@ The manager writes commands a line at a time; the brain answers each on one line
     END              the brain exits (inside BOARD too)
 
 Every number is written in the ASCII digits 0-9 (a coordinate `1_0` or `１０` is an ERROR, not 10).
-Any other line, any bytes, is answered `ERROR ...` or `UNKNOWN ...` (control characters shown as `?`),
-an empty line skipped: the brain never stops on input.
+Any other line, any bytes, is answered `ERROR ...` or `UNKNOWN ...` (a control character escaped,
+`\\x00`, or shown as `?`), an empty line skipped: the brain never stops on input.
 
 x is the column and y the row, from 0. A search stops at `search.num_simulations` or when the
 time the manager allows is nearly spent, whichever comes first, with or without tree reuse; a
@@ -41,6 +41,7 @@ import numpy as np
 
 from framework_plugins.boardgames import SearchRequest, SearchResult
 
+from . import gomocup_values
 from .gomocup_values import INFO_RANGES, TIME_KEYS, ProtocolError, number_pair, quoted, whole_number
 from .kernels import WIN
 from .rules import GameState, Gomoku
@@ -58,16 +59,6 @@ FIRST_TIMED = 2048
 MAX_LINE = 4096
 #: INFO rule bits (piskvork): exactly five, continuous game, renju, caro.
 RULE_EXACT, RULE_CONTINUOUS, RULE_RENJU, RULE_CARO = 1, 2, 4, 8
-
-
-@dataclasses.dataclass
-class BoardBlock:
-    """A BOARD command being read: its stones so far (at most one per cell), or why it is refused."""
-
-    stones: list[tuple[int, int]] = dataclasses.field(default_factory=list)
-    """(action, field) in the order given."""
-    refused: str | None = None
-    """The ERROR that answers the block at DONE; the lines until then are skipped."""
 
 
 class GomocupBrain:
@@ -92,9 +83,11 @@ class GomocupBrain:
         self.state: GameState | None = None
         self.info: dict[str, int] = {}
         """The INFO numbers in force (INFO_RANGES' keys)."""
-        self._board: BoardBlock | None = None
+        self._board: gomocup_values.BoardBlock | None = None
         self._rate: float | None = None
         """Simulations a second of the searches so far (sizes a timed search's tree)."""
+        self._side: int | None = None
+        """The side the brain plays in this game (0: black, 1: white), once it has moved."""
 
     def warm_up(self) -> None:
         """Load the search's kernels before the first command, so that no timed move pays for it."""
@@ -140,7 +133,7 @@ class GomocupBrain:
             self._start(width, height)
         elif command == "RESTART":
             self._require_started()
-            self.state = self.game.new_state()
+            self.state, self._side = self.game.new_state(), None
             self._say("OK")
         elif command == "INFO":
             self._info(rest)
@@ -153,7 +146,13 @@ class GomocupBrain:
             self._move()
         elif command == "TURN":
             state = self._require_started()
-            self._play(state, self._action(rest, "TURN"), "TURN")
+            action = self._action(rest, "TURN")
+            if self._side == len(state.moves) % 2:  # its own stone was taken back: the move is its own
+                raise ProtocolError(
+                    f"TURN {rest.strip()}: it is this brain's move, not its opponent's (BOARD gives a "
+                    "position for it to move in)"
+                )
+            self._play(state, action, "TURN")
             self._move()
         elif command == "PLAY":
             state = self._require_started()
@@ -172,7 +171,7 @@ class GomocupBrain:
             self._say("OK")
         elif command == "BOARD":
             self._require_started()
-            self._board = BoardBlock()
+            self._board = gomocup_values.BoardBlock()
         else:
             self._say(f"UNKNOWN {command}")
 
@@ -186,7 +185,7 @@ class GomocupBrain:
                 f"this model was trained on {size}x{size} boards ({self.trained.n_in_row} in a row) and "
                 f"cannot play {asked}"
             )
-        self.state = self.game.new_state()
+        self.state, self._side = self.game.new_state(), None
         self._say("OK")
 
     def _info(self, rest: str) -> None:
@@ -316,6 +315,7 @@ class GomocupBrain:
         chosen = int(found.chosen_moves[0])
         action = chosen if chosen >= 0 else int(legal[np.argmax(counts[legal])])
         value = float(found.values[0])
+        self._side = len(state.moves) % 2  # the side it plays: 0 black, 1 white
         outcome = state.play(action)
         self._say(
             f"MESSAGE value {value:+.3f} simulations {simulations} in {seconds:.2f} s"
@@ -324,12 +324,13 @@ class GomocupBrain:
         self._say(self._xy(action))
 
     def _search(self, state: GameState) -> tuple[SearchResult, float]:
-        """The search's result and the seconds it took."""
+        """The search's result (its simulations: every search's for this move) and the seconds it took."""
         engine = self.engine
         started = time.perf_counter()
         budget = self._budget_s()
         deadline = None if budget is None else started + budget
         sized_blind = budget is not None and self._rate is None
+        ran = 0
         while True:
             target = self.num_simulations
             if budget is not None:  # a tree as large as the time allows, not as num_simulations asks
@@ -339,6 +340,7 @@ class GomocupBrain:
             found = engine.search([state], SearchRequest(simulations=target, deadline=deadline))
             seconds = time.perf_counter() - begun
             simulations = found.simulations
+            ran += simulations
             decided = abs(float(found.values[0])) > 0.99
             if seconds > 0.01 and simulations > 0 and not decided:  # a won position's search runs fast
                 # The fastest rate seen (each new one at most 4x the last): a search slowed by a busy
@@ -350,7 +352,8 @@ class GomocupBrain:
             again = sized_blind and self._rate is not None
             sized_blind = False
             if not again or budget is None or started + budget / 2 < time.perf_counter():
-                return found, time.perf_counter() - started
+                # the second search went on in the first one's tree: its own simulations are not all
+                return dataclasses.replace(found, simulations=ran), time.perf_counter() - started
 
     def _budget_s(self) -> float | None:
         """Seconds this move may take: from INFO timeout_turn and the match's time left (None: no limit)."""

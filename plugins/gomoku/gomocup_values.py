@@ -80,3 +80,13 @@ def number_pair(text: str, command: str, names: tuple[str, str], form: str) -> t
         whole_number(part, f"{command} {name}", form) for part, name in zip(parts, names, strict=True)
     )
     return first, second
+
+
+@dataclasses.dataclass
+class BoardBlock:
+    """A BOARD command being read: its stones so far (at most one per cell), or why it is refused."""
+
+    stones: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    """(action, field) in the order given."""
+    refused: str | None = None
+    """The ERROR that answers the block at DONE; the lines until then are skipped."""

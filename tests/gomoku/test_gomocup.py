@@ -152,6 +152,33 @@ def test_takeback_removes_a_stone_and_play_places_the_managers_move() -> None:
     assert session.brain.state.moves == [GAME.from_xy(2, 3)]  # type: ignore[union-attr]
 
 
+def test_a_turn_given_when_the_brain_is_to_move_is_refused_not_played_for_it() -> None:
+    """After its own stone was taken back, TURN played the opponent's stone as its own: it then
+    completed the opponent's four with "a winning move"."""
+    session = Session(GAME)
+    session.send("START 9")
+    x, y = session.move("BEGIN")
+    assert session.send(f"TAKEBACK {x},{y}") == ["OK"]
+    (answer,) = session.send("TURN 5,5")
+    assert answer == (
+        "ERROR TURN 5,5: it is this brain's move, not its opponent's (BOARD gives a position for it to "
+        "move in)"
+    )
+    assert session.brain.state.moves == []  # type: ignore[union-attr]
+    session.send("RESTART")
+    session.move("TURN 5,5")  # a new game: the opponent may move first
+
+
+def test_a_timed_moves_message_counts_every_search_it_ran() -> None:
+    """The first timed search, sized before a rate was known, searched again in its own tree: the
+    message gave the second's own simulations, 0 where the first had reached the target."""
+    session = Session(GAME, sims=64)
+    session.send("START 9", "INFO timeout_turn 5000")
+    session.move("BEGIN")
+    simulations = int(session.messages[-1].split("simulations ")[1].split()[0])
+    assert 0 < simulations <= 64, session.messages
+
+
 def test_restart_clears_the_board_and_end_stops_reading() -> None:
     session = Session(GAME)
     session.send("START 9")

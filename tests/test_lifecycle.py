@@ -261,6 +261,8 @@ def test_a_run_directory_resumed_tracks_where_its_run_did(cli, tmp_path: Path) -
     assert not (tmp_path / "mlflow.db").exists()
     run = only_run(MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'other.db'}"))
     assert run.data.tags[RESUMES_TAG] == "1" and run.info.status == "FINISHED", run.data.tags
+    # Its name follows the budget the resume gave it, as its framework.total_steps tag does.
+    assert "steps=1536" in run.info.run_name and "steps=1024" not in run.info.run_name, run.info.run_name
     tracked = cli(f"resume={tmp_path / 'outputs/a'}", "total_steps=2048", "tracking=mlflow")
     assert tracked.returncode == 0, tracked.output[-3000:]
     assert "Run FINISHED at step 2048 of 2048." in tracked.stdout

@@ -166,7 +166,9 @@ class MlflowSession:
             self.experiment_id = str(run.info.experiment_id)
             self._send_earlier_journal(resume_run_id, run_dir_of(run.data.tags))
             self._logged_through = self._last_steps(resume_run_id)
-            self.client.update_run(resume_run_id, status="RUNNING")
+            # its name follows its budget where the resume changed it (`steps=8k` to `steps=10k`)
+            renamed = run_name if run_name and run_name != run.info.run_name else None
+            self.client.update_run(resume_run_id, status="RUNNING", name=renamed)
             run_id = resume_run_id
         else:
             all_tags = dict(tags)

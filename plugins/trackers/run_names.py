@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -123,8 +124,9 @@ def name_run(
     if resumes:
         with contextlib.suppress(LookupError):
             own = tracker.run_tags(resumes).get(NAME_TAG)
-            if own:
-                return own
+            if own:  # its own, with the budget this resume gives it (`steps=8k` becomes `steps=10k`)
+                (budget,) = override_parts([("total_steps", str(cfg.total_steps))])
+                return re.sub(rf"(?<!\S){re.escape(budget.split('=')[0])}=\S+", budget, own)
     return base_name(cfg, env_name, ())
 
 

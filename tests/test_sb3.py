@@ -275,3 +275,24 @@ def test_an_off_policy_run_that_ends_before_learning_starts_says_so(
         "training starts at step 500 (agent.hyperparams.learning_starts), and this run ends at step 100: "
         "it trains nothing (raise total_steps)"
     ], said
+
+
+def test_a_resumed_part_seeds_its_envs_past_the_steps_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed PPO run reset its envs with the seeds its first part began with: every episode start
+    of the first part again, after every resume."""
+    from framework_plugins.sb3 import agent as sb3_agent
+
+    seeds: list[int] = []
+    real = sb3_agent.make_vec_env
+
+    def recorded(env_plugin, n_envs, *, seed, kind):  # type: ignore[no-untyped-def]
+        seeds.append(seed)
+        return real(env_plugin, n_envs, seed=seed, kind=kind)
+
+    monkeypatch.setattr(sb3_agent, "make_vec_env", recorded)
+    ppo = ("agent=ppo", "agent.hyperparams.n_steps=64", "seed=5", "tracking=none")
+    train(tmp_path, *ppo, "total_steps=512")  # one rollout of 64 steps in each of its 8 envs
+    run(compose([*SHORT, *ppo, f"resume={tmp_path / 'run'}", "total_steps=1024"]), run_dir=tmp_path / "again")
+    assert seeds == [5, 5 + 512]

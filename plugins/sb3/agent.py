@@ -81,7 +81,9 @@ class SB3Agent:
             check_spaces(self.algo_cls, observations, actions, policy, built.get("policy_kwargs", {}))
 
     def learn(self, ctx: RunContext) -> None:
-        venv = make_vec_env(ctx.env_plugin, ctx.n_envs, seed=ctx.seed, kind=self.cfg.vec_env)
+        # A resumed part seeds its envs and its own sampling past the steps done (seed plus a count, as
+        # every training seed is): it does not replay its first part's episode starts and noise.
+        venv = make_vec_env(ctx.env_plugin, ctx.n_envs, seed=ctx.seed + ctx.start_step, kind=self.cfg.vec_env)
         try:  # from here on the envs are closed on every way out (their clients, browsers, pages)
             self._learn(ctx, venv)
         finally:
@@ -109,7 +111,7 @@ class SB3Agent:
                 ) from None
         else:
             self._restore(venv, ctx.device)
-        self.model.set_random_seed(ctx.seed)
+        self.model.set_random_seed(ctx.seed + ctx.start_step)
         self.model.set_logger(tracker_logger(ctx.tracker))
         remaining = ctx.total_steps - int(self.model.num_timesteps)
         kwargs = {} if self.cfg.log_interval is None else {"log_interval": self.cfg.log_interval}

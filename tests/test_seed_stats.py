@@ -56,6 +56,13 @@ def test_probability_of_improvement_is_rliables() -> None:
     assert ss.improvement(a, a).value == pytest.approx(0.5)
 
 
+def test_probability_of_improvement_is_the_same_for_the_same_scores_in_any_order() -> None:
+    """Its interval moved with the order the runs were listed in ([0.375, 1] against [0.4375, 1])."""
+    a, b = [466.0, 500.0, 187.5, 500.0], [331.0, 500.0, 143.5, 258.0]
+    first = ss.improvement(a, b)
+    assert ss.improvement(a[::-1], b[1:] + b[:1]) == first
+
+
 def test_performance_profile_is_rliables() -> None:
     taus = np.array(REFERENCE["taus"])
     found = ss.profile(DATA["a"], taus, reps=REFERENCE["reps"])

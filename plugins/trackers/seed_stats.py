@@ -125,14 +125,14 @@ def improvement(
     y: Sequence[float] | np.ndarray,
     *,
     mode: str = "max",
-    reps: int = CURVE_REPS,
+    reps: int = REPS,
     rng: np.random.Generator | None = None,
 ) -> Estimate:
     """The probability that a run of X beats a run of Y (lower is better with mode="min"), with the
     interval of a bootstrap that resamples X's and Y's runs independently (rliable's
-    StratifiedIndependentBootstrap)."""
+    StratifiedIndependentBootstrap). The same scores in any order give the same interval."""
     sign = 1.0 if mode == "max" else -1.0
-    xs, ys = sign * as_scores(x), sign * as_scores(y)
+    xs, ys = np.sort(sign * as_scores(x), axis=0), np.sort(sign * as_scores(y), axis=0)
     rng = rng if rng is not None else np.random.default_rng(0)
     values = probability_of_improvement(resample(xs, reps, rng), resample(ys, reps, rng))
     tail = 100 * (1 - CONFIDENCE) / 2

@@ -56,3 +56,19 @@ def test_deleting_a_key_every_run_reads_or_asking_hydra_to_rerun_is_one_message(
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert "Error: --experimental-rerun is not supported: resume=RUN_DIR continues a run" in r.stderr
     assert list(tmp_path.iterdir()) == [], list(tmp_path.rglob("*"))
+
+
+def test_mlflows_own_variables_choose_the_store_and_experiment_unless_the_command_line_does(
+    cli, tmp_path: Path
+) -> None:
+    """They were ignored: the run went to ./mlflow.db under `framework`, and `compare` found no runs."""
+    env = {"MLFLOW_TRACKING_URI": "sqlite:///env.db", "MLFLOW_EXPERIMENT_NAME": "envexp"}
+    assert cli("total_steps=64", "eval.episodes=1", env=env).returncode == 0
+    assert cli("total_steps=64", "eval.episodes=1", "tracking.experiment=given", env=env).returncode == 0
+    assert not (tmp_path / "mlflow.db").exists()
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'env.db'}")
+    for name in ("envexp", "given"):
+        experiment = client.get_experiment_by_name(name)
+        assert experiment is not None and len(client.search_runs([experiment.experiment_id])) == 1, name
+    compared = cli("compare", env=env)
+    assert compared.returncode == 0 and "compare.html" in compared.stdout, compared.output[-3000:]

@@ -40,9 +40,9 @@ MAX_RESTARTS = 3
 @dataclass
 class MlflowConfig:
     uri: str = "sqlite:///mlflow.db"
-    """Tracking URI: sqlite:///path.db, http://127.0.0.1:5000, databricks, ..."""
+    """Tracking URI: sqlite:///path.db, http://127.0.0.1:5000, databricks, ... (else $MLFLOW_TRACKING_URI)."""
     experiment: str = "framework"
-    """Experiment that runs (and sweeps) are grouped under."""
+    """Experiment that runs (and sweeps) are grouped under (else $MLFLOW_EXPERIMENT_NAME)."""
     run_name: Optional[str] = None
     """Run name (a sweep's: its parent's); default `<agent>-s<seed>` and the overrides that change
     what it trains, `sb3-ppo-s0 epochs=10 cartpole` (a sweep's child: its own values first,

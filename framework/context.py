@@ -27,6 +27,7 @@ from framework.errors import ExplainedError
 from framework.evaluation import (
     Episodes,
     evaluation_seed,
+    own_randomness,
     play_episodes,
     record_video,
     summarize,
@@ -138,12 +139,14 @@ class RunContext:
         episodes = int(self.cfg.eval.episodes)
         if episodes == 0:
             return {}
-        if isinstance(agent, EvaluatingAgent):
+        if isinstance(agent, EvaluatingAgent):  # its own evaluation, seeded its own way
             metrics = agent.evaluate(self, episodes=episodes)
-        elif isinstance(self.env_plugin, VariantEnvPlugin) and self.env_plugin.eval_variants:
-            metrics = self._episodes_on_variants(self.env_plugin, agent, episodes, video_dir)
         else:
-            metrics = self._episodes_on_eval_env(agent, episodes, video_dir)
+            with own_randomness(self.seed):  # each evaluation samples alike, taking nothing from training
+                if isinstance(self.env_plugin, VariantEnvPlugin) and self.env_plugin.eval_variants:
+                    metrics = self._episodes_on_variants(self.env_plugin, agent, episodes, video_dir)
+                else:
+                    metrics = self._episodes_on_eval_env(agent, episodes, video_dir)
         if not metrics or self.stop.is_set():  # given up because the run is stopping (Ctrl-C, SIGTERM)
             return {}
         objective = str(self.cfg.objective.metric) if "objective" in self.cfg else ""

@@ -4,9 +4,12 @@ Training seeds are a run's `seed` (< 2**32) plus a count (< 2**63) or a drawn nu
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from collections.abc import Callable
+import random
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,30 @@ def evaluation_seed(seed: int, index: int = 0) -> int:
     if index < 0:
         raise ValueError(f"index={index} must be 0 or more (0: the run's evaluations)")
     return EVALUATION_SEEDS_FROM + index * RUN_SEEDS + seed
+
+
+@contextlib.contextmanager
+def own_randomness(seed: int) -> Iterator[None]:
+    """Python's, numpy's and (where imported) torch's global generators seeded with `seed` inside, and
+    after it as they were: an evaluation (a stochastic policy's sampling, an env's) draws no number
+    training would have, so how often a run evaluates does not change what it trains."""
+    kept = random.getstate(), np.random.get_state()
+    torch = sys.modules.get("torch")
+    cuda = torch is not None and torch.cuda.is_initialized()
+    with (
+        torch.random.fork_rng(devices=range(torch.cuda.device_count()) if cuda else [])
+        if torch
+        else (contextlib.nullcontext())
+    ):
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        if torch is not None:
+            torch.manual_seed(seed)
+        try:
+            yield
+        finally:
+            random.setstate(kept[0])
+            np.random.set_state(kept[1])
 
 
 def untrained_metric(name: str) -> str:

@@ -169,18 +169,19 @@ class DQNAgent:
             adam_eps=cfg.adam_eps,
         )
 
-    def _explore(self, obs: np.ndarray, step: int) -> np.ndarray:
+    def _explore(self, obs: np.ndarray, step: int, rng: np.random.Generator | None = None) -> np.ndarray:
         """ε-greedy actions for a batch of observations; uniformly random before learning_starts."""
         n, n_actions = len(obs), self.spaces["n_actions"]
+        rng = rng or self.rng
         if step < self.cfg.learning_starts:
-            return self.rng.integers(n_actions, size=n)
-        explore = self.rng.random(n) < self.epsilon(step)
+            return rng.integers(n_actions, size=n)
+        explore = rng.random(n) < self.epsilon(step)
         if explore.all():
-            return self.rng.integers(n_actions, size=n)
+            return rng.integers(n_actions, size=n)
         assert self.learner is not None
         actions = self.learner.greedy(obs)
         if explore.any():
-            actions[explore] = self.rng.integers(n_actions, size=int(explore.sum()))
+            actions[explore] = rng.integers(n_actions, size=int(explore.sum()))
         return actions
 
     def _log(self, ctx: RunContext, runner: EnvRunner, step: int) -> None:
@@ -198,8 +199,9 @@ class DQNAgent:
         if self.learner is None:
             raise RuntimeError("DQNAgent.act() before learn() or load()")
         batch = np.asarray(obs)[None]
-        if not deterministic:  # as in training, with ε at the current step
-            return int(self._explore(batch, self.step)[0])
+        if not deterministic:  # as in training, with ε at the current step, from numpy's generator
+            # (an evaluation seeds it alike each time, and draws nothing from training's own, self.rng)
+            return int(self._explore(batch, self.step, np.random.default_rng(np.random.randint(2**31)))[0])
         return int(self.learner.greedy(batch)[0])
 
     def save(self, path: Path) -> None:

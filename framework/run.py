@@ -26,6 +26,7 @@ from framework.building import (
     null_tracker,
     run_threads,
     setup_torch,
+    untracked,
 )
 from framework.checkpoint import Checkpointer, DiskError
 from framework.context import RunContext
@@ -154,7 +155,7 @@ def _execute(
         raise
     summary = RunSummary(
         run_name=name,
-        run_id=run_id,
+        run_id="" if untracked(tracker) else run_id,  # an id no store keeps: resume= would refuse it
         run_dir=run_dir,
         total_steps=int(cfg.total_steps),
         objective=str(cfg.objective.metric),

@@ -91,7 +91,9 @@ def test_compare_folds_the_seeds_of_two_sweeps_and_a_single_run(tmp_path: Path, 
             _run(client, experiment, params, [0.0, base / 2, base + seed], parent)
     single = _run(client, experiment, {"agent.name": "dqn", "agent.lr": "0.5", "seed": "0"}, [1.0, 2.0])
     out = tmp_path / "cmp"
-    assert ui._compared(uri, "framework") == "python -m framework compare framework"  # none written yet
+    # None written yet: the command that writes one, for the store and the run's own experiment.
+    assert ui._compared(uri, "framework") == f"python -m framework compare framework tracking.uri={uri}"
+    assert ui._compared(uri, "another", single) == f"python -m framework compare framework tracking.uri={uri}"
     r = cli("compare", *parents, single, f"tracking.uri={uri}", "--out", str(out))
     assert r.returncode == 0, r.output
     assert "Compared 7 runs (7 FINISHED) in 3 configurations on eval/return_mean (max)." in r.stdout
@@ -112,6 +114,7 @@ def test_compare_folds_the_seeds_of_two_sweeps_and_a_single_run(tmp_path: Path, 
         "yes",
     )
     assert configs["lr=0.5"]["n"] == "1" and configs["lr=0.5"]["iqm"] == "2"
+    assert configs["lr=0.5"]["iqm_low"] == configs["lr=0.5"]["iqm_high"] == ""  # one run: no interval
     # The median of the seeds (not rliable's median of task means, which is the mean here)
     assert (configs["lr=0.01"]["mean"], configs["lr=0.01"]["median"]) == ("11", "11")
     chance = [configs["lr=0.01"][k] for k in ("p_improve", "p_improve_low", "p_improve_high")]

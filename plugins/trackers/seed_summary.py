@@ -205,7 +205,8 @@ def metrics(found: Sequence[Configuration], objective: str) -> dict[str, float]:
             ("iqm_low", config.iqm.low),
             ("iqm_high", config.iqm.high),
         ):
-            out[metric_name(kind, objective, config, several)] = value
+            if kind == "iqm" or config.n > 1:  # one run: no interval
+                out[metric_name(kind, objective, config, several)] = value
         if config.improvement is not None:
             out[metric_name("p_improve", objective, config, several)] = config.improvement.value
     return out
@@ -221,8 +222,9 @@ def rows(found: Sequence[Configuration]) -> list[dict[str, str]]:
             "mean": _cell(config.mean),
             "median": _cell(config.median),
             "iqm": _cell(config.iqm.value),
-            "iqm_low": _cell(config.iqm.low),
-            "iqm_high": _cell(config.iqm.high),
+            # one run: no interval (the page's "one run"), not one of zero width
+            "iqm_low": _cell(config.iqm.low) if config.n > 1 else "",
+            "iqm_high": _cell(config.iqm.high) if config.n > 1 else "",
             **{
                 f"p_improve{end}": ""
                 if config.improvement is None

@@ -92,7 +92,10 @@ def main(argv: list[str]) -> int:
             refuse(missing)
             return 1
         return _show(
-            uri.rstrip("/"), _page(uri, experiment, args.run), args.no_browser, _compared(uri, experiment)
+            uri.rstrip("/"),
+            _page(uri, experiment, args.run),
+            args.no_browser,
+            _compared(uri, experiment, args.run),
         )
     store = Path(uri[len(local_views.SQLITE) :]).resolve()
     if not store.is_file():
@@ -112,7 +115,7 @@ def main(argv: list[str]) -> int:
             str(running["address"]),
             _page(uri, experiment, args.run),
             args.no_browser,
-            _compared(uri, experiment),
+            _compared(uri, experiment, args.run),
         )
     return _serve(uri, experiment, args.run, args.port, args.no_browser)
 
@@ -156,7 +159,7 @@ def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_brow
             return 1
         record.write_text(json.dumps({"pid": server.pid, "address": address, "uri": uri}))
         print(f"MLflow UI on {Path(uri[len(local_views.SQLITE) :])} (Ctrl-C stops it).")
-        _show(address, page, no_browser, _compared(uri, experiment))
+        _show(address, page, no_browser, _compared(uri, experiment, run))
         server.wait()
         return 0
     except KeyboardInterrupt:
@@ -212,10 +215,22 @@ def _show(address: str, page: str, no_browser: bool, compared: str = "") -> int:
     return 0
 
 
-def _compared(uri: str, experiment: str) -> str:
-    """The page `compare` last wrote for this experiment, else the command that writes one."""
+def _compared(uri: str, experiment: str, run: str | None = None) -> str:
+    """The page `compare` last wrote for this experiment (`run`'s own, given one), else the command that
+    writes one, with the store where it is not ./mlflow.db."""
+    if run is not None:
+        from mlflow.tracking import MlflowClient
+
+        with contextlib.suppress(Exception):
+            client = MlflowClient(tracking_uri=uri)
+            experiment = client.get_experiment(client.get_run(run).info.experiment_id).name
     page = local_views.latest_page(uri, experiment)
-    return page.as_uri() if page is not None else f"python -m framework compare {shlex.quote(experiment)}"
+    if page is not None:
+        return page.as_uri()
+    store = (
+        "" if uri == local_views.absolute_uri("sqlite:///mlflow.db") else f" tracking.uri={shlex.quote(uri)}"
+    )
+    return f"python -m framework compare {shlex.quote(experiment)}{store}"
 
 
 def _page(uri: str, experiment: str, run: str | None) -> str:

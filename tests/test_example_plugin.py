@@ -78,3 +78,26 @@ def test_example_env_validates_its_own_config(installed: dict[str, str], tmp_pat
     r = run_cli("env=corridor", "env.length=1", "tracking=none", cwd=tmp_path, env=installed)
     assert r.returncode == 1
     assert "env.length=1 must be at least 2" in r.stderr
+
+
+def test_example_agent_trains_resumes_and_says_its_own_lines(
+    installed: dict[str, str], tmp_path: Path
+) -> None:
+    """The example's tabular agent, on its corridor: trained, its own INFO line shown, resumed from its
+    checkpoint with its table (the plugin author's path through the agent contract, end to end)."""
+    common = ["env=corridor", "env.length=5", "agent=qtable", "eval.episodes=2", "tracking=none"]
+    first = run_cli(*common, "total_steps=1500", "hydra.run.dir=outputs/a", cwd=tmp_path, env=installed)
+    assert first.returncode == 0, first.output[-3000:]
+    assert "qtable learns from step 0 with 0 states known" in first.output
+    assert "Run FINISHED at step 1500 of 1500." in first.stdout
+    assert "eval/return_mean  0.97 ± 0" in first.stdout  # the goal, 4 steps right: 1 - 3 x 0.01
+    again = run_cli(
+        f"resume={tmp_path / 'outputs/a'}",
+        "total_steps=2000",
+        "hydra.run.dir=outputs/b",
+        cwd=tmp_path,
+        env=installed,
+    )
+    assert again.returncode == 0, again.output[-3000:]
+    assert "qtable learns from step 1500 with 4 states known" in again.output
+    assert "Run FINISHED at step 2000 of 2000." in again.stdout

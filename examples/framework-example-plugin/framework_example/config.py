@@ -1,10 +1,12 @@
 """The corridor env plugin's config schema: every key, its default and its description.
 
-It lives apart from the env so that composing a config (and `--help`) reads it without importing
-gymnasium or anything else the env needs.
+They live apart from the plugins so that composing a config (and `--help`) reads them without
+importing gymnasium, numpy or anything else the plugins need.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from framework.values import bounds
 
 
 @dataclass
@@ -15,3 +17,17 @@ class CorridorConfig:
     """Parallel env instances an agent trains on."""
     max_steps: int = 50
     """Truncate an episode after this many steps."""
+
+
+@dataclass
+class QTableConfig:
+    lr: float = field(default=0.5, metadata=bounds(gt=0, le=1))
+    """Step size of each Q-value update."""
+    gamma: float = field(default=0.95, metadata=bounds(ge=0, le=1))
+    """Discount factor."""
+    epsilon: float = field(default=0.5, metadata=bounds(ge=0, le=1))
+    """Chance of a random action at the run's start; it falls linearly to epsilon_end at its end."""
+    epsilon_end: float = field(default=0.05, metadata=bounds(ge=0, le=1))
+    """Chance of a random action at the run's end."""
+    decimals: int = field(default=3, metadata=bounds(ge=0, le=12))
+    """Observations are rounded to this many decimals to make the table's states."""

@@ -46,10 +46,13 @@ class DQNAgent:
         self.step = 0
         self._restored: Optional[Dict[str, Any]] = None
         self._restored_buffer: Optional[Path] = None
+        self._runner: Optional[EnvRunner] = None
+        self._restored_window: Dict[str, Any] = {}
 
     def learn(self, ctx: RunContext) -> None:
         cfg = self.cfg
-        runner = EnvRunner(ctx.env_plugin, ctx.n_envs, seed=ctx.seed + ctx.start_step)
+        runner = self._runner = EnvRunner(ctx.env_plugin, ctx.n_envs, seed=ctx.seed + ctx.start_step)
+        runner.restore(self._restored_window)
         flushing = cfg.flush_denormal and torch.set_flush_denormal(True)  # False where the CPU cannot
         try:
             self._setup(runner.observation_space, runner.action_space, ctx)
@@ -213,6 +216,7 @@ class DQNAgent:
             "step": self.step,
             "n_updates": self.learner.n_updates,
             "rng": self.rng.bit_generator.state,
+            "episodes": self._runner.window() if self._runner is not None else self._restored_window,
         }
         (path / STATE_FILE).write_text(json.dumps(state, indent=1))
         if self.cfg.save_buffer and self.replay is not None:
@@ -228,6 +232,7 @@ class DQNAgent:
         self.step = int(state["step"])
         self.rng = np.random.default_rng()
         self.rng.bit_generator.state = state["rng"]
+        self._restored_window = state.get("episodes", {})  # a checkpoint written before it: none
         self.learner = self._build_learner("cpu")  # for act() until learn() rebuilds it on its device
         self.learner.load_state_dict(weights)
         self.learner.n_updates = int(state["n_updates"])

@@ -111,6 +111,21 @@ class EnvRunner:
         out.update({f"rollout/{key}": float(np.mean(values)) for key, values in self.episode_stats.items()})
         return out
 
+    def window(self) -> dict[str, Any]:
+        """The last episodes' returns, lengths and stats (the rollout/* means' window), for a checkpoint."""
+        return {
+            "returns": list(self.episode_returns),
+            "lengths": list(self.episode_lengths),
+            "stats": {key: list(values) for key, values in self.episode_stats.items()},
+        }
+
+    def restore(self, window: dict[str, Any]) -> None:
+        """Go on from a checkpoint's `window()`: a resumed run's rollout/* curves do not start over."""
+        self.episode_returns.extend(float(v) for v in window.get("returns", []))
+        self.episode_lengths.extend(int(v) for v in window.get("lengths", []))
+        for key, values in window.get("stats", {}).items():
+            self.episode_stats.setdefault(key, deque(maxlen=STATS_WINDOW)).extend(float(v) for v in values)
+
     def close(self) -> None:
         if self.vector is not None:
             self.vector.close()

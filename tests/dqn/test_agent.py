@@ -158,6 +158,25 @@ def test_resume_continues_epsilon_and_skips_warm_up_only_with_the_saved_buffer(
     assert len(ctx.buffer) == (200 if save_buffer else 100)
 
 
+def test_a_resumed_run_goes_on_with_the_last_episodes_its_rollout_means_are_over(tmp_path: Path) -> None:
+    """rollout/ep_rew_mean went from 63.1 before a resume to 231.7 just after (72.6 uninterrupted): the
+    100-episode window started over, with the few episodes since the resume."""
+    import json
+
+    cfg = DQNConfig(learning_starts=50, batch_size=8, hidden_sizes=[8], buffer_size=500, log_every_steps=10)
+    first = DQNAgent(cfg)
+    first.learn(make_ctx(CountingPlugin(), tmp_path, total_steps=100, buffer=ReplayBuffer(capacity=500)))
+    first.save(tmp_path)
+    assert json.loads((tmp_path / "dqn.json").read_text())["episodes"]["lengths"] == [5] * 20
+    resumed = DQNAgent(cfg)
+    resumed.load(tmp_path)
+    ctx = make_ctx(
+        CountingPlugin(), tmp_path, total_steps=200, buffer=ReplayBuffer(capacity=500), start_step=100
+    )
+    resumed.learn(ctx)
+    assert resumed._runner is not None and len(resumed._runner.window()["lengths"]) == 40
+
+
 def test_memory_efficient_buffer_gets_the_newest_frame_of_each_stacked_observation(tmp_path: Path) -> None:
     buffer = MemoryEfficientReplayBuffer(capacity=50, frame_history_len=3)
     replay = make_replay(buffer, buffer_size=50, obs_shape=(3, 2, 2), n_envs=1, seed=0)

@@ -294,5 +294,21 @@ def test_a_resumed_part_seeds_its_envs_past_the_steps_done(
     monkeypatch.setattr(sb3_agent, "make_vec_env", recorded)
     ppo = ("agent=ppo", "agent.hyperparams.n_steps=64", "seed=5", "tracking=none")
     train(tmp_path, *ppo, "total_steps=512")  # one rollout of 64 steps in each of its 8 envs
-    run(compose([*SHORT, *ppo, f"resume={tmp_path / 'run'}", "total_steps=1024"]), run_dir=tmp_path / "again")
+    more = [f"resume={tmp_path / 'run'}", "total_steps=1024"]
+    run(compose([*SHORT, *ppo, *more]), run_dir=tmp_path / "again", overrides=more)
     assert seeds == [5, 5 + 512]
+
+
+def test_an_off_policy_run_resumed_without_its_buffer_gathers_one_again_before_it_trains(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SB3's DQN trained at once on a near-empty buffer after a resume, saying nothing (n_updates rose
+    by 384 in the 435 steps after it), where ours gathers learning_starts transitions again."""
+    dqn = ("agent=sb3_dqn", "agent.hyperparams.learning_starts=50", "agent.hyperparams.train_freq=16")
+    train(tmp_path, *dqn, "total_steps=100")  # ends at 112, its rollouts train_freq=16 steps each
+    with caplog.at_level("WARNING"):
+        more = [f"resume={tmp_path / 'run'}", "total_steps=300"]
+        run(compose([*SHORT, *dqn, *more]), run_dir=tmp_path / "b", overrides=more)
+    said = " ".join(caplog.text.split())
+    assert "the checkpoint holds no replay buffer (agent.save_replay_buffer=false): the run gathers " in said
+    assert "learning_starts=50 transitions again, acting at random, and trains from step 162" in said

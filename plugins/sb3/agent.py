@@ -111,6 +111,9 @@ class SB3Agent:
                 ) from None
         else:
             self._restore(venv, ctx.device)
+            kept = self._load_from is not None and (self._load_from / REPLAY_FILE).is_file()
+            if isinstance(self.model, OffPolicyAlgorithm) and not kept:
+                self._warm_up_again(int(self.model.num_timesteps), ctx.total_steps)
         self.model.set_random_seed(ctx.seed + ctx.start_step)
         self.model.set_logger(tracker_logger(ctx.tracker))
         remaining = ctx.total_steps - int(self.model.num_timesteps)
@@ -154,6 +157,20 @@ class SB3Agent:
         if not (path / MODEL_FILE).is_file():
             raise FileNotFoundError(f"No SB3 model at {path / MODEL_FILE}")
         self._load_from = path
+
+    def _warm_up_again(self, step: int, total_steps: int) -> None:
+        """A resumed off-policy run whose checkpoint holds no replay buffer gathers learning_starts
+        transitions again before it trains (as our DQN does), rather than training on a few."""
+        given = self.cfg.hyperparams.get("learning_starts")
+        default = inspect.signature(self.algo_cls.__init__).parameters["learning_starts"].default
+        starts = int(given if given is not None else default)
+        assert self.model is not None
+        self.model.learning_starts = step + starts
+        log.warning(
+            "the checkpoint holds no replay buffer (agent.save_replay_buffer=false): the run gathers "
+            "learning_starts=%d transitions again, acting at random, and trains from step %d%s",
+            starts, step + starts, "" if step + starts < total_steps else ", past its end: it trains no more",
+        )  # fmt: skip
 
     def _restore(self, venv: Any, device: str) -> None:
         assert self._load_from is not None, "act() before learn() or load()"

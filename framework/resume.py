@@ -133,6 +133,11 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
             f"resume={target}: the run is at step {step}, past total_steps={total}: give total_steps "
             f"above {step} to train it further"
         )
+    if total != int(saved.total_steps) and step < total:
+        log.warning(
+            "total_steps=%d, the run began with %d: a schedule over the run's steps (a fraction of "
+            "total_steps, SB3's lin_ rates) spans the new total from here on", total, int(saved.total_steps),
+        )  # fmt: skip
     if step == total:
         log.warning(
             "the run is at its total_steps=%d: it is evaluated and ends (raise total_steps to train)", total

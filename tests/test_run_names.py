@@ -87,6 +87,8 @@ def test_differently_configured_runs_are_named_for_the_overrides_that_change_wha
     # The same config, written another way, gets the same name.
     assert _name("agent=ppo", f"{LR}=3e-4") == _name("agent=ppo", f"{LR}=0.0003")
     assert _name("total_steps=100000") == "dqn-s0 steps=100k cartpole"
+    # An interpolation is named by what it resolved to, not as written.
+    assert _name("env.n_envs=${oc.env:NO_SUCH_VARIABLE_HERE,2}") == "dqn-s0 envs=2 cartpole"
     # How long a run trains comes after what it trains; the agent and seed before both.
     assert _name("agent=ppo", "total_steps=2000", "env.n_envs=4") == "sb3-ppo-s0 envs=4 steps=2k cartpole"
     budget = [_name("agent=sb3_dqn", "total_steps=2000"), _name("agent=ppo", "seed=1", "total_steps=2000")]

@@ -101,7 +101,9 @@ def run_name(
     cfg: DictConfig, env_name: str, overrides: Sequence[str], preset: DictConfig | None = None
 ) -> str:
     """A run's name (module docstring); an override that sets the value `preset` has is not named."""
-    changes = [(k, v) for k, v in config_overrides(overrides) if not _same_in(preset, cfg, k)]
+    changes = [
+        (k, _resolved(cfg, k, v)) for k, v in config_overrides(overrides) if not _same_in(preset, cfg, k)
+    ]
     changes.sort(key=lambda change: change[0] in BUDGET)  # what is trained, then for how long
     whole = all(value is None or exact(value) for _, value in changes)
     head, place = who(cfg, overrides), where(cfg, env_name, overrides)
@@ -144,6 +146,14 @@ def config_overrides(overrides: Sequence[str]) -> list[tuple[str, str | None]]:
         elif sep:
             found[key] = value.strip().strip("'\"")
     return sorted(found.items())
+
+
+def _resolved(cfg: DictConfig, key: str, value: str | None) -> str | None:
+    """An override's value as the run took it: `${oc.env:NENVS,2}` is named by what it resolved to."""
+    if value is None or "${" not in value:
+        return value
+    found = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
+    return value if found is None else str(found)
 
 
 def preset_of(overrides: Sequence[str]) -> DictConfig | None:

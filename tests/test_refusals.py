@@ -113,6 +113,14 @@ def test_a_sqlite_store_in_a_missing_folder_is_refused(cli, tmp_path: Path) -> N
     r = cli("tracking.uri=sqlite:///no/such/folder/mlflow.db")
     assert_refused(r, "the folder", "does not exist")
     assert not (tmp_path / "no").exists()
+    # A URI missing its colon or a slash: said as such, not as a folder or an unreachable server.
+    for typed, meant in (
+        ("http//127.0.0.1:5123", "http://127.0.0.1:5123"),
+        ("sqlite:/x.db", "sqlite:///x.db"),
+    ):
+        assert_refused(
+            cli(f"tracking.uri={typed}"), f"tracking.uri={typed} is not a URI: did you mean {meant}?"
+        )
 
 
 @pytest.mark.parametrize(

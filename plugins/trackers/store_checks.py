@@ -39,6 +39,12 @@ def check_reachable(uri: str, *, timeout_s: float) -> None:
     track to, a server that does not answer, or a SQLite store in a folder that does not exist."""
     parsed = urllib.parse.urlparse(uri)
     scheme = parsed.scheme.split("+", 1)[0]
+    typo = re.match(r"(https?|sqlite):?/*(.*)", uri)
+    if typo and not uri.startswith(f"{typo[1]}://{'/' if typo[1] == 'sqlite' else ''}"):  # http//host
+        raise TrackingUnavailable(
+            f"tracking.uri={uri} is not a URI: did you mean {typo[1]}://{'/' if typo[1] == 'sqlite' else ''}"
+            f"{typo[2]}?"
+        )
     if len(scheme) <= 1 or scheme == "file":  # "" or "C": a path
         raise TrackingUnavailable(
             f"tracking.uri={uri}: MLflow no longer tracks to a folder (its file store is in maintenance "
@@ -52,6 +58,12 @@ def check_reachable(uri: str, *, timeout_s: float) -> None:
             "or tracking=none"
         )
     reason = server_unreachable(uri, timeout_s=timeout_s)
+    if reason is not None and parsed.scheme == "https" and "WRONG_VERSION_NUMBER" in reason:
+        plain = "http" + uri[len("https") :]
+        raise TrackingUnavailable(
+            f"The MLflow tracking server tracking.uri={uri} answers, but not in TLS ({reason}): it serves "
+            f"plain http: tracking.uri={plain}"
+        )
     if reason is not None:
         raise TrackingUnavailable(
             f"The MLflow tracking server tracking.uri={uri} does not answer ({reason}) within "

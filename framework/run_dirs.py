@@ -112,8 +112,17 @@ def check_fresh(run_dir: Path) -> None:
     raise RunDirInUse(
         f"The run directory {where} holds the checkpoints of an earlier run ({owner}its latest {step}): "
         f"continue that run with resume={where}, or give this run a directory of its own (leave "
-        "hydra.run.dir unset, or set it to a new directory)"
+        f"{_dir_key()} unset, or set it to a new directory)"
     )
+
+
+def _dir_key() -> str:
+    """The key that gave this job its directory: a sweep's jobs are in `hydra.sweep.dir`."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    sweep = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    return "hydra.sweep.dir" if sweep else "hydra.run.dir"
 
 
 class FreshRunDir(Callback):
@@ -165,7 +174,7 @@ class RunDirLock:
 def _in_use(run_dir: Path, holder: str) -> RunDirInUse:
     return RunDirInUse(
         f"The run directory {run_dir} is in use by another run{holder}: give each run its own "
-        "(leave hydra.run.dir unset, or set it to a directory of this run's own)"
+        f"(leave {_dir_key()} unset, or set it to a directory of this run's own)"
     )
 
 

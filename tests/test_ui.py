@@ -102,6 +102,31 @@ def test_ui_serves_the_store_opens_the_runs_and_a_second_call_finds_it(store: Pa
     assert not list((store / "cache").glob("ui-*.json"))
 
 
+@pytest.mark.slow
+def test_two_calls_at_once_share_one_server_which_ends_with_the_call_that_started_it_killed(
+    store: Path,
+) -> None:
+    """Two `ui` started at the same moment each started a server on the store (5000 and 5796); after
+    kill -9 of a `ui` its `mlflow ui` went on serving, an orphan no command stopped."""
+    calls = [_start(store), _start(store)]
+    try:
+        addresses = [_address(call) for call in calls]
+        assert addresses[0] == addresses[1]
+        record = json.loads(next((store / "cache").glob("ui-*.json")).read_text())
+        owner = next(call for call in calls if record["pid"] in descendants(call.pid))
+        owner.kill()  # SIGKILL: no handler of its own runs
+        owner.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and Path(f"/proc/{record['pid']}").exists():
+            time.sleep(0.2)
+        stat = Path(f"/proc/{record['pid']}/stat")
+        assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z", "server outlived it"
+    finally:
+        for call in calls:
+            if call.poll() is None:
+                _ctrl_c(call)
+
+
 #: A server that answers every GET with 200: another program's, on the port `ui` chose.
 ANSWERS_ALL = """
 import http.server, sys

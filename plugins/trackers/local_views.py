@@ -4,10 +4,17 @@ wrote for an experiment."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import fcntl
 import hashlib
 import json
 import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -18,6 +25,8 @@ from .store_checks import limit_http_waits, server_unreachable
 from .store_template import cache_dir
 
 SQLITE = "sqlite:///"
+#: The longest a `ui` call waits for another that is starting the same store's server.
+START_LOCK_S = 120.0
 #: The port `ui` serves a store on where it is free.
 DEFAULT_PORT = 5000
 
@@ -206,3 +215,70 @@ def latest_page(uri: str, experiment: str) -> Path | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return page if page.is_file() else None
+
+
+def start_server(uri: str, port: int, log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`mlflow ui` on the store, on 127.0.0.1:`port`, in a process group of its own, ended (SIGTERM)
+    when the `ui` command that started it dies, killed too (Linux's parent-death signal)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "ui",
+        "--backend-store-uri",
+        uri,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        # One worker: a store on this machine is browsed by one person, and SQLite takes one writer
+        # at a time; MLflow's default four each import MLflow (~3 s of CPU apiece at every start).
+        "--workers",
+        "1",
+    ]
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+            preexec_fn=_dies_with_its_parent,
+        )
+
+
+def _dies_with_its_parent() -> None:
+    """In the child before it runs: SIGTERM to it when its parent dies (prctl PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+
+
+class StartLock:
+    """Held while a `ui` call looks for this store's server and starts one: a second call waits (at
+    most START_LOCK_S), then finds the first one's."""
+
+    def __init__(self, uri: str) -> None:
+        path = record_path(uri).with_suffix(".lock")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + START_LOCK_S
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:  # a call stuck starting: go on without it
+                    return
+                time.sleep(0.1)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # its lock with it
+            self._fd = None
+
+    def __enter__(self) -> StartLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

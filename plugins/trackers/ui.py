@@ -108,8 +108,10 @@ def main(argv: list[str]) -> int:
     if args.run is None and (missing := local_views.missing_experiment(uri, experiment)):
         refuse(missing)
         return 1
+    starting = local_views.StartLock(uri)  # two `ui` calls at once: one starts the server, one finds it
     running = local_views.running(uri)
     if running is not None:
+        starting.release()
         print(f"The MLflow UI on {store} is running already (process {running['pid']}).")
         return _show(
             str(running["address"]),
@@ -117,7 +119,8 @@ def main(argv: list[str]) -> int:
             args.no_browser,
             _compared(uri, experiment, args.run),
         )
-    return _serve(uri, experiment, args.run, args.port, args.no_browser)
+    with starting:
+        return _serve(uri, experiment, args.run, args.port, args.no_browser, starting)
 
 
 def server_env() -> dict[str, str]:
@@ -128,7 +131,9 @@ def server_env() -> dict[str, str]:
     return {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ}
 
 
-def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_browser: bool) -> int:
+def _serve(
+    uri: str, experiment: str, run: str | None, port: int | None, no_browser: bool, starting: Any
+) -> int:
     if port is not None and not local_views.free(port):
         refuse(f"--port {port}: the port is in use on 127.0.0.1; give another, or leave --port out")
         return 1
@@ -145,7 +150,7 @@ def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_brow
         for _ in range(PORT_TRIES):
             chosen = port or local_views.port_for(uri) or _free_port()
             address = f"http://127.0.0.1:{chosen}"
-            server = _start_server(uri, chosen, log_path)
+            server = local_views.start_server(uri, chosen, log_path, server_env())
             page = page or _page(uri, experiment, run)  # while the server starts
             started = _wait_until_it_answers(address, server)
             lost_its_port = server.poll() is not None and port is None and not local_views.free(chosen)
@@ -158,6 +163,7 @@ def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_brow
             refuse(f"`mlflow ui` did not start on {address}:\n  " + "\n  ".join(tail))
             return 1
         record.write_text(json.dumps({"pid": server.pid, "address": address, "uri": uri}))
+        starting.release()
         print(f"MLflow UI on {Path(uri[len(local_views.SQLITE) :])} (Ctrl-C stops it).")
         _show(address, page, no_browser, _compared(uri, experiment, run))
         server.wait()
@@ -169,35 +175,6 @@ def _serve(uri: str, experiment: str, run: str | None, port: int | None, no_brow
             with contextlib.suppress(OSError):
                 record.unlink()
             stop_server(server)
-
-
-def _start_server(uri: str, port: int, log_path: Path) -> subprocess.Popen[bytes]:
-    """`mlflow ui` on the store, on 127.0.0.1:`port`, in a process group of its own."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "ui",
-        "--backend-store-uri",
-        uri,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        # One worker: a store on this machine is browsed by one person, and SQLite takes one writer
-        # at a time; MLflow's default four each import MLflow (~3 s of CPU apiece at every start).
-        "--workers",
-        "1",
-    ]
-    with open(log_path, "wb") as log:
-        return subprocess.Popen(
-            cmd,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            env=server_env(),
-        )
 
 
 def _interrupt(signum: int, frame: Any) -> None:

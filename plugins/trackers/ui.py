@@ -108,10 +108,15 @@ def main(argv: list[str]) -> int:
     if args.run is None and (missing := local_views.missing_experiment(uri, experiment)):
         refuse(missing)
         return 1
-    starting = local_views.StartLock(uri)  # two `ui` calls at once: one starts the server, one finds it
-    running = local_views.running(uri)
+    starting = None
+    while (running := local_views.running(uri)) is None and starting is None:
+        if args.port is not None and not local_views.free(args.port):
+            refuse(f"--port {args.port}: the port is in use on 127.0.0.1; give another, or leave --port out")
+            return 1
+        starting = local_views.StartLock(uri)  # two calls at once: one starts the server, one finds it
     if running is not None:
-        starting.release()
+        if starting is not None:
+            starting.release()
         print(f"The MLflow UI on {store} is running already (process {running['pid']}).")
         return _show(
             str(running["address"]),
@@ -119,6 +124,7 @@ def main(argv: list[str]) -> int:
             args.no_browser,
             _compared(uri, experiment, args.run),
         )
+    assert starting is not None  # the loop ends with the lock held or a server found
     with starting:
         return _serve(uri, experiment, args.run, args.port, args.no_browser, starting)
 
@@ -134,9 +140,6 @@ def server_env() -> dict[str, str]:
 def _serve(
     uri: str, experiment: str, run: str | None, port: int | None, no_browser: bool, starting: Any
 ) -> int:
-    if port is not None and not local_views.free(port):
-        refuse(f"--port {port}: the port is in use on 127.0.0.1; give another, or leave --port out")
-        return 1
     log_path = cache_dir() / f"ui-{local_views.key(uri)}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     record = local_views.record_path(uri)

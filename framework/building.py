@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 from framework import config, contracts, registry
@@ -44,6 +45,28 @@ def build_plugin(section: config.Section, kind: str) -> Any:
     if package.level == logging.NOTSET:
         package.setLevel(logging.INFO)
     return plugin
+
+
+def load_agent(run: str | Path) -> Agent:
+    """The trained agent of a run directory (or of one of its checkpoints/step_* folders), ready to
+    `act(obs)`: its plugin built from the checkpoint's config, and its last checkpoint loaded."""
+    from omegaconf import DictConfig, OmegaConf
+
+    from framework.app import register_schemas
+    from framework.checkpoint import AGENT_DIR, CONFIG_FILE, find_latest, where_it_went_on
+
+    checkpoint = find_latest(where_it_went_on(Path(run)) or Path(run))
+    if checkpoint is None:
+        raise ConfigError(f"{run}: no checkpoint there (a run directory holds checkpoints/latest)")
+    register_schemas()
+    saved = OmegaConf.load(checkpoint / CONFIG_FILE)
+    assert isinstance(saved, DictConfig)
+    config.migrate(saved)
+    section = config.plugin_section(saved, "agent")
+    assert section is not None
+    agent: Agent = build_plugin(section, "agent")
+    agent.load(checkpoint / AGENT_DIR)
+    return agent
 
 
 def added_plugins(

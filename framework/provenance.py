@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import getpass
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -60,6 +61,10 @@ def run_tags(plugins: Mapping[str, str], run_dir: Path, overrides: Sequence[str]
     for package in TRACKED_PACKAGES:
         with contextlib.suppress(PackageNotFoundError):
             tags[f"versions.{package}"] = version(package)
+    # MLflow's own: its runs table's User and Source columns
+    tags.update({"mlflow.source.name": "python -m framework", "mlflow.source.type": "LOCAL"})
+    with contextlib.suppress(Exception):  # no user name where the uid has no entry (a container's)
+        tags["mlflow.user"] = getpass.getuser()
     commit = git_commit()
     if commit:
         tags["git.commit"] = commit

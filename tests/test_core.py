@@ -106,3 +106,31 @@ def test_the_board_game_check_sees_a_class_a_parameter_and_an_import() -> None:
         "search",
         "search_path",
     }
+
+
+def test_a_trained_agent_is_loaded_from_its_run_directory_to_act_in_ones_own_code(tmp_path: Path) -> None:
+    """The README's way to use a trained agent outside a run: its plugin built from the checkpoint's
+    config, its weights loaded; it acts as the run's final evaluation did."""
+    import gymnasium as gym
+    import pytest
+
+    from framework.app import compose
+    from framework.building import load_agent
+    from framework.errors import ConfigError
+    from framework.evaluation import evaluation_seed, run_episodes
+    from framework.run import run
+
+    cfg = [
+        "tracking=none",
+        "progress=off",
+        "eval.episodes=3",
+        "total_steps=1500",
+        "agent.learning_starts=500",
+    ]
+    final = run(compose(cfg), run_dir=tmp_path / "run")
+    agent = load_agent(tmp_path / "run")
+    env = gym.make("CartPole-v1")
+    mine = run_episodes(agent.act, env, episodes=3, seed=evaluation_seed(0))
+    assert mine["eval/return_mean"] == final["eval/return_mean"]
+    with pytest.raises(ConfigError, match="no checkpoint there"):
+        load_agent(tmp_path)

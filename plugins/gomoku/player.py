@@ -135,7 +135,10 @@ def _parse(overrides: Sequence[str], command: str) -> list[tuple[str, Any]]:
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except HydraException as e:
-        raise ConfigError(f"{command}: {str(e).splitlines()[0]}") from None
+        raise ConfigError(
+            f"{command}: {str(e).splitlines()[0]}: after RUN come overrides, key=value "
+            "(search.num_simulations=800); python -m framework " + command + " --help lists the options"
+        ) from None
     items = []
     for item in parsed:
         key = item.key_or_group

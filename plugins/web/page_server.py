@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import socket
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from pathlib import Path
@@ -57,8 +58,10 @@ class PageServer:
 
     @property
     def address(self) -> str:
-        """http://host:port/, without the token: what messages and logs name."""
-        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address
+        """http://host:port/, without the token: what messages and logs name. Served on every interface
+        (`--host 0.0.0.0`), the address other machines open it at, not 0.0.0.0."""
+        host = _reachable() if self.host in ("0.0.0.0", "::", "") else self.host
+        host = f"[{host}]" if ":" in host else host  # an IPv6 address
         return f"http://{host}:{self.port}/"
 
     @property
@@ -172,3 +175,12 @@ class PageServer:
         if name not in self.files:
             raise web.HTTPNotFound()
         return web.FileResponse(self.static / name)
+
+
+def _reachable() -> str:
+    """This machine's address on the network its default route leads to (no packet is sent), else its
+    host name."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("10.255.255.255", 1))
+        return str(probe.getsockname()[0])
+    return socket.gethostname()

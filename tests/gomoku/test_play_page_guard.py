@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -189,3 +190,20 @@ def test_a_taken_cell_is_refused(server: PlayServer) -> None:
         assert status == 400
         assert f"(x={x}, y={y}) is taken: play an empty cell" in answer["error"]
     assert len(state_of(server)["moves"]) == 2
+
+
+def test_a_page_served_on_every_interface_is_named_by_an_address_other_machines_open(tmp_path: Path) -> None:
+    """`play --host 0.0.0.0` printed http://0.0.0.0:PORT/, which no other machine can open."""
+    from framework_plugins.web.page_server import PageServer
+
+    (tmp_path / "index.html").write_text("<html></html>")
+    log = logging.getLogger("test-page")
+    for host in ("0.0.0.0", "127.0.0.1"):
+        server = PageServer(
+            tmp_path, "index.html", host=host, name="test-page", loggers=[log], request_log=log
+        )
+        try:
+            assert "0.0.0.0" not in server.address
+            assert server.address.startswith("http://127.0.0.1:") is (host == "127.0.0.1")
+        finally:
+            server.loop.close()

@@ -48,6 +48,10 @@ class EntryPointSearchPath(SearchPathPlugin):
     """Adds every `framework.conf` entry point's package to Hydra's config search path."""
 
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
+        # Not the framework package itself, which Hydra adds as the app's own: its folders are no
+        # config groups (shell completion offered `contracts=`).
+        path = search_path.get_path()
+        path[:] = [element for element in path if element.path != "pkg://framework"]
         for name, entries in registry.discover("conf").items():
             for entry in entries:
                 if _module(entry.value) not in LEFT_OUT:

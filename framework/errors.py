@@ -106,6 +106,9 @@ def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | N
             f"{' '.join(given)}: a config group takes one of its options (python -m framework --help "
             "lists the groups); ~GROUP leaves out an optional one (~tuned)"
         )
+    if isinstance(error, ValueError) and str(error).startswith("No completion plugin for"):
+        shells = ", ".join(line.strip() for line in str(error).splitlines()[1:] if line.strip())
+        return f"{str(error).split(' found')[0]}: -sc install=SHELL or query=SHELL, a SHELL of {shells}"
     if isinstance(error, ValueError) and str(error).startswith("Only one of --run, --multirun, --cfg"):
         return (
             "-m (--multirun) with --cfg, --info or --shell-completion: those show one job; leave -m out "

@@ -72,3 +72,16 @@ def test_mlflows_own_variables_choose_the_store_and_experiment_unless_the_comman
         assert experiment is not None and len(client.search_runs([experiment.experiment_id])) == 1, name
     compared = cli("compare", env=env)
     assert compared.returncode == 0 and "compare.html" in compared.stdout, compared.output[-3000:]
+
+
+def test_shell_completion_offers_config_groups_only_and_a_wrong_shell_is_one_line(cli) -> None:
+    """The framework package was on the config search path: completion offered `contracts=`."""
+    offered = cli("-sc", "query=bash", env={"COMP_LINE": "framework con"})
+    assert offered.returncode == 0 and "contracts" not in offered.stdout, offered.output
+    assert "env=" in cli("-sc", "query=bash", env={"COMP_LINE": "framework en"}).stdout
+    wrong = cli("-sc", "query=con")
+    assert wrong.returncode == 1 and "Traceback" not in wrong.stderr, wrong.stderr
+    assert (
+        "Error: No completion plugin for 'con': -sc install=SHELL or query=SHELL, a SHELL of bash"
+        in wrong.stderr
+    )

@@ -38,6 +38,8 @@ class ResumePoint:
     """The run directory it goes on from (None: a checkpoint rebuilt from the tracked run's artifacts)."""
     changes: tuple[str, ...] = ()
     """This command's overrides that change its plugins' settings (`agent.hidden_sizes=[64,64]`)."""
+    began_with: int = 0
+    """The total_steps its checkpoint's run had (a schedule over the run's steps spans a new one)."""
 
     def hold_source(self) -> AbstractContextManager[object]:
         """Hold the directory the run goes on from while it runs (its lock): a run goes on in one
@@ -133,11 +135,6 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
             f"resume={target}: the run is at step {step}, past total_steps={total}: give total_steps "
             f"above {step} to train it further"
         )
-    if total != int(saved.total_steps) and step < total:
-        log.warning(
-            "total_steps=%d, the run began with %d: a schedule over the run's steps (a fraction of "
-            "total_steps, SB3's lin_ rates) spans the new total from here on", total, int(saved.total_steps),
-        )  # fmt: skip
     if step == total:
         log.warning(
             "the run is at its total_steps=%d: it is evaluated and ends (raise total_steps to train)", total
@@ -147,7 +144,7 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
     except LookupError:
         number = 1
     changes = tuple(item for item in overrides if _changes_a_plugin(item, saved, merged))
-    return ResumePoint(run_id, checkpoint, merged, step, number, source, changes)
+    return ResumePoint(run_id, checkpoint, merged, step, number, source, changes, int(saved.total_steps))
 
 
 def _changes_a_plugin(item: str, saved: DictConfig, merged: DictConfig) -> bool:

@@ -173,6 +173,12 @@ def _execute(
             run_dir,
             f" (resumed at step {resume.step} from {resume.checkpoint})" if resume else "",
         )
+        if resume is not None and resume.began_with not in (0, int(cfg.total_steps)):
+            log.warning(
+                "total_steps=%d, the run began with %d: a schedule over the run's steps (a fraction of "
+                "total_steps, SB3's lin_ rates) spans the new total from here on",
+                int(cfg.total_steps), resume.began_with,
+            )  # fmt: skip
         with stop_on_sigint(ctx.stop, STOPPING_NOTICE, on_stop=ctx.interrupt_parts):
             agent.learn(ctx)
         step = ctx.progress.step

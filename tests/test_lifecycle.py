@@ -259,6 +259,7 @@ def test_a_run_directory_resumed_tracks_where_its_run_did(cli, tmp_path: Path) -
     r = cli(f"resume={tmp_path / 'outputs/b'}", "total_steps=1536")
     assert r.returncode == 0, r.output[-3000:]
     assert not (tmp_path / "mlflow.db").exists()
+    assert "total_steps=1536, the run began with 1024: a schedule over the run's steps" in r.output
     run = only_run(MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'other.db'}"))
     assert run.data.tags[RESUMES_TAG] == "1" and run.info.status == "FINISHED", run.data.tags
     # Its name follows the budget the resume gave it, as its framework.total_steps tag does.

@@ -107,6 +107,9 @@ def test_a_tracking_server_that_does_not_answer_is_refused_within_ten_seconds(cl
         r, f"tracking.uri={uri} does not answer", "mlflow server --host 127.0.0.1", "tracking=none"
     )
     assert not list(tmp_path.glob("outputs/*/*/checkpoints"))
+    # A port only root may serve on: the server to start is on another, and so is the URI.
+    said = "`mlflow server --host 127.0.0.1 --port 5000` and tracking.uri=http://127.0.0.1:5000"
+    assert_refused(cli("tracking.uri=http://127.0.0.1:1"), said, "python -m framework ui")
 
 
 def test_a_sqlite_store_in_a_missing_folder_is_refused(cli, tmp_path: Path) -> None:

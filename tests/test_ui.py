@@ -277,6 +277,13 @@ def test_ui_without_a_store_says_how_to_make_one(cli: Any, tmp_path: Path) -> No
     assert r.returncode == 1 and "Traceback" not in r.output
     assert "no runs at" in r.stderr and "python -m framework" in r.stderr
     assert not (tmp_path / "mlflow.db").exists()
+    # A store of another folder: the command that makes it, that folder first where it is missing.
+    elsewhere = cli("ui", "--no-browser", "tracking.uri=sqlite:///runs/mlflow.db")
+    said = " ".join(elsewhere.stderr.split())
+    assert (
+        f"first tracked run: mkdir -p {tmp_path / 'runs'} && python -m framework "
+        f"tracking.uri=sqlite:///{tmp_path / 'runs/mlflow.db'})" in said
+    ), said
     wrong = cli("ui", "env=cartpole")
     said = " ".join(wrong.stderr.split())
     assert wrong.returncode == 1 and said == (

@@ -65,11 +65,17 @@ def check_reachable(uri: str, *, timeout_s: float) -> None:
             f"plain http: tracking.uri={plain}"
         )
     if reason is not None:
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        start = f"`mlflow server --host {parsed.hostname} --port {port}`"
+        if port < 1024:  # a port only root may serve on
+            start = f"`mlflow server --host {parsed.hostname} --port 5000` and tracking.uri=" + (
+                f"{parsed.scheme}://{parsed.hostname}:5000"
+            )
         raise TrackingUnavailable(
             f"The MLflow tracking server tracking.uri={uri} does not answer ({reason}) within "
-            f"{timeout_s:g} s. Start it (`mlflow server --host {parsed.hostname} --port "
-            f"{parsed.port or 5000}`), point tracking.uri at a server that runs, or track locally: "
-            f"tracking.uri=sqlite:///mlflow.db (viewed with `mlflow ui`) or tracking=none."
+            f"{timeout_s:g} s. Start it ({start}), point tracking.uri at a server that runs, or track "
+            "locally: tracking.uri=sqlite:///mlflow.db (viewed with `python -m framework ui`) or "
+            "tracking=none."
         )
     if parsed.scheme == "sqlite":
         folder = Path(uri[len(SQLITE_PREFIX) :]).parent

@@ -99,9 +99,13 @@ def main(argv: list[str]) -> int:
         )
     store = Path(uri[len(local_views.SQLITE) :]).resolve()
     if not store.is_file():
+        default = uri == local_views.absolute_uri("sqlite:///mlflow.db")
+        first = "python -m framework" + ("" if default else f" tracking.uri={uri}")
+        if not store.parent.is_dir():
+            first = f"mkdir -p {store.parent} && {first}"
         refuse(
-            f"no runs at {store} yet (the store is created by the first tracked run: python -m "
-            "framework); or give the store: tracking.uri=sqlite:///PATH"
+            f"no runs at {store} yet (the store is created by the first tracked run: {first}); or give "
+            "the store: tracking.uri=sqlite:///PATH"
         )
         return 1
     uri = f"{local_views.SQLITE}{store}"

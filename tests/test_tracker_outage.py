@@ -272,7 +272,9 @@ def test_a_run_that_ends_before_its_server_returns_says_the_command_that_sends_t
     assert client.get_run(run_id).info.status == "RUNNING"  # what the server knew when it was lost
     r = run_cli(*shlex.split(command)[3:], cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.output[-3000:]
-    assert f"to run {run_id}" in r.stdout and "it is FINISHED" in r.stdout
+    said = " ".join(r.stdout.split())
+    assert f"to run {run_id}" in said and "it is FINISHED" in said, r.stdout
+    assert all(len(line) <= 100 for line in r.stdout.splitlines()), r.stdout  # its 170 characters wrapped
     assert_every_point_once(client, journal)
     assert client.get_run(run_id).info.status == "FINISHED"
     assert {a.path for a in client.list_artifacts(run_id)} == {"config.yaml", "model", "checkpoint"}

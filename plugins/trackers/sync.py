@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from framework.columns import refuse
+from framework.columns import for_stream, refuse
 from framework.commands import Parser
 
 from .journal import Journal, JournalBusy, journals, read_record
@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         return 1
     found = journals(args.run_dir)
     if not found:
-        print(f"Nothing to send: {args.run_dir} holds no tracking journal (tracking/*.jsonl).")
+        _say(f"Nothing to send: {args.run_dir} holds no tracking journal (tracking/*.jsonl).")
         return 0
     return max(_sync(path, args.uri) for path in found)
 
@@ -57,7 +57,7 @@ def _sync(path: Path, uri: str | None) -> int:
         return 1
     try:
         if journal.all_sent():
-            print(f"Nothing to send: run {record.run_id} has everything its journal {path} holds.")
+            _say(f"Nothing to send: run {record.run_id} has everything its journal {path} holds.")
             return 0
         target = uri or record.uri
         reason = server_unreachable(target, timeout_s=CHECK_TIMEOUT_S)
@@ -100,5 +100,10 @@ def _send(journal: Journal, uri: str) -> int:
         )
         return 1
     status = client.get_run(record.run_id).info.status
-    print(f"Sent {what} to run {record.run_id} ({run.info.run_name}) at {uri}: it is {status}.")
+    _say(f"Sent {what} to run {record.run_id} ({run.info.run_name}) at {uri}: it is {status}.")
     return 0
+
+
+def _say(text: str) -> None:
+    """A line of the command's, in lines of 100 columns (a path or an address kept whole)."""
+    print(for_stream(text, sys.stdout))

@@ -17,7 +17,7 @@ from framework.errors import ExplainedError
 STATE_FILE = "state.json"
 CONFIG_FILE = "config.yaml"
 AGENT_DIR = "agent"
-#: In a checkpoints folder whose last checkpoint a resumed run removed: the run directory it went on in.
+#: In a checkpoints folder a resumed run went on from: the run directory it went on in.
 WENT_ON_FILE = "went_on_in"
 
 
@@ -106,8 +106,8 @@ class Checkpointer:
         done = earlier + self._done(self.root)  # a resumed part's steps follow those it went on from
         for old in done[: -max(1, keep)]:
             shutil.rmtree(old, ignore_errors=True)
-        if earlier and self.earlier is not None and not self._done(self.earlier):
-            with contextlib.suppress(OSError):  # where `resume=` of that directory is sent instead
+        if self.earlier is not None:  # where `resume=` of that directory is sent instead
+            with contextlib.suppress(OSError):
                 (self.earlier / WENT_ON_FILE).write_text(str(self.root.parent))
 
     @staticmethod

@@ -13,7 +13,15 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from framework import config
-from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, find_latest, read_state, where_it_went_on
+from framework.checkpoint import (
+    AGENT_DIR,
+    CONFIG_FILE,
+    STATE_FILE,
+    WENT_ON_FILE,
+    find_latest,
+    read_state,
+    where_it_went_on,
+)
 from framework.contracts import Tracker
 from framework.contracts.tracker import SUMMARY_SPEC_TAG
 from framework.errors import ConfigError
@@ -128,6 +136,8 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
         run_id = _tracked_run_of(saved, cfg, overrides, state.get("run_id"), target)
         if run_id is not None:
             _refuse_if_the_run_went_on(tracker, run_id, checkpoint, int(state["step"]), target)
+        # untracked too: its checkpoints folder says where it went on
+        _refuse_if_it_went_on_elsewhere(checkpoint, int(state["step"]), target)
     merged = _apply_resume_overrides(saved, cfg, overrides)
     step, total = int(state["step"]), int(merged.total_steps)
     if step > total:
@@ -202,6 +212,24 @@ def _refuse_if_the_run_went_on(
         f"resume={target}: run {run_id} went on in {latest_dir} after this checkpoint (step {step}), and "
         f"going on from here again would leave that part's metrics in its history beside these: continue "
         f"it from its latest with {went_on}"
+    )
+
+
+def _refuse_if_it_went_on_elsewhere(checkpoint: Path, step: int, target: str) -> None:
+    """An untracked run's directory that a resume went on from, to a later checkpoint elsewhere: going
+    on from here again would make a second, diverging run of that later part."""
+    went, seen = _dir_of(checkpoint), set()
+    while (went / "checkpoints" / WENT_ON_FILE).is_file() and went not in seen:
+        seen.add(went)
+        with contextlib.suppress(OSError):
+            went = Path((went / "checkpoints" / WENT_ON_FILE).read_text().strip())
+    later = find_latest(went) if seen else None
+    if later is None or int(read_state(later).get("step", -1)) <= step:
+        return
+    raise ConfigError(
+        f"resume={target}: the run went on in {went} after this checkpoint (step {step}), to step "
+        f"{read_state(later)['step']}; going on from here again would run that part twice: continue it "
+        f"from its latest with resume={went}"
     )
 
 

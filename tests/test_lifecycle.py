@@ -140,7 +140,7 @@ def test_resume_takes_keys_of_the_runs_own_plugins_that_the_default_plugins_lack
     assert "FINISHED at step 1536" in again.output
     saved = OmegaConf.load(tmp_path / "outputs/b/checkpoints/step_0000001536/config.yaml")
     assert (saved.env.name, saved.env.continuous, saved.env.max_episode_steps) == ("lunarlander", False, 100)
-    typo = cli(resume, "env.continous=false", "tracking=none")
+    typo = cli(f"resume={tmp_path / 'outputs/b'}", "total_steps=2048", "env.continous=false", "tracking=none")
     assert typo.returncode == 1 and "Traceback" not in typo.output
     assert "Unknown config key env.continous for env plugin 'lunarlander'. Did you mean env.continuous?" in (
         typo.stderr
@@ -264,7 +264,15 @@ def test_a_run_directory_resumed_tracks_where_its_run_did(cli, tmp_path: Path) -
     assert run.data.tags[RESUMES_TAG] == "1" and run.info.status == "FINISHED", run.data.tags
     # Its name follows the budget the resume gave it, as its framework.total_steps tag does.
     assert "steps=1536" in run.info.run_name and "steps=1024" not in run.info.run_name, run.info.run_name
-    tracked = cli(f"resume={tmp_path / 'outputs/a'}", "total_steps=2048", "tracking=mlflow")
+    # The untracked run went on from a's step 1024 (kept: checkpoint.keep=2) to 1536 elsewhere: going on
+    # from a's again would run that part twice, silently, as a second diverging run.
+    went_on = Path((tmp_path / "outputs/a/checkpoints/went_on_in").read_text())
+    again = cli(f"resume={tmp_path / 'outputs/a'}", "total_steps=2048")
+    said = " ".join(again.stderr.split())
+    assert again.returncode == 1 and "Traceback" not in again.stderr, again.output[-3000:]
+    assert f"the run went on in {went_on} after this checkpoint (step 1024), to step 1536" in said, said
+    assert f"continue it from its latest with resume={went_on}" in said, said
+    tracked = cli(f"resume={went_on}", "total_steps=2048", "tracking=mlflow")
     assert tracked.returncode == 0, tracked.output[-3000:]
     assert "Run FINISHED at step 2048 of 2048." in tracked.stdout
 

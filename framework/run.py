@@ -318,7 +318,12 @@ def _run_name(plan: Plan, tracker: Tracker, overrides: Sequence[str], given: str
         return given or tracker.name_run(
             plan.cfg, plan.env_name, config.named_overrides(plan.cfg, overrides), resumes=None
         )
-    return tracker.name_run(plan.cfg, plan.env_name, (), resumes=plan.resume.run_id or "")
+    first: list[str] = []  # the overrides its first part was named by, where its directory has them
+    if plan.resume.source is not None:
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            first = [str(o) for o in OmegaConf.load(plan.resume.source / ".hydra" / "overrides.yaml")]
+    named = config.named_overrides(plan.cfg, first) if first else []
+    return tracker.name_run(plan.cfg, plan.env_name, named, resumes=plan.resume.run_id or "")
 
 
 def _agent_label(cfg: DictConfig) -> str:

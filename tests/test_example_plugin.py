@@ -100,4 +100,6 @@ def test_example_agent_trains_resumes_and_says_its_own_lines(
     )
     assert again.returncode == 0, again.output[-3000:]
     assert "qtable learns from step 1500 with 4 states known" in again.output
+    # Untracked, it is named as its first part was, with the budget the resume gave it.
+    assert "run               qtable-s0 length=5 steps=2k corridor" in again.stdout, again.stdout
     assert "Run FINISHED at step 2000 of 2000." in again.stdout

@@ -123,13 +123,15 @@ def name_run(
     """A run's name (`Tracker.name_run`): a resumed run keeps its own where `tracker` has it."""
     if resumes is None:
         return run_name(cfg, env_name, overrides, preset_of(overrides))
+    own = None
     if resumes:
         with contextlib.suppress(LookupError):
             own = tracker.run_tags(resumes).get(NAME_TAG)
-            if own:  # its own, with the budget this resume gives it (`steps=8k` becomes `steps=10k`)
-                (budget,) = override_parts([("total_steps", str(cfg.total_steps))])
-                return re.sub(rf"(?<!\S){re.escape(budget.split('=')[0])}=\S+", budget, own)
-    return base_name(cfg, env_name, ())
+    # Its own (else as its first part's overrides named it), with the budget this resume gives it
+    # (`steps=8k` becomes `steps=10k`).
+    own = own or run_name(cfg, env_name, overrides)
+    (budget,) = override_parts([("total_steps", str(cfg.total_steps))])
+    return re.sub(rf"(?<!\S){re.escape(budget.split('=')[0])}=\S+", budget, own)
 
 
 def config_overrides(overrides: Sequence[str]) -> list[tuple[str, str | None]]:

@@ -233,9 +233,16 @@ def test_sigterm_to_a_sweep_ends_its_parent_killed(tmp_path: Path) -> None:
     out, _ = p.communicate(timeout=60)
     assert p.returncode == EXIT_KILLED  # stopped as Ctrl-C stops it, not killed outright
     # It ran its jobs in turn: it says what was not run.
-    assert "jobs              2 in the sweep; 1 not started: a sweep of their values runs them" in out, out[
-        -2000:
-    ]
+    assert (
+        "jobs              2 in the sweep; 1 not started: a sweep of their values runs them; one by one:"
+        in out
+    ), out[-2000:]
+    # And the command that runs it, as the job it would have been.
+    command = next(
+        line.strip() for line in out.splitlines() if line.strip().startswith("python -m framework")
+    )
+    job = ["seed=2", "total_steps=400000", "eval.every_steps=0", "progress=off"]
+    assert sorted(command.split()[3:]) == sorted(job), command
 
     client, found = ended_runs(tmp_path)
     assert set(found) == {"sweep", "s1"}

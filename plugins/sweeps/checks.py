@@ -29,9 +29,9 @@ MOST_JOBS = 1000
 SAMPLED_JOBS = 4
 
 
-def check_jobs(sweep_config: DictConfig) -> int:
+def check_jobs(sweep_config: DictConfig) -> list[list[str]]:
     """Refuse the sweep (ConfigError, naming the job and its values) where a job's config would
-    be refused as that job starts; its number of jobs."""
+    be refused as that job starts; its jobs' overrides."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -46,11 +46,11 @@ def check_jobs(sweep_config: DictConfig) -> int:
             "start+1, ... below stop (range(2,5): 2, 3, 4)"
         )
     if len(jobs) < 2 or not GlobalHydra.instance().is_initialized():
-        return len(jobs)  # one job: it checks itself as it starts
+        return jobs  # one job: it checks itself as it starts
     swept = {o.key_or_group for o in parsed if o.is_sweep_override()}
     for number, job in enumerate(jobs[:MOST_JOBS]):
         _check_composed(sweep_config, job, swept, f"job {number} of the sweep")
-    return len(jobs)
+    return jobs
 
 
 def check_a_sampled_job(sweep_config: DictConfig) -> None:

@@ -20,6 +20,7 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 import sys
 import threading
 import time
@@ -93,6 +94,8 @@ class SweepParentRun(Callback):
         """In a launcher's worker, while a job runs: its watch on the sweep's process."""
         self._jobs: int | None = None
         self._started = 0  # jobs started in this process
+        self._job_list: list[list[str]] = []  # every job's overrides (a grid sweep's)
+        self._started_jobs: list[list[str]] = []
         self._elsewhere = False  # jobs run in a launcher's processes (joblib, Ray): not counted here
         """A grid sweep's number of jobs."""
 
@@ -134,9 +137,9 @@ class SweepParentRun(Callback):
             _refuse_a_bad_job(config, sampled=True)
             study = sweeper.study()  # the study, and what it searches, name the parent
         else:
-            jobs = _refuse_a_bad_job(config)
+            self._job_list = _refuse_a_bad_job(config) or []
             # Hydra's own launcher runs them in turn and none after a failed one (joblib, Ray: all).
-            self._jobs, self._elsewhere = jobs, _jobs_run_elsewhere(config)
+            self._jobs, self._elsewhere = len(self._job_list), _jobs_run_elsewhere(config)
         try:
             # The study it goes on with, if any: one it cannot (another objective) refused before its
             # parent is opened again.
@@ -199,6 +202,7 @@ class SweepParentRun(Callback):
         if config.hydra.mode != RunMode.MULTIRUN:
             return
         self._started += 1
+        self._started_jobs.append(task_overrides(config.hydra.overrides.task))
         os.environ.pop(RUN_NAME_ENV, None)
         name = _job_name(config)
         if name:
@@ -237,11 +241,27 @@ class SweepParentRun(Callback):
                     "it stops at its first failed job, and those after it are not run"
                     if status == "FAILED"
                     else f"{self._jobs - self._started} not started: a sweep of their values runs them"
+                    + self._commands_not_started()
                 )
             if said:
                 print(said, flush=True)
         finally:
             self._tracker.close()
+
+    def _commands_not_started(self) -> str:
+        """The commands that run the jobs of this process's sweep that did not start (a few)."""
+        started = {tuple(sorted(job)) for job in self._started_jobs}
+        left = [job for job in self._job_list if tuple(sorted(job)) not in started]
+        if self._elsewhere or not left:
+            return ""
+        shown = [f"\n                    python -m framework {shlex.join(job)}" for job in left[:SHOWN_JOBS]]
+        return (
+            "; one by one:" + "".join(shown) + ("\n                    ..." if len(left) > SHOWN_JOBS else "")
+        )
+
+
+#: The most jobs not started whose commands a stopped sweep prints.
+SHOWN_JOBS = 5
 
 
 def _job_name(config: DictConfig) -> str | None:
@@ -259,7 +279,7 @@ def _job_name(config: DictConfig) -> str | None:
         return None
 
 
-def _refuse_a_bad_job(config: DictConfig, sampled: bool = False) -> int | None:
+def _refuse_a_bad_job(config: DictConfig, sampled: bool = False) -> list[list[str]] | None:
     """A grid sweep whose jobs' values are refused (a sampled one whose job is) is refused whole,
     before its first job runs (`checks`): one message and exit status 1, as for a single run. (What
     a callback raises Hydra turns into a warning; an exit it lets through.)"""

@@ -76,7 +76,7 @@ class RunContext:
 
     def __post_init__(self) -> None:
         self._last_step = self.start_step
-        self._perf_mark = (time.perf_counter(), self.start_step)
+        self._perf_mark = (0.0, self.start_step)  # set at the first step: the run's start-up is no step
         # Read once: a DictConfig lookup costs ~28 µs, more than a CartPole env step.
         self._eval_every = int(self.cfg.eval.every_steps)
         self._eval_at_start = bool(self.cfg.eval.get("at_start", False)) and self.start_step == 0
@@ -115,6 +115,8 @@ class RunContext:
                 "step is the run's total so far, which never goes back (framework.contracts)"
             )
         due = self.progress.update(step)
+        if not self._perf_mark[0]:
+            self._perf_mark = (time.perf_counter(), step)
         if self._eval_at_start:  # the untrained agent, logged at step 0 (see EvalConfig.at_start)
             self._eval_at_start = False
             self.evaluate(agent, 0, before_training=True)

@@ -50,8 +50,10 @@ class ProgressDisplay:
         self.metric = metric
         self.eval_value: float | None = None
         self.log_every_s = log_every_s
-        self._t0 = time.perf_counter()
-        self._last_log = self._t0
+        self._last_log = time.perf_counter()
+        self._rate_from: tuple[float, int] | None = None
+        """When and at which step the rate's clock started: the first step reported, not the run's
+        start (its plugins' building, a first evaluation), which a rate of training is not."""
         self._bar: Any = None
         self._task: Any = None
         self._swapped: list[tuple[logging.Logger, logging.Handler, logging.Handler]] = []
@@ -109,20 +111,29 @@ class ProgressDisplay:
 
     @property
     def steps_per_s(self) -> float:
-        elapsed = time.perf_counter() - self._t0
-        return (self.step - self.start_step) / elapsed if elapsed > 0 else 0.0
+        if self._rate_from is None:
+            return 0.0
+        t0, s0 = self._rate_from
+        elapsed = time.perf_counter() - t0
+        return (self.step - s0) / elapsed if elapsed > 0 else 0.0
+
+    def _rate(self) -> str:
+        rate = self.steps_per_s
+        return f"{rate:.0f}" if rate > 0 else "-"
 
     def update(self, step: int) -> bool:
         """Record progress; True when a periodic log interval has passed."""
         self.step = step
         now = time.perf_counter()
+        if self._rate_from is None:
+            self._rate_from = (now, step)
         due = now - self._last_log >= self.log_every_s
         if self._bar is not None and (due or now - self._last_log >= 0.25):
             self._bar.update(
                 self._task,
                 completed=self._shown(step),
                 steps=self._steps(step),
-                rate=f"{self.steps_per_s:.0f}",
+                rate=self._rate(),
                 eval=self._eval_text(),
             )
         if due:
@@ -152,7 +163,7 @@ class ProgressDisplay:
         shown = self._shown(self.step)
         pct = 100.0 * shown / self.total if self.total else 100.0
         return (
-            f"step {shown}/{self.total} ({pct:.0f}%) | {self.steps_per_s:.0f} steps/s | "
+            f"step {shown}/{self.total} ({pct:.0f}%) | {self._rate()} steps/s | "
             f"{self.metric} {self._eval_text()}"
         )
 

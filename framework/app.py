@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
 from framework import STARTED_AT, commands, config, registry, run_dirs
-from framework.columns import refusal
+from framework.columns import for_stream, refusal
 from framework.contracts.sweeper import parent_run_of_this_job, run_name_of_this_job
 from framework.errors import ConfigError, ExplainedError, JobFailed, RunFailed, hydra_message
 from framework.interrupts import EXIT_KILLED, JOB_INTERRUPTED, STOP_ASKED, forget_caught_interrupt
@@ -140,7 +140,7 @@ def register_schemas() -> None:
                     reason = (str(e).strip().splitlines() or [""])[0]
                     LEFT_OUT[module] = f"{type(e).__name__}: {reason}" if reason else type(e).__name__
                     said = f"the configs of {owner} are left out: importing it raised {LEFT_OUT[module]}"
-                    print(f"Warning: {said}", file=sys.stderr)
+                    print(for_stream(f"Warning: {said}", sys.stderr), file=sys.stderr)
                 continue
             for name in _config_files(module):
                 given.setdefault(name, []).append(owner)

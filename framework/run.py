@@ -323,6 +323,8 @@ def _run_name(plan: Plan, tracker: Tracker, overrides: Sequence[str], given: str
         with contextlib.suppress(OSError, ValueError, TypeError):
             first = [str(o) for o in OmegaConf.load(plan.resume.source / ".hydra" / "overrides.yaml")]
     named = config.named_overrides(plan.cfg, first) if first else []
+    if plan.resume.began_with not in (0, int(plan.cfg.total_steps)):  # a name shows its new budget
+        named.append(f"total_steps={int(plan.cfg.total_steps)}")
     return tracker.name_run(plan.cfg, plan.env_name, named, resumes=plan.resume.run_id or "")
 
 

@@ -46,6 +46,13 @@ def test_a_job_that_hydra_moves_into_its_directory_tracks_to_the_launch_director
     parents = [run for run in runs if "mlflow.parentRunId" not in run.data.tags]
     assert len(runs) == 3 and len(parents) == 1, [run.info.run_name for run in runs]
     assert {run.data.tags.get("mlflow.parentRunId") for run in runs} == {None, parents[0].info.run_id}
+    # A single run that makes a new store: the store's artifacts (./mlruns) in the launch directory
+    # too, not in that first run's directory, where every later run's model would have gone.
+    solo = cli("total_steps=64", "eval.episodes=1", "hydra.job.chdir=true", "tracking.uri=sqlite:///solo.db")
+    assert solo.returncode == 0, solo.output[-3000:]
+    store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'solo.db'}")
+    location = store.get_experiment_by_name("framework").artifact_location
+    assert location.removeprefix("file://") == str(tmp_path / "mlruns" / "1"), location
 
 
 def test_deleting_a_key_every_run_reads_or_asking_hydra_to_rerun_is_one_message(cli, tmp_path: Path) -> None:

@@ -144,6 +144,7 @@ def test_a_conf_package_that_cannot_be_imported_is_left_out_and_said_once(tmp_pa
     assert "(broken: third_party_plugins has no Nowhere)" in shown, shown
     warnings = [line for line in listing.stderr.splitlines() if line.startswith("Warning:")]
     assert len(warnings) == 2, listing.stderr
+    assert all(len(line) <= 100 for line in listing.stderr.splitlines()), listing.stderr  # wrapped
     assert "the configs of third-party 1.2.3 (broken_conf) are left out" in listing.stderr
     assert (
         "The schema NamedConfig of env plugin 'named' has a field `name`, the key that chooses the plugin "
@@ -192,6 +193,9 @@ def test_a_config_file_two_packages_give_is_refused_naming_both(tmp_path: Path) 
     assert said.startswith(
         "Error: The config file env/cartpole.yaml is in more than one config package: framework "
     ), said
+    described = cli(tmp_path, "plugins", "--config", "cartpole")  # the same one line, not a traceback
+    assert described.returncode == 1 and "Traceback" not in described.stderr, described.stderr
+    assert "Error: The config file env/cartpole.yaml is in more than one" in described.stderr
     assert "(framework_conf) and rival-conf 1.2.3 (rival_conf); which one a run would compose is chance" in (
         said
     )

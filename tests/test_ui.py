@@ -259,6 +259,10 @@ def test_a_port_given_that_another_process_holds_is_refused_before_anything_star
     assert r.returncode == 1 and "Traceback" not in r.output, r.output
     assert f"--port {port}: the port is in use on 127.0.0.1; give another, or leave --port out" in r.stderr
     assert not list((store / "cache").glob("ui-*"))  # no server was started: no log, no record
+    for given in ("99999", "0"):  # 99999 was an OverflowError's traceback; 0 served on 5000
+        r = run_cli("ui", "--no-browser", "--port", given, cwd=store, timeout=120)
+        assert r.returncode == 2 and "Traceback" not in r.output, r.output
+        assert f"argument --port: '{given}' is not a port: give one from 1 to 65535" in r.stderr
 
 
 def test_an_experiment_the_store_lacks_is_refused_naming_those_it_has(store: Path) -> None:

@@ -63,7 +63,11 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     if args.config:
-        return describe(args.config, args.kind)
+        try:
+            return describe(args.config, args.kind)
+        except ConfigError as e:  # a config file two packages give
+            refuse(str(e))
+            return 1
     files = config_files()
     problems = []
     if args.kind in (None, "conf"):

@@ -92,11 +92,11 @@ def absolute_uri(uri: str) -> str:
     """Pin a relative SQLite path to the launch directory, so every job of a sweep shares it (a job that
     `hydra.job.chdir=true` moved into its own directory too)."""
     if uri.startswith(SQLITE) and not uri.startswith(SQLITE + "/"):
-        return SQLITE + str((_launch_dir() / uri[len(SQLITE) :]).resolve())
+        return SQLITE + str((launch_dir() / uri[len(SQLITE) :]).resolve())
     return uri
 
 
-def _launch_dir() -> Path:
+def launch_dir() -> Path:
     """The directory the command was started in: Hydra's `runtime.cwd` in a job, else this one."""
     from hydra.core.hydra_config import HydraConfig
 

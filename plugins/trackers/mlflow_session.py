@@ -85,8 +85,11 @@ class MlflowSession:
         orphan_grace_s: float = ORPHAN_GRACE_S,
         outage_wait_s: float = 0.0,
         finish_timeout_s: float = 600.0,
+        launch_dir: str | None = None,
     ) -> None:
         quiet_libraries()
+        if launch_dir is not None:  # the tracking process's own: a store's ./mlruns is the launch directory's
+            os.chdir(launch_dir)  # (a job that hydra.job.chdir=true moved is not where its artifacts go)
         self.uri = uri
         self.experiment = experiment
         self.flush_every_s = flush_every_s

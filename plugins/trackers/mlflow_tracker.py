@@ -94,6 +94,7 @@ class MlflowTracker:
             self.cfg.flush_every_s,
             outage_wait_s=self.cfg.outage_wait_s,
             finish_timeout_s=self.cfg.finish_timeout_s,
+            launch_dir=str(local_views.launch_dir()),
         )
 
     def _live(self) -> TrackingProcess:

@@ -127,11 +127,18 @@ def name_run(
     if resumes:
         with contextlib.suppress(LookupError):
             own = tracker.run_tags(resumes).get(NAME_TAG)
-    # Its own (else as its first part's overrides named it), with the budget this resume gives it
-    # (`steps=8k` becomes `steps=10k`).
-    own = own or run_name(cfg, env_name, overrides)
+    if not own:  # as its first part's overrides named it (and the budget the resume gives it, last)
+        return run_name(cfg, env_name, overrides)
+    if not any(o.startswith("total_steps=") for o in overrides):
+        return own
+    # Its own, with the budget the resume gives it: `steps=8k` becomes `steps=10k`, or is added.
     (budget,) = override_parts([("total_steps", str(cfg.total_steps))])
-    return re.sub(rf"(?<!\S){re.escape(budget.split('=')[0])}=\S+", budget, own)
+    shown = rf"(?<!\S){re.escape(budget.split('=')[0])}=\S+"
+    if re.search(shown, own):
+        return re.sub(shown, budget, own)
+    place = where(cfg, env_name, ())
+    at = own.rfind(f" {place}") if place else -1
+    return f"{own[:at]} {budget}{own[at:]}" if at > 0 else f"{own} {budget}"
 
 
 def config_overrides(overrides: Sequence[str]) -> list[tuple[str, str | None]]:

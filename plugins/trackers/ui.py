@@ -11,6 +11,7 @@ the server already running on that store and only prints (and opens) the address
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import json
@@ -66,7 +67,7 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument(
         "--port",
-        type=int,
+        type=_port,
         default=None,
         help=f"the port (default {DEFAULT_PORT}, else the store's own, else any free one)",
     )
@@ -131,6 +132,13 @@ def main(argv: list[str]) -> int:
     assert starting is not None  # the loop ends with the lock held or a server found
     with starting:
         return _serve(uri, experiment, args.run, args.port, args.no_browser, starting)
+
+
+def _port(text: str) -> int:
+    """A TCP port a server may take: 1 to 65535 (argparse says so for anything else)."""
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: give one from 1 to 65535")
+    return int(text)
 
 
 def server_env() -> dict[str, str]:

@@ -79,6 +79,13 @@ def test_mlflows_own_variables_choose_the_store_and_experiment_unless_the_comman
         assert experiment is not None and len(client.search_runs([experiment.experiment_id])) == 1, name
     compared = cli("compare", env=env)
     assert compared.returncode == 0 and "compare.html" in compared.stdout, compared.output[-3000:]
+    # The store alone chosen: its experiments named, not "framework: neither a run id nor ...".
+    other = cli("compare", env={"MLFLOW_TRACKING_URI": "sqlite:///env.db"})
+    said = " ".join(other.stderr.split())
+    assert other.returncode == 1 and "has no experiment framework (tracking.experiment, its default)" in said
+    assert "its experiments: Default, envexp, given: name one (python -m framework compare NAME)" in said, (
+        said
+    )
 
 
 def test_shell_completion_offers_config_groups_only_and_a_wrong_shell_is_one_line(cli) -> None:

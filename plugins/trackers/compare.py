@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import os
 import re
 import time
 from collections.abc import Sequence
@@ -78,6 +79,13 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
         raise LookupError(f"no runs at {uri[len('sqlite:///') :]} yet: nothing to compare")
     client = MlflowClient(tracking_uri=uri)
+    if not args.runs and client.get_experiment_by_name(experiment) is None:  # none named: the config's
+        names = sorted(e.name for e in client.search_experiments())
+        given = "MLFLOW_EXPERIMENT_NAME" if os.environ.get("MLFLOW_EXPERIMENT_NAME") else "its default"
+        raise LookupError(
+            f"{uri} has no experiment {experiment} (tracking.experiment, {given}); its experiments: "
+            f"{', '.join(names) or 'none'}: name one (python -m framework compare NAME), or give runs"
+        )
     runs = one_env(_runs(client, args.runs or [experiment]), args.env)
     metric, mode = _objective(runs, args.metric, args.mode)
     keys = differing(runs)

@@ -201,6 +201,9 @@ def main() -> None:
     os.environ[COMMAND_PID_ENV] = str(os.getpid())
     # Hydra then re-raises what it would print; what a user sees is decided here.
     os.environ[FULL_ERROR_ENV] = "1"
+    args = sys.argv[1:]
+    if {"-sc", "--shell-completion"} & set(args) and {"query=bash", "query=zsh", "query=fish"} & set(args):
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115  # a completion query prints candidates only
     try:
         _main()
     finally:  # a directory Hydra resolved but nothing ran in (`--cfg hydra --resolve`) is not left behind

@@ -93,6 +93,8 @@ def test_shell_completion_offers_config_groups_only_and_a_wrong_shell_is_one_lin
     offered = cli("-sc", "query=bash", env={"COMP_LINE": "framework con"})
     assert offered.returncode == 0 and "contracts" not in offered.stdout, offered.output
     assert "env=" in cli("-sc", "query=bash", env={"COMP_LINE": "framework en"}).stdout
+    quiet = cli("-sc", "query=bash", env={"COMP_LINE": "framework ui "})  # a command: no candidates
+    assert quiet.stdout.strip() == "" and quiet.stderr == "", quiet.output  # and no error mid-line
     wrong = cli("-sc", "query=con")
     assert wrong.returncode == 1 and "Traceback" not in wrong.stderr, wrong.stderr
     assert (

@@ -40,9 +40,10 @@ def ship(run: Path, dest: Path, about: str) -> dict[str, Any]:
     """Write the last checkpoint of `run` to `dest`, its network alone; returns the provenance. A
     mistake (no such run, another agent's, a `dest` holding other files) is a ConfigError."""
     if not run.is_dir():
+        what = "not a directory" if run.exists() else "no such directory"
         raise ConfigError(
-            f"{run}: no such directory; RUN is a run directory (the `run dir` line a run prints) or one of "
-            "its checkpoints/step_* folders"
+            f"{run}: {what}; RUN is a run directory (the `run dir` line a run prints) or one of its "
+            "checkpoints/step_* folders"
         )
     checkpoint = find_latest(where_it_went_on(run) or run)
     if checkpoint is None:
@@ -106,7 +107,11 @@ def _check_dest(dest: Path, run: Path, checkpoint: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(
+        prog="python -m framework_plugins.alphazero.ship",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("run", type=Path, help="a run directory (or one of its checkpoints)")
     parser.add_argument(
         "dest", type=Path, help="the folder to write: new, empty, or one ship wrote before (replaced)"

@@ -400,9 +400,11 @@ def test_ship_writes_only_a_new_empty_or_earlier_shipped_folder_and_only_an_alph
     (other / "checkpoints/step_0000000001/config.yaml").write_text(yaml.safe_dump(saved))
     assert ship_main([str(other), str(tmp_path / "x")]) == 1
     assert ship_main([str(tmp_path / "nowhere"), str(tmp_path / "x")]) == 1
+    assert ship_main([str(run / "checkpoints" / "latest"), str(tmp_path / "x")]) == 1  # a file
     said = " ".join(capsys.readouterr().err.split())
     assert "that run trained agent=dqn on env=gomoku; ship writes an AlphaZero agent" in said, said
     assert "nowhere: no such directory; RUN is a run directory" in said, said
+    assert "latest: not a directory; RUN is a run directory" in said, said
     assert not (tmp_path / "x").exists()
 
 

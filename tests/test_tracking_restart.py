@@ -29,7 +29,7 @@ def test_a_killed_tracking_process_is_started_again_and_nothing_the_run_logged_i
         # Killed once it has taken them (in its journal): what is still in the pipe to it is gone with it.
         journal = run_dir / "tracking" / f"{run_id}.jsonl"
         deadline = time.monotonic() + 30
-        while not journal.is_file() or journal.read_text().count('"metrics"') < 3:
+        while not journal.is_file() or journal.read_text().count('"op": "metrics"') < 3:
             assert time.monotonic() < deadline, "the tracking process never journaled the points"
             time.sleep(0.05)
         dead = tracker._process.process

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from framework.building import untracked
-from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, DiskError
+from framework.checkpoint import AGENT_DIR, CONFIG_FILE, STATE_FILE, DiskError, find_latest
 from framework.context import RunContext
 from framework.contracts import Agent, StoreTracker, Tracker
 
@@ -36,7 +36,10 @@ def resume_rows(run_dir: Path, saved: Path | None, tracker: Tracker, run_id: str
     """The summary's last rows: the checkpoint and the command continuing from it, or that there is none."""
     if saved is None:
         return [("checkpoint", "none: the run stopped before its first one, and starts over when run again")]
-    again = f"python -m framework resume={run_dir.resolve()}"
+    home = saved.parent.parent if saved.parent.name == "checkpoints" else saved
+    # Its run directory, or the checkpoint itself where that directory's latest is another (a resumed
+    # run stopped before it saved goes on from where it was resumed).
+    again = f"python -m framework resume={(home if find_latest(home) == saved else saved).resolve()}"
     if untracked(tracker):  # resume= tracks with MLflow unless told otherwise
         again += " tracking=none"
     else:  # a tracked run also continues by its id, from any directory
@@ -57,15 +60,16 @@ def write_quietly(path: Path, text: str) -> bool:
 
 
 def last_checkpoint(ctx: RunContext, agent: Agent) -> Path | None:
-    """Best effort: a fresh checkpoint at the current step, else the newest periodic one."""
+    """Best effort: a fresh checkpoint at the current step, else the newest periodic one; a resumed run
+    that took no step (its agent maybe not loaded yet) has only the checkpoint it went on from."""
     try:
-        if ctx.progress.step > 0:
+        if ctx.progress.step > ctx.start_step:
             return ctx.save_checkpoint(ctx.progress.step, agent)
     except DiskError as e:
         log.warning("%s", e)
     except Exception:  # the agent may be in the state that caused the failure
         log.exception("could not save a last checkpoint")
-    return ctx.checkpointer.latest()
+    return ctx.checkpointer.latest() or ctx.resume_from
 
 
 def end_safely(

@@ -196,12 +196,15 @@ def _refuse_if_the_run_went_on(
     """A run directory's checkpoint is older than its tracked run's where a resume went on elsewhere:
     going on from it would leave the run's later part in its history, beside the new one."""
     try:
-        latest_dir = run_dir_of(tracker.run_tags(run_id))
+        tags = tracker.run_tags(run_id)
     except LookupError:
         return
+    latest_dir = run_dir_of(tags)
     if not latest_dir or Path(latest_dir).resolve() == _dir_of(checkpoint).resolve():
         return
     later = find_latest(Path(latest_dir))
+    if later is None and tags.get("framework.resumed_from_step") == str(step):
+        return  # its last part went on from this very checkpoint, and stopped before it saved one
     if later is not None and (
         read_state(later).get("run_id") not in (None, run_id)
         or int(read_state(later).get("step", -1)) <= step

@@ -8,6 +8,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import run_cli, start_cli
@@ -125,3 +126,74 @@ def test_the_summary_of_a_run_without_a_checkpoint_says_so_and_gives_no_resume(t
     assert rows == [
         ("checkpoint", "none: the run stopped before its first one, and starts over when run again")
     ]
+
+
+def test_a_resumed_run_stopped_before_its_first_step_points_back_to_where_it_was_resumed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import numpy as np
+    from omegaconf import OmegaConf
+
+    from framework.checkpoint import Checkpointer
+    from framework.context import RunContext
+    from framework.endings import last_checkpoint, resume_rows
+    from framework.progress import ProgressDisplay
+    from framework_plugins.trackers.null_tracker import NullTracker
+
+    first = tmp_path / "first"
+    saved = Checkpointer(first / "checkpoints", every_steps=0, keep=1, config_yaml="seed: 0\n")
+    saved.save(2048, lambda folder: (folder / "weights").write_text("trained"), {"run_id": None})
+
+    class NotLoadedYet:  # its learn failed before it loaded the checkpoint (its game page never came)
+        def save(self, folder: Path) -> None:
+            raise AttributeError("'NoneType' object has no attribute 'save'")
+
+    run_dir = tmp_path / "second"
+    ctx = RunContext(
+        cfg=OmegaConf.create({"eval": {"every_steps": 0, "episodes": 1, "deterministic": True}}),
+        env_plugin=None,
+        seed=0,
+        rng=np.random.default_rng(0),
+        device="cpu",
+        total_steps=4096,
+        tracker=NullTracker(None),
+        checkpointer=Checkpointer(
+            run_dir / "checkpoints", every_steps=0, keep=1, config_yaml="", earlier=first / "checkpoints"
+        ),
+        progress=ProgressDisplay(4096, mode="off", start=2048),
+        run_dir=run_dir,
+        start_step=2048,
+        resume_from=saved.latest(),
+    )
+    kept = last_checkpoint(ctx, NotLoadedYet())  # type: ignore[arg-type]
+    assert kept == saved.latest() and not (run_dir / "checkpoints").exists()
+    assert not [r for r in caplog.records if "could not save" in r.getMessage()]
+    rows = dict(resume_rows(run_dir, kept, NullTracker(None), ""))
+    assert rows["continue with"] == f"python -m framework resume={first.resolve()} tracking=none"
+
+
+def test_a_tracked_run_whose_last_part_saved_nothing_goes_on_from_where_that_part_began(
+    tmp_path: Path,
+) -> None:
+    from framework.checkpoint import Checkpointer
+    from framework.errors import ConfigError
+    from framework.resume import _refuse_if_the_run_went_on
+
+    first = Checkpointer(tmp_path / "first" / "checkpoints", every_steps=0, keep=1, config_yaml="")
+    checkpoint = first.save(2048, lambda folder: (folder / "w").write_text("x"), {"run_id": "r1"})
+    (tmp_path / "second").mkdir()  # the resumed part's directory: it stopped before its first save
+
+    class Tags:
+        def __init__(self, from_step: int) -> None:
+            self.from_step = from_step
+
+        def run_tags(self, run_id: str) -> dict[str, str]:
+            return {
+                "framework.resumes": "1",
+                "framework.resume1.run_dir": str(tmp_path / "second"),
+                "framework.resumed_from_step": str(self.from_step),
+            }
+
+    _refuse_if_the_run_went_on(Tags(2048), "r1", checkpoint, 2048, "first")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="went on in"):  # it went on from a later one: not this
+        _refuse_if_the_run_went_on(Tags(3000), "r1", checkpoint, 2048, "first")  # type: ignore[arg-type]

@@ -86,10 +86,13 @@ class EnvRunner:
         self._returns += rewards
         self._lengths += 1
         finals = {}
-        stats = infos.get("episode_stats")
-        for i in np.flatnonzero(np.logical_or(terminated, truncated)):
+        stats, ended = infos.get("episode_stats", {}), np.logical_or(terminated, truncated)
+        for i in np.flatnonzero(ended):
             finals[int(i)] = infos["final_obs"][i]
-            self._record(int(i), None if stats is None else {k: v[i] for k, v in stats.items()})
+            # Gymnasium's `_key` arrays say which arenas have `key` (a truncated round may have none).
+            self._record(
+                int(i), {k: v[i] for k, v in stats.items() if k[0] != "_" and stats.get(f"_{k}", ended)[i]}
+            )
         return np.asarray(obs), rewards, np.asarray(terminated, dtype=bool), finals
 
     def _record(self, i: int, stats: dict[str, Any] | None) -> None:

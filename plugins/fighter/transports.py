@@ -231,9 +231,7 @@ class WebRTCTransport:
             self._restart_client(reason)
         else:
             self._wait_for_page(reason, timeout)
-        while not self.connection.inbox.empty():  # what the old connection left behind
-            self.connection.inbox.get_nowait()
-        self._generation = self.connection.generation
+        self._generation = self.connection.generation  # what earlier clients left in the inbox is dropped
 
     def _restart_client(self, reason: str) -> None:
         what = "the Python game peer" if self._client == "python" else "the headless Chromium page"
@@ -291,13 +289,13 @@ class WebRTCTransport:
             raise PeerGone(f"the game client is not connected ({self.connection.lost_reason or 'not yet'})")
         if self.connection.generation != self._generation:  # nothing for a new client before reconnect()
             raise PeerGone("another game client took over the connection")
-        self.connection.send(message)
+        self.connection.send(message, self._generation)
         deadline = time.monotonic() + self.step_timeout_s
         while True:
             left = deadline - time.monotonic()
             try:
                 # Short waits, so that a client process of ours that died is noticed at once.
-                kind, payload = self.connection.receive(timeout=min(0.5, max(0.0, left)))
+                kind, payload = self.connection.receive(min(0.5, max(0.0, left)), self._generation)
             except TimeoutError:
                 died = self._client_died()
                 if died:

@@ -66,7 +66,8 @@ class WebRTCClient:
             self._accept, host=host, peerjs=peerjs, timeout_s=signaling_timeout_s, loggers=[log]
         )
         self._loop = self.signaling.server.loop
-        self.inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.inbox: queue.Queue[tuple[int, str, Any]] = queue.Queue()
+        """(generation, kind, payload): each event says which client's it is."""
         self.connected = threading.Event()
         self.client_kind = ""
         self.lost_reason = ""
@@ -135,20 +136,26 @@ class WebRTCClient:
 
     # --- the synchronous side -------------------------------------------------------------
 
-    def send(self, message: dict[str, Any]) -> None:
-        """Send a message; a reset, step or ping is owed an answer (see the flood check)."""
+    def send(self, message: dict[str, Any], generation: int) -> None:
+        """Send a message to the client of `generation`; a reset, step or ping is owed an answer (see
+        the flood check). A client that took over meanwhile is not sent what was meant for the last one."""
         text = encode(message)
         owed = message["type"] in ("reset", "step", "ping")
         if message["type"] in ("reset", "step"):
             self.last_request = time.monotonic()
-        self._loop.call_soon_threadsafe(self._send_now, text, owed)
+        self._loop.call_soon_threadsafe(self._send_now, text, owed, generation)
 
-    def receive(self, timeout: float) -> tuple[str, Any]:
-        """The next event: ("result" | "error" | "gone", payload)."""
-        try:
-            return self.inbox.get(timeout=timeout)
-        except queue.Empty:
-            raise TimeoutError(f"No answer from the game client within {timeout:.1f} s") from None
+    def receive(self, timeout: float, generation: int) -> tuple[str, Any]:
+        """The next event of the client of `generation`: ("result" | "error" | "gone", payload); an
+        earlier client's, left in the inbox as another took over, is dropped."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                of, kind, payload = self.inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise TimeoutError(f"No answer from the game client within {timeout:.1f} s") from None
+            if of == generation:
+                return kind, payload
 
     def drop(self, reason: str) -> None:
         """Drop the current client (the transport gives up on it), saying why to the log."""
@@ -278,9 +285,10 @@ class WebRTCClient:
             return
         self._owed -= 1
         if kind == "result":
-            self.inbox.put(("result", message))
+            self.inbox.put((self.generation, "result", message))
         elif kind == "error":
-            self.inbox.put(("error", f"the game client ({self.client_kind}) reported: {message['message']}"))
+            reported = f"the game client ({self.client_kind}) reported: {message['message']}"
+            self.inbox.put((self.generation, "error", reported))
 
     def _flooded(self, kind: str) -> None:
         """Count an unsolicited message; too many within a second drop the client."""
@@ -294,9 +302,9 @@ class WebRTCClient:
             )
             self._loop.create_task(self._drop_connection(reason))
 
-    def _send_now(self, text: str, owed: bool) -> None:
+    def _send_now(self, text: str, owed: bool, generation: int) -> None:
         channel = self._channel
-        if channel is not None and channel.readyState == "open":
+        if channel is not None and channel.readyState == "open" and generation == self.generation:
             channel.send(text)
             self._owed += owed
 
@@ -305,7 +313,7 @@ class WebRTCClient:
             self.connected.clear()
             self._channel = None
             self.lost_reason = reason
-            self.inbox.put(("gone", reason))
+            self.inbox.put((self.generation, "gone", reason))
 
     async def _drop_connection(self, reason: str) -> None:
         pc, self._pc = self._pc, None
@@ -331,7 +339,7 @@ class WebRTCClient:
                 await self._drop_connection(f"no heartbeat from the game client for {silent:.1f} s")
                 continue
             self._ping_id += 1
-            self._send_now(encode({"type": "ping", "id": self._ping_id}), True)
+            self._send_now(encode({"type": "ping", "id": self._ping_id}), True, self.generation)
             self._send_status()
 
     def _send_status(self, *, force: bool = False) -> None:
@@ -351,7 +359,7 @@ class WebRTCClient:
         key = (status["phase"], tuple(status["rounds"]))
         if force or key != self._sent_status or now - self._status_at >= 1.0:
             self._sent_status, self._status_at = key, now
-            self._send_now(encode({"type": "status", **status}), False)
+            self._send_now(encode({"type": "status", **status}), False, self.generation)
 
     async def _say_ended(self, text: str, timeout: float) -> bool:
         channel, pc = self._channel, self._pc

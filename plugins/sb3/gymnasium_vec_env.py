@@ -52,9 +52,12 @@ class GymnasiumVecEnv(VecEnv):
                 "l": int(self._lengths[i]),
                 "t": time.time() - self._t0,
             }
-            stats = infos.get("episode_stats")
-            if stats is not None:
-                info["episode_stats"] = {k: float(v[i]) for k, v in stats.items()}
+            # Gymnasium's vector infos: a `_key` array says which arenas have `key` (a round cut short by a
+            # reconnect has no stats), and is no stat itself.
+            stats = infos.get("episode_stats", {})
+            kept = {k: float(v[i]) for k, v in stats.items() if k[0] != "_" and stats.get(f"_{k}", dones)[i]}
+            if kept:
+                info["episode_stats"] = kept
             self._returns[i] = 0
             self._lengths[i] = 0
         return obs, rewards.astype(np.float32), dones, out

@@ -191,6 +191,35 @@ def test_a_takeover_tells_the_replaced_client_and_play_goes_on_with_the_new_one(
     wait_for(lambda: "status" in seen, 5, "a status message to the new client")
 
 
+def test_what_was_meant_for_a_replaced_client_neither_reaches_nor_answers_for_the_new_one(
+    transport: WebRTCTransport,
+) -> None:
+    env = FightingEnv(transport=transport, reconnect_timeout_s=30)
+    env.reset(seed=0)
+    env.step(0)
+    replaced = transport.connection.generation
+    seen: list[str] = []
+    answer = honest()
+
+    def respond(raw: str | bytes) -> Any:
+        seen.append(json.loads(raw)["type"])
+        return answer(raw)
+
+    Rogue(transport, respond)
+    wait_for(lambda: transport.connection.takeovers == 1, 20, "the takeover")
+    # A step sent as the takeover happened (its check passed just before), and an error the replaced
+    # client answered with, still in the inbox: the new client is sent a reset first, and plays.
+    transport.connection.send(
+        {"type": "step", "episode": transport.episode, "step": 9, "actions": [0]}, replaced
+    )
+    transport.connection.inbox.put((replaced, "error", "the game client (python) reported: a late error"))
+    assert env.step(0)[3]  # the round in progress ended truncated; no ProtocolError from the old client
+    env.reset(seed=3)
+    for _ in range(5):
+        assert not env.step(2)[3]
+    assert next(t for t in seen if t in ("reset", "step")) == "reset"
+
+
 @pytest.fixture
 def users_page(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     """env.headless=false: the trainer opens the user's page and does not own it; here a Python

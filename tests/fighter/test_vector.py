@@ -116,3 +116,36 @@ def test_a_reconnecting_client_truncates_every_arena_and_play_goes_on() -> None:
     _, _, _, truncated, _ = env.step(np.zeros(N, dtype=int))
     assert not truncated.any()
     env.close()
+
+
+def test_sb3_sees_each_ended_rounds_stats_and_not_gymnasiums_masks() -> None:
+    from framework_plugins.sb3.gymnasium_vec_env import GymnasiumVecEnv
+
+    venv = GymnasiumVecEnv(FighterVectorEnv(N, transport=InProcessTransport(), opponent="aggressive"))
+    venv.seed(SEED)
+    venv.reset()
+    ended: list[dict[str, float]] = []
+    for t in range(STEPS):
+        *_, infos = venv.step(ACTIONS[t])
+        ended += [info["episode_stats"] for info in infos if "episode_stats" in info]
+    assert ended and all(
+        set(stats) == {"damage_dealt", "damage_taken", "round_length", "win_rate"} for stats in ended
+    )
+    assert {stats["win_rate"] for stats in ended} <= {0.0, 1.0} and len(
+        {s["round_length"] for s in ended}
+    ) > 1
+
+
+def test_our_dqn_logs_the_rounds_stats_and_not_gymnasiums_masks() -> None:
+    from framework_plugins.dqn.rollout import EnvRunner
+    from framework_plugins.fighter.config import FighterConfig
+    from framework_plugins.fighter.plugin import Fighter
+
+    runner = EnvRunner(Fighter(FighterConfig(transport="inprocess")), N, seed=SEED)
+    runner.reset()
+    for t in range(STEPS):
+        runner.step(ACTIONS[t])
+    assert set(runner.metrics()) == {
+        "rollout/ep_rew_mean", "rollout/ep_len_mean", "rollout/damage_dealt", "rollout/damage_taken",
+        "rollout/round_length", "rollout/win_rate",
+    }  # fmt: skip

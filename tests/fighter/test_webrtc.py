@@ -120,7 +120,7 @@ def test_a_late_reply_from_before_a_reset_is_dropped(transport: WebRTCTransport)
     env.reset(seed=0)
     obs_before, *_ = env.step(2)
     stale = {"type": "result", "episode": transport.episode - 1, "step": 1, "games": [pack_game(env.game)]}
-    transport.connection.inbox.put(("result", stale))
+    transport.connection.inbox.put((transport.connection.generation, "result", stale))
     obs, *_ = env.step(2)
     assert env.game["frame"] == 2 * 4  # the stale result was skipped, not taken for this step
     assert not np.array_equal(obs, obs_before)

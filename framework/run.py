@@ -199,7 +199,11 @@ def _execute(
         endings.log_artifacts(tracker, run_dir, last)
         if ctx.trial is not None:
             tracker.set_tags(ctx.trial.tags("COMPLETE"))
-        tracker.end_run("FINISHED", end_time=time.time())
+        try:
+            tracker.end_run("FINISHED", end_time=time.time())
+        except KeyboardInterrupt:  # as its tracker waited for a store: it has finished all the same
+            forget_caught_interrupt()
+            STOP_ASKED.set()  # and its sweep starts no other job
         ctx.close()
         say(summary.text("FINISHED", step, final))
         return final

@@ -285,6 +285,30 @@ def test_a_run_that_ends_before_its_server_returns_says_the_command_that_sends_t
     assert_every_point_once(client, journal)
 
 
+def test_ctrl_c_as_a_finished_run_waits_for_its_server_stops_the_wait_and_keeps_it_finished(
+    server: RestartableServer, tmp_path: Path
+) -> None:
+    p = start_cli(*RUN, f"tracking.uri={server.uri}", "tracking.outage_wait_s=300", cwd=tmp_path)
+    out = Output(p)
+    try:
+        out.wait_for(PROGRESS.search, "a progress line")
+        server.kill()
+        out.wait_for(lambda line: "Ctrl-C stops waiting" in line, "the line that says it waits", 240)
+        stopped_at = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        code = out.finish()
+    finally:
+        if p.poll() is None:
+            p.kill()
+    text = out.text
+    assert code == 0 and time.monotonic() - stopped_at < 60, text[-3000:]  # not its 300 s
+    assert "Run FINISHED at step 12000" in text and "KILLED" not in text, text[-3000:]
+    assert "Traceback" not in text and "failed" not in text, text[-3000:]
+    assert "python -m framework sync" in text, text[-3000:]
+    ends = [json.loads(line) for line in journal_of(text).read_text().splitlines() if '"op": "end"' in line]
+    assert [e["status"] for e in ends] == ["FINISHED"]  # what `sync` sends
+
+
 def test_a_run_stopped_while_its_server_is_down_sends_the_rest_when_it_is_resumed(
     server: RestartableServer, tmp_path: Path
 ) -> None:

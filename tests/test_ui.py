@@ -400,3 +400,18 @@ def test_a_store_ui_cannot_write_to_is_opened_sorted_by_the_objective(tmp_path: 
         f"#/experiments/{experiment}/runs?workflowType=machine_learning"
         "&orderByKey=metrics.%60eval%2Freturn_mean%60&orderByAsc=false"
     )
+
+
+def test_ui_opens_a_run_by_the_eight_characters_pages_show_of_its_id(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from framework_plugins.trackers.ui import _page
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("framework")
+    run = client.create_run(experiment).info.run_id
+    assert (
+        _page(uri, "framework", run[:8])
+        == f"#/experiments/{experiment}/runs/{run}?workflowType=machine_learning"
+    )

@@ -111,9 +111,12 @@ class ForkedTracking:
         return self.returncode
 
     def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def send_signal(self, signum: int) -> None:
         if self.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
+                os.kill(self.pid, signum)
 
 
 def _alive(pid: int) -> bool:

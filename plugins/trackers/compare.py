@@ -29,10 +29,12 @@ from .sweep_summary import TABLE_CSV, TABLE_HTML
 PAGE, TABLE = "compare.html", "compare.csv"
 #: Runs of an experiment `compare` reads.
 MOST_RUNS = 5_000
-#: Params that say how a run was run, measured or shown, not what was run: never what sets
-#: configurations apart (the keys a run's name leaves out, and the agents' logging).
+#: Params that say how a run was run or shown, not what was run nor how its result was measured:
+#: never what sets configurations apart (the keys a run's name leaves out, and the agents' logging).
+#: Its evaluation's episodes and greediness change the measured result: runs that differ in them differ.
 BOOKKEEPING = re.compile(
-    rf"^(seed|(?:{'|'.join(NOT_CONFIG)})(?:\..*)?|agent\.log_every_steps|agent\.save_buffer)$"
+    rf"^(?!eval\.(?:episodes|deterministic)$)"
+    rf"(seed|(?:{'|'.join(NOT_CONFIG)})(?:\..*)?|agent\.log_every_steps|agent\.save_buffer)$"
 )
 #: The settings a configuration's label names first.
 FIRST = ("env.name", "agent.name", "agent.algo")
@@ -101,6 +103,9 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise LookupError(f"--out {folder}: cannot write there ({e.strerror or e})") from None
+    if (folder / PAGE).is_file():  # an earlier comparison's folder: none of its plots outlives it
+        for old in folder.glob("*.png"):
+            old.unlink(missing_ok=True)
     links = {
         c.run_id: run_fragment(str(r.info.experiment_id), c.run_id)
         for c, r in zip(children, runs, strict=True)
@@ -139,6 +144,13 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     configs_said = f"{len(configs)} configuration{'' if len(configs) == 1 else 's'}"
     print(f"Compared {runs_said} in {configs_said} on {metric} ({mode}).")
     said = [seed_summary.verdict(configs, metric)]
+    unlogged = [c.name for c in children if c.finished and c.objective is None]
+    if unlogged:
+        named = ", ".join(unlogged[:3]) + (", …" if len(unlogged) > 3 else "")
+        said.append(
+            f"{len(unlogged)} finished run{' is' if len(unlogged) == 1 else 's are'} left out: "
+            f"{'it' if len(unlogged) == 1 else 'they'} never logged {metric} ({named})."
+        )
     repeated = [c.name for c in children if c.repeated]
     if repeated:
         named = ", ".join(repeated[:3]) + (", …" if len(repeated) > 3 else "")
@@ -222,17 +234,24 @@ def env_of(run: Any) -> str:
     return f"{name}:{task}" if task else name
 
 
+def full_run_id(client: Any, target: str) -> str:
+    """The run id `target` starts (the 8 characters pages and MLflow's UI show), else `target`; a
+    LookupError where it starts several."""
+    if not SHORT_ID.match(target):
+        return target
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    found = [
+        str(r.info.run_id)
+        for r in client.search_runs(experiments, max_results=MOST_RUNS)
+        if str(r.info.run_id).startswith(target)
+    ]
+    if len(found) > 1:
+        raise LookupError(f"{target}: the start of {len(found)} run ids; give more of it")
+    return found[0] if found else target
+
+
 def _runs_of(client: Any, target: str) -> list[Any]:
-    if SHORT_ID.match(target):  # the 8 characters its pages and MLflow's UI show
-        experiments = [e.experiment_id for e in client.search_experiments()]
-        found = [
-            str(r.info.run_id)
-            for r in client.search_runs(experiments, max_results=MOST_RUNS)
-            if str(r.info.run_id).startswith(target)
-        ]
-        if len(found) > 1:
-            raise LookupError(f"{target}: the start of {len(found)} run ids; give more of it")
-        target = found[0] if found else target
+    target = full_run_id(client, target)
     if RUN_ID.match(target):
         try:
             run = client.get_run(target)
@@ -259,6 +278,7 @@ def _runs_of(client: Any, target: str) -> list[Any]:
 
 def _objective(runs: Sequence[Any], metric: str | None, mode: str | None) -> tuple[str, str]:
     """The metric compared and its mode: as given, else the runs' own (they must agree)."""
+    given = metric is not None
     if metric is None:
         named = {r.data.params.get("objective.metric") for r in runs} - {None}
         if len(named) != 1:
@@ -270,6 +290,11 @@ def _objective(runs: Sequence[Any], metric: str | None, mode: str | None) -> tup
         metric = named.pop()
     logged = set().union(*(r.data.metrics for r in runs))
     if metric not in logged:
+        if not given:  # their objective: never the untrained agent's nor another metric by its likeness
+            raise ValueError(
+                f"no run logged {metric}, the runs' objective (objective.metric): they stopped before an "
+                f"evaluation; they logged: {', '.join(sorted(logged)) or 'nothing'} (--metric picks one)"
+            )
         close = difflib.get_close_matches(metric, sorted(logged), n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ValueError(

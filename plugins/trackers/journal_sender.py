@@ -135,6 +135,8 @@ class JournalSender:
         self.refused: dict[str, int] = {}
         """Entries the store refused, by kind (each kind's first is said)."""
         self._sent_in_outage = 0
+        self.cut_short = threading.Event()
+        """Set (Ctrl-C in the training process): `finish` waits for the store no longer."""
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._progress = threading.Condition()
@@ -170,7 +172,7 @@ class JournalSender:
     def finish(self, *, outage_wait_s: float, timeout_s: float) -> bool:
         """Send what is left, waiting for a store that does not answer at most `outage_wait_s` (and
         for everything at most `timeout_s`); stop. True when everything was sent."""
-        asked = time.monotonic()
+        asked, said = time.monotonic(), False
         self._wake.set()
         with self._progress:
             # A sender thread that has died sends nothing more: no waiting for it.
@@ -178,9 +180,18 @@ class JournalSender:
                 now = time.monotonic()
                 since = self.outage.since
                 if (
-                    since is not None and now - max(asked, since) >= outage_wait_s
-                ) or now - asked >= timeout_s:
+                    (since is not None and now - max(asked, since) >= outage_wait_s)
+                    or now - asked >= timeout_s
+                    or self.cut_short.is_set()
+                ):
                     break
+                if since is not None and not said:  # a wait that says nothing looks like a hang
+                    said, left = True, max(0.0, outage_wait_s - (now - max(asked, since)))
+                    self.notify(
+                        f"tracking: waiting up to {left:.0f} s "
+                        f"(tracking.outage_wait_s) for {self.outage.store} to answer; Ctrl-C stops waiting "
+                        "(what is unsent stays in the run's journal, for `sync`)"
+                    )
                 self._progress.wait(0.2)
         self._stopping.set()
         self._wake.set()

@@ -278,6 +278,11 @@ class MlflowSession:
             "reason": sender.outage.reason if sender.outage.down else "",
         }
 
+    def stop_waiting(self) -> None:
+        """The training process was stopped while its run's end waits for the store: wait no longer."""
+        if self._sender is not None:
+            self._sender.cut_short.set()
+
     def run_tags(self, run_id: str) -> dict[str, str]:
         if _creates_store(self.uri):  # looking would create the store
             raise LookupError(

@@ -179,9 +179,16 @@ class MlflowTracker:
             return
         self._start_ticket = None
         wait = self.cfg.finish_timeout_s + self.cfg.outage_wait_s + ANSWER_MARGIN_S
+        stopped = False
         try:
             process, self._reopen = self._live(), None  # a process that died just now reopens it to end it
-            left: dict[str, str] = process.call("end_run", status, end_time, timeout=wait)
+            ticket = process.ask("end_run", status, end_time)
+            try:
+                left: dict[str, str] = process.wait(ticket, timeout=wait)
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM as it waits for a store: it waits no longer
+                stopped = True
+                process.stop_waiting()
+                left = process.wait(ticket, timeout=self.cfg.finish_timeout_s + ANSWER_MARGIN_S)
         except TrackingError as e:
             if not self._run_dir:
                 raise
@@ -195,6 +202,8 @@ class MlflowTracker:
         if left.get("unsent"):
             for line in sync_notice(left).splitlines():
                 log.warning(line.strip())
+        if stopped:  # said what is left, and where: the stop goes on
+            raise KeyboardInterrupt
 
     def run_tags(self, run_id: str) -> dict[str, str]:
         try:

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -28,6 +29,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 CLOSE = "__close__"
+#: The signal that tells the tracking process to stop waiting for its store (a request could not get
+#: through: the process serves one at a time, and is waiting in one).
+STOP_WAITING = signal.SIGUSR1
 
 log = logging.getLogger("framework.tracking")
 
@@ -79,6 +83,11 @@ class TrackingProcess:
         if not ok:
             raise TrackingError(value)
         return value
+
+    def stop_waiting(self) -> None:
+        """Tell the process to wait for its store no longer (the run was stopped as its end waited)."""
+        with contextlib.suppress(OSError):
+            self.process.send_signal(STOP_WAITING)
 
     def close(self, timeout: float = 30.0) -> None:
         """Ask the process to flush and exit; once it has answered, nothing is left to wait for. A
@@ -168,6 +177,9 @@ def serve(
         lines.put(None)  # stdin closed: the training process is gone
 
     threading.Thread(target=read, daemon=True).start()
+    if hasattr(session, "stop_waiting") and threading.current_thread() is threading.main_thread():
+        # From the training process, stopped: it waits for no store (TrackingProcess.stop_waiting)
+        signal.signal(STOP_WAITING, lambda signum, frame: session.stop_waiting())
     failures: dict[str, int] = {}
     while True:
         line = lines.get()

@@ -230,17 +230,18 @@ def _page(uri: str, experiment: str, run: str | None) -> str:
     starts on its GenAI view unless the address says which. The runs as `_runs_view` lays them out."""
     from mlflow.tracking import MlflowClient
 
+    from .compare import full_run_id
     from .mlflow_session import quiet_libraries
 
     quiet_libraries()
     client = MlflowClient(tracking_uri=uri)
     if run is not None:
         try:
-            found = client.get_run(run)
+            found = client.get_run(full_run_id(client, run))
         except Exception:
             print(f"Warning: no run {run} in {uri}: opening the experiment's runs", file=sys.stderr)
         else:
-            return f"#/experiments/{found.info.experiment_id}/runs/{run}{MLFLOW_VIEW}"
+            return f"#/experiments/{found.info.experiment_id}/runs/{found.info.run_id}{MLFLOW_VIEW}"
     experiment_id = "0"  # MLflow's Default, where the store has no such experiment yet
     with contextlib.suppress(Exception):
         named = client.get_experiment_by_name(experiment)

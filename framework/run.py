@@ -175,8 +175,8 @@ def _execute(
         )
         if resume is not None and resume.began_with not in (0, int(cfg.total_steps)):
             log.warning(
-                "total_steps=%d, the run began with %d: a schedule over the run's steps (a fraction of "
-                "total_steps, SB3's lin_ rates) spans the new total from here on",
+                "total_steps=%d, the run had %d until now: a schedule over the run's steps (a fraction "
+                "of total_steps, SB3's lin_ rates) spans the new total from here on",
                 int(cfg.total_steps), resume.began_with,
             )  # fmt: skip
         with stop_on_sigint(ctx.stop, STOPPING_NOTICE, on_stop=ctx.interrupt_parts):
@@ -326,8 +326,10 @@ def _run_name(plan: Plan, tracker: Tracker, overrides: Sequence[str], given: str
     if plan.resume.source is not None:
         with contextlib.suppress(OSError, ValueError, TypeError):
             first = [str(o) for o in OmegaConf.load(plan.resume.source / ".hydra" / "overrides.yaml")]
-    named = config.named_overrides(plan.cfg, first) if first else []
+    # A tracked run keeps its own name (its sweep's, say), bar a budget this resume changes.
+    named = config.named_overrides(plan.cfg, first) if first and not plan.resume.run_id else []
     if plan.resume.began_with not in (0, int(plan.cfg.total_steps)):  # a name shows its new budget
+        named = [o for o in named if not o.startswith("total_steps=")]
         named.append(f"total_steps={int(plan.cfg.total_steps)}")
     return tracker.name_run(plan.cfg, plan.env_name, named, resumes=plan.resume.run_id or "")
 

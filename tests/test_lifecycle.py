@@ -259,7 +259,7 @@ def test_a_run_directory_resumed_tracks_where_its_run_did(cli, tmp_path: Path) -
     r = cli(f"resume={tmp_path / 'outputs/b'}", "total_steps=1536")
     assert r.returncode == 0, r.output[-3000:]
     assert not (tmp_path / "mlflow.db").exists()
-    assert "total_steps=1536, the run began with 1024: a schedule over the run's steps" in r.output
+    assert "total_steps=1536, the run had 1024 until now: a schedule over the run's steps" in r.output
     run = only_run(MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'other.db'}"))
     assert run.data.tags[RESUMES_TAG] == "1" and run.info.status == "FINISHED", run.data.tags
     # Its name follows the budget the resume gave it, as its framework.total_steps tag does.
@@ -357,3 +357,15 @@ def test_an_interrupt_that_leaves_a_string_exec_still_exits_130(tmp_path: Path, 
             assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
         # Nor a run directory holding only Hydra's files and an empty log.
         assert not (tmp_path / "outputs").exists(), sorted(map(str, (tmp_path / "outputs").rglob("*")))
+
+
+def test_a_sweeps_run_resumed_keeps_its_name_among_its_siblings(cli, tmp_path: Path) -> None:
+    r = cli(*FAST, "seeds=2", "seed=20")
+    assert r.returncode == 0, r.output[-3000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("framework").experiment_id
+    children = client.search_runs([experiment], "tags.mlflow.parentRunId != ''")
+    child = next(run for run in children if run.data.params["seed"] == "21")
+    again = cli(f"resume={child.info.run_id}")  # at its budget: evaluated, and ended
+    assert again.returncode == 0, again.output[-3000:]
+    assert client.get_run(child.info.run_id).info.run_name == child.info.run_name

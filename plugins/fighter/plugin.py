@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 import gymnasium as gym
 
 from framework.errors import ConfigError, check_choice
+from framework_plugins.web.ports import browser_blocked
 
 from .browser import NO_CHROMIUM, find_chromium
 from .config import SIGNALING, TRANSPORTS, FighterConfig
@@ -77,6 +78,8 @@ class Fighter:
                     f"env.n_envs={cfg.n_envs}: a game client plays at most {MAX_ARENAS} arenas "
                     f"(env.transport={cfg.transport}); give at most {MAX_ARENAS}, or env.transport=inprocess"
                 )
+            if blocked := browser_blocked("env.port", cfg.port):
+                raise ConfigError(blocked.replace("env.port ", "env.port=", 1))
             _check_address(cfg.host, cfg.port)
             if cfg.transport == "browser" and cfg.headless and find_chromium() is None:
                 raise ConfigError(NO_CHROMIUM)

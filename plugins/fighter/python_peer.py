@@ -115,14 +115,26 @@ async def play(
 
 async def _post_offer(offer_url: str, token: str, sdp: str) -> str:
     timeout = aiohttp.ClientTimeout(total=SIGNALING_TIMEOUT_S)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-        body = {"sdp": sdp, "type": "offer", "token": token}
-        async with session.post(offer_url, json=body) as response:
-            if response.status != 200:
-                raise SystemExit(
-                    f"signaling refused the offer: HTTP {response.status} {await response.text()}"
-                )
-            reply = await response.json()
+    path, shown = urlparse(offer_url).path.rstrip("/"), offer_url.split("?")[0]  # the token: never said
+    page = (
+        ""
+        if path.endswith("/offer")
+        else " (the trainer's signaling endpoint is its page's address + /offer)"
+    )
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            body = {"sdp": sdp, "type": "offer", "token": token}
+            async with session.post(offer_url, json=body) as response:
+                if response.status != 200:
+                    text = " ".join((await response.text()).split())[:200]
+                    raise SystemExit(
+                        f"{shown}: signaling refused the offer: HTTP {response.status} {text}{page}"
+                    )
+                reply = await response.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+        raise SystemExit(
+            f"{shown}: no trainer's signaling answers there ({type(e).__name__}: {e}){page}"
+        ) from None
     if not isinstance(reply, dict) or reply.get("type") != "answer" or not isinstance(reply.get("sdp"), str):
         raise SystemExit(f"signaling answered with something other than an SDP answer: {str(reply)[:200]}")
     return str(reply["sdp"])

@@ -20,6 +20,7 @@ from framework import __version__
 from framework.columns import refuse
 from framework.commands import Parser
 from framework.errors import ConfigError
+from framework_plugins.web.ports import browser_blocked
 
 #: The launcher --write-brain writes (a Gomocup manager takes programs named pbrain-*).
 BRAIN_NAME = "pbrain-framework"
@@ -113,6 +114,8 @@ def play(argv: list[str]) -> int:
     args = _parse(parser, argv)
     if not 0 <= args.port < 65536:
         parser.error(f"--port {args.port}: a port is a number from 0 (a free one) to 65535")
+    if blocked := browser_blocked("--port", args.port):
+        parser.error(blocked)
     _stop_on_signals()
     player = _load(args.run, args.overrides, "play")
     if player is None:

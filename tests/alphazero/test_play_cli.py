@@ -424,3 +424,9 @@ def test_a_run_directory_whose_run_went_on_elsewhere_is_played_from_there(
     assert brain.answer(timeout=120) == "OK", brain.messages
     assert MOVE.match(brain.answer())
     assert brain.exit_status(timeout=30) == 0
+
+
+def test_play_refuses_a_port_browsers_will_not_load_a_page_from(tmp_path: Path) -> None:
+    r = run_cli("play", "gomoku_15x15", "--port", "6000", cwd=tmp_path, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "--port 6000: browsers refuse to load a page from port 6000" in " ".join(r.stderr.split())

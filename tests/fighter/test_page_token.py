@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import http.server
 import logging
+import os
 import re
 import stat
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -126,6 +129,8 @@ def test_what_a_game_client_needs_is_refused_before_the_run_starts(tmp_path: Pat
         port = taken.getsockname()[1]
         with pytest.raises(ConfigError, match=rf"^env.port={port}: 127.0.0.1:{port} is in use \(another run"):
             Fighter(FighterConfig(transport="python", port=port))
+    with pytest.raises(ConfigError, match=r"^env.port=6000: browsers refuse to load a page from port 6000"):
+        Fighter(FighterConfig(transport="browser", port=6000))  # the page would never load
     with pytest.raises(ConfigError, match=r"^env.host='nohost.invalid' is not an IP address"):
         Fighter(FighterConfig(transport="python", host="nohost.invalid"))
     with pytest.raises(ConfigError, match=r"^env.host=192.0.2.1: 192.0.2.1:0 cannot be served here"):
@@ -154,3 +159,17 @@ def test_a_page_that_never_connects_ends_the_run_in_one_message() -> None:
 
     with pytest.raises(ExplainedError, match=r"No game client connected to http://127.0.0.1:\d+/ within 1 s"):
         WebRTCTransport("browser", headless=False, open_browser=False, connect_timeout_s=1)
+
+
+def test_the_python_client_given_a_wrong_address_says_so_in_one_line_without_the_token() -> None:
+    from tests.conftest import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/?token=s3cr3tt0k3n"  # the page's address, nobody serving it
+    env = {**os.environ, "FRAMEWORK_FIGHTER_TOKEN": "s3cr3tt0k3n"}
+    r = subprocess.run(
+        [sys.executable, "-m", "framework_plugins.fighter.python_peer", url],
+        capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "no trainer's signaling answers there" in r.stderr and "address + /offer" in r.stderr
+    assert "s3cr3tt0k3n" not in r.stderr + r.stdout

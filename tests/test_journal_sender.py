@@ -110,3 +110,16 @@ def test_a_store_that_does_not_answer_is_said_in_its_reasons_words(error: BaseEx
     from framework_plugins.trackers.journal_sender import short_reason
 
     assert short_reason(error) == said  # "No space left on device:" had the colon before the path
+
+
+def test_a_server_that_does_not_answer_as_a_run_starts_is_said_in_a_short_whole_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from framework_plugins.trackers.mlflow_session import MlflowSession
+    from tests.conftest import free_port
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    session = MlflowSession(f"http://127.0.0.1:{free_port()}", "framework", flush_every_s=0.0)
+    with pytest.raises(ConnectionError) as refused:
+        session._experiment_id()
+    assert str(refused.value) == "the tracking store does not answer (Connection refused)"

@@ -205,6 +205,7 @@ def test_resume_of_an_unknown_run_id_says_so(cli, tmp_path: Path) -> None:
     assert r.returncode == 1
     assert r.stderr.startswith("Error: resume='0123456789abcdef0123456789abcdef' is neither a run directory")
     assert "no MLflow run '0123456789abcdef0123456789abcdef'" in r.stderr and "Newest runs" in r.stderr
+    assert "goes on with tracking.uri=THAT_STORE" in " ".join(r.stderr.split())  # tracked elsewhere
     assert "Traceback" not in r.output
 
 

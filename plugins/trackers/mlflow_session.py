@@ -26,7 +26,7 @@ from framework.provenance import run_dir_of
 
 from . import store_template
 from .journal import FOLDER, SUFFIX, Journal, JournalBusy, RunRecord, sync_notice
-from .journal_sender import JournalSender, say
+from .journal_sender import JournalSender, say, short_reason
 from .store_checks import store_name
 from .summary_page import address_of
 from .sweep_parents import (  # noqa: F401 - the names a sweep's tests rely on here
@@ -138,7 +138,7 @@ class MlflowSession:
         try:
             exp = self.client.get_experiment_by_name(self.experiment)
         except MlflowException as e:
-            raise ConnectionError(f"the tracking store does not answer: {e.message}") from None
+            raise ConnectionError(f"the tracking store does not answer ({short_reason(e)})") from None
         if exp is None:
             try:
                 return str(
@@ -286,7 +286,8 @@ class MlflowSession:
     def run_tags(self, run_id: str) -> dict[str, str]:
         if _creates_store(self.uri):  # looking would create the store
             raise LookupError(
-                f"no MLflow run {run_id!r}: the store {self.uri} does not exist (no run tracked there yet)"
+                f"no MLflow run {run_id!r}: the store {self.uri} does not exist (no run tracked there yet); "
+                "a run tracked in another store goes on with tracking.uri=THAT_STORE (sqlite:///PATH/mlflow.db)"
             )
         return dict(self._get_run(run_id).data.tags)
 
@@ -330,7 +331,10 @@ class MlflowSession:
         try:
             return self.client.get_run(run_id)
         except MlflowException:
-            raise LookupError(f"no MLflow run {run_id!r} in {self.uri}.{self._recent_runs(run_id)}") from None
+            elsewhere = " (A run tracked in another store goes on with tracking.uri=THAT_STORE.)"
+            raise LookupError(
+                f"no MLflow run {run_id!r} in {self.uri}.{self._recent_runs(run_id)}{elsewhere}"
+            ) from None
         except Exception as e:
             raise LookupError(f"the tracking store {self.uri} cannot be read: {e}") from None
 

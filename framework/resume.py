@@ -12,7 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from framework import config
+from framework import config, registry
 from framework.checkpoint import (
     AGENT_DIR,
     CONFIG_FILE,
@@ -292,7 +292,8 @@ def _apply_resume_overrides(saved: DictConfig, cfg: DictConfig, overrides: Seque
         if key in config.plugin_sections():
             before = OmegaConf.select(saved, f"{key}.name")
             after = OmegaConf.select(cfg, f"{key}.name")
-            if before != after and key != "tracking":
+            # The tracker, and a part an added kind hands the agent (its search), hold none of its state.
+            if before != after and key != "tracking" and key not in registry.added_kinds():
                 raise ConfigError(
                     f"Cannot change {key} on resume: the run used the {key} plugin {_label(saved, key)}, "
                     f"this command names {_label(cfg, key)}"

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -370,3 +371,22 @@ def test_a_sweeps_run_resumed_keeps_its_name_among_its_siblings(cli, tmp_path: P
     again = cli(f"resume={child.info.run_id}")  # at its budget: evaluated, and ended
     assert again.returncode == 0, again.output[-3000:]
     assert client.get_run(child.info.run_id).info.run_name == child.info.run_name
+
+
+def test_a_resume_may_change_the_search_its_checkpoint_holds_none_of_but_not_the_agent() -> None:
+    from omegaconf import OmegaConf
+
+    from framework.errors import ConfigError
+    from framework.resume import _apply_resume_overrides
+
+    def config(search: str, agent: str) -> Any:
+        return OmegaConf.create({
+            "seed": 0, "total_steps": 100, "resume": "x", "tracking": {"name": "none"},
+            "agent": {"name": agent}, "search": {"name": search},
+        })  # fmt: skip
+
+    saved = config("ray_async", "alphazero")
+    merged = _apply_resume_overrides(saved, config("sequential", "alphazero"), ["search=sequential"])
+    assert merged.search.name == "sequential" and merged.agent.name == "alphazero"
+    with pytest.raises(ConfigError, match="Cannot change agent on resume"):
+        _apply_resume_overrides(saved, config("ray_async", "dqn"), ["agent=dqn"])

@@ -91,6 +91,9 @@ def test_resume_after_sigkill_logs_no_step_twice_and_keeps_the_runs_own_tags(tmp
     assert tags["framework.resume2.overrides"].startswith(f"resume={run.info.run_id}")
     assert tags["framework.resume2.from_step"] == tags["framework.resumed_from_step"]
     assert resumed.data.params["seed"] == "5"
+    # The killed part's error stays beside it, and no filter on framework.error finds the finished run.
+    assert "framework.error" not in tags, tags
+    assert "ended without ending its run" in tags["framework.error_before_resume1"], tags
 
 
 def test_a_run_stopped_as_its_training_starts_ends_at_once_and_says_what_it_has(tmp_path: Path) -> None:

@@ -93,6 +93,7 @@ class SweepParentRun(Callback):
         self._watch: orphans.Watch | None = None
         """In a launcher's worker, while a job runs: its watch on the sweep's process."""
         self._jobs: int | None = None
+        self._trials: tuple[int, str] | None = None  # a sweeper's: the trials it was asked, its study
         self._started = 0  # jobs started in this process
         self._job_list: list[list[str]] = []  # every job's overrides (a grid sweep's)
         self._started_jobs: list[list[str]] = []
@@ -136,6 +137,8 @@ class SweepParentRun(Callback):
                 return
             _refuse_a_bad_job(config, sampled=True)
             study = sweeper.study()  # the study, and what it searches, name the parent
+            trials = OmegaConf.select(config, "hydra.sweeper.n_trials", default=None)
+            self._trials = (trials, study) if isinstance(trials, int) and study else None
         else:
             self._job_list = _refuse_a_bad_job(config) or []
             # Hydra's own launcher runs them in turn and none after a failed one (joblib, Ray: all).
@@ -242,6 +245,12 @@ class SweepParentRun(Callback):
                     if status == "FAILED"
                     else f"{self._jobs - self._started} not started: a sweep of their values runs them"
                     + self._commands_not_started()
+                )
+            if said and self._trials and status == "KILLED" and self._started < self._trials[0]:
+                asked, study = self._trials
+                said += (
+                    f"\n  trials            {asked} asked; {asked - self._started} not started: the same "
+                    f"command adds them to its study {study}"
                 )
             if said:
                 print(said, flush=True)

@@ -22,7 +22,7 @@ from typing import Any
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from framework.provenance import run_dir_of
+from framework.provenance import RESUMES_TAG, run_dir_of
 
 from . import store_template
 from .journal import FOLDER, SUFFIX, Journal, JournalBusy, RunRecord, sync_notice
@@ -44,6 +44,8 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 
 
+#: What went wrong, on a FAILED run (framework.endings); a resume moves it aside.
+ERROR_TAG = "framework.error"
 #: At most how long a run stopped (KILLED) waits at its end for a store that does not answer: what is
 #: left is kept for `sync`, and a scheduler's SIGKILL follows its SIGTERM (10 s for `docker stop`).
 STOPPED_OUTAGE_WAIT_S = 5.0
@@ -172,6 +174,12 @@ class MlflowSession:
             # its name follows its budget where the resume changed it (`steps=8k` to `steps=10k`)
             renamed = run_name if run_name and run_name != run.info.run_name else None
             self.client.update_run(resume_run_id, status="RUNNING", name=renamed)
+            if ERROR_TAG in run.data.tags:  # its earlier part's error: no filter on it finds this part
+                part = run.data.tags.get(RESUMES_TAG, "0")
+                self.client.set_tag(
+                    resume_run_id, f"framework.error_before_resume{int(part) + 1}", run.data.tags[ERROR_TAG]
+                )
+                self.client.delete_tag(resume_run_id, ERROR_TAG)
             run_id = resume_run_id
         else:
             all_tags = dict(tags)
@@ -320,7 +328,7 @@ class MlflowSession:
         its summary (the sweep's launching process was killed: SIGTERM, say)."""
         try:
             if self.run_id is not None:
-                self.set_tags({"framework.error": reason})
+                self.set_tags({ERROR_TAG: reason})
                 left = self.end_run("FAILED")
                 if left["unsent"]:
                     say(sync_notice(left))

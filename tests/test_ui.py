@@ -415,3 +415,15 @@ def test_ui_opens_a_run_by_the_eight_characters_pages_show_of_its_id(tmp_path: P
         _page(uri, "framework", run[:8])
         == f"#/experiments/{experiment}/runs/{run}?workflowType=machine_learning"
     )
+
+
+def test_ui_labels_a_comparison_page_and_the_command_that_would_write_one_apart(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from framework_plugins.trackers.ui import _show
+
+    _show("http://127.0.0.1:5000", "#/", True, "python -m framework compare framework")
+    _show("http://127.0.0.1:5000", "#/", True, "file:///tmp/compare.html")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "  compare with python -m framework compare framework"
+    assert lines[3] == "  compared     file:///tmp/compare.html"

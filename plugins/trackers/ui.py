@@ -199,8 +199,10 @@ def _interrupt(signum: int, frame: Any) -> None:
 def _show(address: str, page: str, no_browser: bool, compared: str = "") -> int:
     """Print (and open) the page's address; and where the experiment's runs are compared over seeds."""
     print(f"  open         {address}/{page}", flush=True)
-    if compared:
-        print(f"  compared     {compared}", flush=True)
+    if compared:  # the page `compare` wrote, or the command that writes one
+        print(
+            f"  {'compare with' if compared.startswith('python ') else 'compared':<13}{compared}", flush=True
+        )
     if not no_browser and _has_display():
         with contextlib.suppress(Exception):
             webbrowser.open(f"{address}/{page}")

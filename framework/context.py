@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from omegaconf import DictConfig
 
-from framework.checkpoint import Checkpointer
+from framework.checkpoint import Checkpointer, read_state
 from framework.contracts import (
     Agent,
     BestEpisodeReplay,
@@ -72,6 +72,7 @@ class RunContext:
     _perf_mark: tuple[float, int] = (0.0, 0)
     _eval_every: int = 0
     _eval_at_start: bool = False
+    _eval_missed: bool = False
     _objective_missing_said: bool = False
 
     def __post_init__(self) -> None:
@@ -80,6 +81,10 @@ class RunContext:
         # Read once: a DictConfig lookup costs ~28 µs, more than a CartPole env step.
         self._eval_every = int(self.cfg.eval.every_steps)
         self._eval_at_start = bool(self.cfg.eval.get("at_start", False)) and self.start_step == 0
+        # A run stopped on an evaluation's step gave that evaluation up: it is made as the run goes on.
+        if self.resume_from is not None and self._eval_every > 0 and self.start_step % self._eval_every == 0:
+            evaluated = read_state(self.resume_from).get("last_eval_step", self.start_step)
+            self._eval_missed = int(evaluated) < self.start_step
 
     @property
     def run_id(self) -> str:
@@ -120,6 +125,9 @@ class RunContext:
         if self._eval_at_start:  # the untrained agent, logged at step 0 (see EvalConfig.at_start)
             self._eval_at_start = False
             self.evaluate(agent, 0, before_training=True)
+        if self._eval_missed and self.start_step < self.total_steps:
+            self._eval_missed = False
+            self.evaluate(agent, self.start_step)
         if due:
             now = time.perf_counter()
             t0, s0 = self._perf_mark
@@ -252,7 +260,14 @@ class RunContext:
 
     def save_checkpoint(self, step: int, agent: Agent) -> Path:
         return self.checkpointer.save(
-            step, agent.save, {"run_id": self.run_id, "seed": self.seed, "last_eval": self.last_eval}
+            step,
+            agent.save,
+            {
+                "run_id": self.run_id,
+                "seed": self.seed,
+                "last_eval": self.last_eval,
+                "last_eval_step": self.last_eval_step,
+            },
         )
 
     def close(self) -> None:

@@ -200,3 +200,48 @@ def test_a_tracked_run_whose_last_part_saved_nothing_goes_on_from_where_that_par
     _refuse_if_the_run_went_on(Tags(2048), "r1", checkpoint, 2048, "first")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="went on in"):  # it went on from a later one: not this
         _refuse_if_the_run_went_on(Tags(3000), "r1", checkpoint, 2048, "first")  # type: ignore[arg-type]
+
+
+def test_an_evaluation_a_stop_gave_up_is_made_as_the_run_goes_on(tmp_path: Path) -> None:
+    import numpy as np
+    from omegaconf import OmegaConf
+
+    from framework.checkpoint import Checkpointer
+    from framework.context import RunContext
+    from framework.progress import ProgressDisplay
+    from tests.dqn.conftest import RecordingTracker
+
+    class Evaluated:
+        Config = object
+
+        def evaluate(self, ctx: RunContext, *, episodes: int) -> dict[str, float]:
+            return {"eval/return_mean": 7.0}
+
+        def save(self, folder: Path) -> None:
+            (folder / "w").write_text("x")
+
+        def learn(self, ctx: RunContext) -> None: ...
+        def act(self, obs: object, *, deterministic: bool = True) -> int: ...
+        def load(self, folder: Path) -> None: ...
+
+    cfg = OmegaConf.create(
+        {"eval": {"every_steps": 512, "episodes": 1}, "objective": {"metric": "eval/return_mean"}}
+    )
+
+    def resumed_at(step: int, evaluated_at: int) -> RecordingTracker:
+        first = Checkpointer(tmp_path / f"at{step}-{evaluated_at}", every_steps=0, keep=1, config_yaml="")
+        saved = first.save(step, Evaluated().save, {"run_id": None, "last_eval_step": evaluated_at})
+        tracker = RecordingTracker()
+        ctx = RunContext(
+            cfg=cfg, env_plugin=None, seed=0, rng=np.random.default_rng(0), device="cpu", total_steps=4096,
+            tracker=tracker,  # type: ignore[arg-type]
+            checkpointer=Checkpointer(tmp_path / "next", every_steps=0, keep=1, config_yaml=""),
+            progress=ProgressDisplay(4096, mode="off", start=step), run_dir=tmp_path, start_step=step,
+            resume_from=saved,
+        )  # fmt: skip
+        ctx.after_step(step + 4, Evaluated())  # type: ignore[arg-type]
+        return tracker
+
+    assert resumed_at(1024, 512).metrics["eval/return_mean"] == [(1024, 7.0)]  # stopped on it: made
+    assert "eval/return_mean" not in resumed_at(1024, 1024).metrics  # made before the stop
+    assert "eval/return_mean" not in resumed_at(1000, 512).metrics  # none due at its step

@@ -93,6 +93,11 @@ def test_a_sweep_killed_outright_leaves_no_trial_running_once_its_study_is_resum
     while not storage_of_sweep._get_stale_trial_ids(study_id):
         assert time.monotonic() < deadline, "the killed sweep's trial was not stale within 60 s"
         time.sleep(0.2)
+    # The same command would train the next trial 1,000,000 steps: the study is told that it ran the
+    # shorter one's fixed overrides (another budget is refused otherwise: test_optuna_sweeper.py).
+    optuna.load_study(study_name="killed", storage=storage).set_user_attr(
+        _study.FIXED_ATTR, _study.trained_by(FAST)
+    )
     r = cli(*sweep, *FAST, "hydra.sweeper.n_trials=1", "hydra.sweeper.heartbeat_s=1", timeout=240)
     assert r.returncode == 0, r.output[-3000:]
     assert "1 trial(s) a stopped sweep left RUNNING are FAIL now" in r.output

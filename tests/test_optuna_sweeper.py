@@ -382,3 +382,32 @@ def test_two_sweeps_that_start_one_study_at_once_share_its_parent(tmp_path: Path
     assert sorted(found.values(), key=str) == [None, "the-first-parent"], found
     # A sweep that starts the study later goes on under the same parent at once.
     assert _study.recorded_parent(sweeper, cfg) == "the-first-parent"
+
+
+def test_trials_added_to_a_study_keep_its_fixed_overrides(tmp_path: Path) -> None:
+    """Another budget (or env, or evaluation) would rank new trials beside the study's as if alike."""
+    from omegaconf import OmegaConf
+
+    from framework.errors import ConfigError
+    from hydra_plugins.framework_optuna_sweeper import _study
+
+    sweeper = OmegaConf.create({"study_name": "budget", "storage": f"sqlite:///{tmp_path / 'optuna.db'}"})
+
+    def cfg(*task: str) -> Any:
+        return OmegaConf.create({
+            "objective": {"metric": "eval/return_mean", "mode": "max"},
+            "hydra": {"overrides": {"task": list(task)}},
+        })  # fmt: skip
+
+    assert _study.recorded_parent(sweeper, cfg("total_steps=30000")) is None  # a new study
+    study = optuna.load_study(study_name="budget", storage=str(sweeper.storage))
+    study.set_user_attr(
+        _study.FIXED_ATTR, _study.trained_by(["total_steps=30000", "hydra.sweeper.n_trials=2"])
+    )
+    # What only runs or shows trials otherwise may change; what they train may not.
+    _study.recorded_parent(sweeper, cfg("total_steps=30000", "progress=off", "hydra.sweeper.n_trials=5"))
+    with pytest.raises(
+        ConfigError, match="that study's trials ran with total_steps=30000; this command's"
+    ) as e:
+        _study.recorded_parent(sweeper, cfg("total_steps=3000"))
+    assert "differ (total_steps=3000 total_steps=30000)" in str(e.value)

@@ -147,7 +147,7 @@ class StudySweep:
             direction=direction,  # type: ignore[arg-type]
             load_if_exists=True,
         )
-        _study.check_goes_on(study, self.config)
+        _study.check_goes_on(study, self.config, space.fixed)
         stale = _study.fail_stale_trials(study)
         if stale:
             log.warning("Optuna study %s: %d trial(s) a stopped sweep left RUNNING are FAIL now", name, stale)
@@ -155,6 +155,7 @@ class StudySweep:
         if parent and study.user_attrs.get(_study.PARENT_ATTR) is None:
             study.set_user_attr(_study.PARENT_ATTR, parent)
         study.set_user_attr(_study.OBJECTIVE_ATTR, str(self.config.objective.metric))
+        study.set_user_attr(_study.FIXED_ATTR, _study.trained_by(space.fixed))
         return study
 
     def _launch(self, jobs: list[list[str]], first: int) -> list[JobReturn | None]:

@@ -49,6 +49,20 @@ CLAIM_WAIT_S = 60.0
 CLAIM_MARK_S = 5.0
 #: The study's user attribute naming the metric its trials' values are of.
 OBJECTIVE_ATTR = "objective"
+#: The study's fixed overrides (its trials' shared command line), which a sweep that adds trials keeps.
+FIXED_ATTR = "fixed"
+#: Fixed overrides that say how trials are run or shown, not what they train nor how it is measured.
+NOT_TRAINED = (
+    "hydra",
+    "tracking",
+    "progress",
+    "log_every_s",
+    "threads",
+    "device",
+    "checkpoint",
+    "ray",
+    "resume",
+)
 #: The file of the study, beside the tracking store (or in the working directory).
 DEFAULT_FILE = "optuna.db"
 #: How long a job waits for the SQLite file another process is writing.
@@ -143,7 +157,9 @@ def recorded_parent(sweeper: DictConfig, cfg: DictConfig) -> str | None:
         return None
     except optuna.exceptions.DuplicatedStudyError:
         study = optuna.load_study(study_name=name, storage=storage)
-    check_goes_on(study, cfg)
+    check_goes_on(
+        study, cfg, fixed_overrides(OmegaConf.select(cfg, "hydra.overrides.task", default=None) or [])
+    )
     if OmegaConf.select(cfg, "tracking.uri", default=None) is None:
         return None  # tracking=none: no parent run to share
     began = time.monotonic()
@@ -162,9 +178,36 @@ def recorded_parent(sweeper: DictConfig, cfg: DictConfig) -> str | None:
         time.sleep(0.2)  # the poll of a wait with a deadline
 
 
-def check_goes_on(study: optuna.Study, cfg: DictConfig) -> None:
-    """A ConfigError where this sweep's objective is not the study's: its trials' values would be of
-    another metric, or ranked the other way."""
+def fixed_overrides(task: Sequence[str]) -> list[str]:
+    """A sweep's command-line overrides that every trial shares (those not searched)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(task))
+    except Exception:  # refused in one message where its search space is read
+        return []
+    return [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line]
+
+
+def trained_by(fixed: Sequence[str]) -> list[str]:
+    """The fixed overrides that change what a trial trains or how it is measured, sorted."""
+    return sorted(
+        o for o in fixed if o.split("=", 1)[0].lstrip("+~").split(".")[0].split("/")[0] not in NOT_TRAINED
+    )
+
+
+def check_goes_on(study: optuna.Study, cfg: DictConfig, fixed: Sequence[str]) -> None:
+    """A ConfigError where this sweep's objective is not the study's (its trials' values would be of
+    another metric, or ranked the other way), or its fixed overrides are not (another budget, env)."""
+    recorded_fixed = study.user_attrs.get(FIXED_ATTR)
+    if isinstance(recorded_fixed, list) and recorded_fixed != trained_by(fixed):
+        differ = sorted(set(recorded_fixed) ^ set(trained_by(fixed)))
+        raise ConfigError(
+            f"hydra.sweeper.study_name={study.study_name}: that study's trials ran with "
+            f"{' '.join(recorded_fixed) or 'no fixed override'}; this command's differ ({' '.join(differ)}), "
+            "and its trials would be ranked beside those as if trained alike: give the study's, or name a "
+            "new study"
+        )
     name, metric, mode = study.study_name, str(cfg.objective.metric), str(cfg.objective.mode)
     direction = study.direction.name.lower()
     if direction != ("maximize" if mode == "max" else "minimize"):

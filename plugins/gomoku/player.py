@@ -242,7 +242,15 @@ def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, comma
 
 def _as_player(cfg: DictConfig, *, chosen: set[str]) -> None:
     """What the run's config says of its training machine and self-play, made a player's (unless
-    the command line says): PLAY_SIMULATIONS, this machine's device, no self-play workers."""
+    the command line says): PLAY_SIMULATIONS, this machine's device, no self-play workers, and the
+    sequential search for a run's ray_async (one game's trees, the same moves, and no Ray to start)."""
+    if "search" not in chosen and OmegaConf.select(cfg, "search.name") == "ray_async":
+        from framework.app import register_schemas
+
+        register_schemas()
+        defaults = OmegaConf.to_container(OmegaConf.structured(config.SCHEMAS[("search", "sequential")]))
+        assert isinstance(defaults, dict)
+        cfg.search = {**{k: cfg.search.get(k, v) for k, v in defaults.items()}, "name": "sequential"}
     _play_simulations(cfg, chosen="search.num_simulations" in chosen)
     if "device" not in chosen:
         cfg.device = "auto"

@@ -430,3 +430,36 @@ def test_play_refuses_a_port_browsers_will_not_load_a_page_from(tmp_path: Path) 
     r = run_cli("play", "gomoku_15x15", "--port", "6000", cwd=tmp_path, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "--port 6000: browsers refuse to load a page from port 6000" in " ".join(r.stderr.split())
+
+
+def test_a_player_of_a_ray_async_run_searches_in_its_own_process_unless_told(
+    trained: tuple[Path, str], tmp_path: Path
+) -> None:
+    """One game's search needs no Ray (13 s to start): a player of a run trained with ray_async plays
+    with the sequential search and the run's settings of it; `search=ray_async` keeps Ray's."""
+    from omegaconf import OmegaConf
+
+    from framework import config
+    from framework.app import register_schemas
+    from framework_plugins.gomoku.player import load_trained
+
+    cwd, _ = trained
+    run = tmp_path / "run"
+    shutil.copytree(cwd / "outputs/run", run)
+    checkpoint = run / "checkpoints" / (run / "checkpoints/latest").read_text().strip()
+    saved = OmegaConf.load(checkpoint / "config.yaml")
+    register_schemas()
+    ray_async = OmegaConf.to_container(OmegaConf.structured(config.SCHEMAS[("search", "ray_async")]))
+    saved.search = {**ray_async, "name": "ray_async", "num_simulations": 900, "c_puct": 2.5}  # type: ignore[dict-item]
+    OmegaConf.save(saved, checkpoint / "config.yaml")
+    player = load_trained(str(run), [], command="gomocup")
+    try:
+        assert player.cfg.search.name == "sequential"
+        assert (player.cfg.search.num_simulations, player.cfg.search.c_puct) == (900, 2.5)
+    finally:
+        player.close()
+    player = load_trained(str(run), ["search=ray_async"], command="gomocup")
+    try:
+        assert player.cfg.search.name == "ray_async"
+    finally:
+        player.close()

@@ -318,6 +318,9 @@ def test_a_second_tab_takes_over_and_the_first_says_so_and_stays_away(watched) -
         "document.getElementById('banner-text').textContent.includes('another page took over')", 5
     )
     assert first.evaluate("document.getElementById('take-over').hidden") is False
+    assert first.wait_for(
+        "document.getElementById('phase').textContent === 'inactive: another page trains'", 5
+    )
     assert env.step(0)[3]  # truncated: the round moved to the other page
     env.reset(seed=1)
     for _ in range(5):
@@ -330,6 +333,12 @@ def test_a_second_tab_takes_over_and_the_first_says_so_and_stays_away(watched) -
     assert env.step(0)[3]
     env.reset(seed=2)
     assert not env.step(0)[3] and transport.connection.takeovers == 2
+    transport.close()  # the run ends: the replaced page learns the trainer is gone, and offers nothing
+    assert second.wait_for(
+        "document.getElementById('banner-text').textContent.includes('The trainer no longer answers')", 20
+    )
+    assert second.evaluate("document.getElementById('take-over').hidden") is True
+    assert text(second, "phase") == "the trainer is gone"
 
 
 def test_a_killed_headless_chromium_is_started_anew_and_training_goes_on(

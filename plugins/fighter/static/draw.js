@@ -284,5 +284,23 @@
     }
   }
 
-  window.FighterDraw = { drawArena: drawArena, pose: pose, STATES: STATES };
+  // The header's words: the trainer's phase, and how the run ended (protocol.ENDINGS: the phase
+  // pill's text, and the banner's).
+  const PHASE_TEXT = {
+    starting: "starting",
+    training: "training",
+    updating: "updating the policy",
+    evaluating: "evaluating",
+    waiting: "waiting for the trainer",
+    inactive: "inactive: another page trains",
+    gone: "the trainer is gone",
+  };
+  const ENDED = {
+    finished: ["run finished", "The run has ended: training finished. The trainer's output says where its results are."],
+    stopped: ["run stopped", "The run has ended: it was stopped (Ctrl-C, SIGTERM or a sweep's pruner). The trainer's output says what it saved."],
+    failed: ["run failed", "The run has ended: it failed. The trainer's output says why."],
+    ended: ["run ended", "The run has ended: the trainer closed the game."],
+  };
+
+  window.FighterDraw = { drawArena: drawArena, pose: pose, STATES: STATES, PHASE_TEXT: PHASE_TEXT, ENDED: ENDED };
 })();

@@ -17,20 +17,7 @@
   const token = params.get("token") || "";
   const C = await (await fetch("/static/constants.json")).json();
   const MAX_MESSAGE_BYTES = 64 * 1024;
-  const PHASE_TEXT = {
-    starting: "starting",
-    training: "training",
-    updating: "updating the policy",
-    evaluating: "evaluating",
-    waiting: "waiting for the trainer",
-  };
-  // How the run ended (protocol.ENDINGS): the phase pill's text, and the banner's.
-  const ENDED = {
-    finished: ["run finished", "The run has ended: training finished. The trainer's output says where its results are."],
-    stopped: ["run stopped", "The run has ended: it was stopped (Ctrl-C, SIGTERM or a sweep's pruner). The trainer's output says what it saved."],
-    failed: ["run failed", "The run has ended: it failed. The trainer's output says why."],
-    ended: ["run ended", "The run has ended: the trainer closed the game."],
-  };
+  const { PHASE_TEXT, ENDED } = Draw; // the words the header shows
   const BACKOFF_S = [0.5, 8];
   const state = {
     games: [], opponent: "", episode: -1, step: 0, actions: [], handled: 0,
@@ -163,6 +150,7 @@
     conn.closed = true;
     if (state.replaced) {
       setConnection("replaced");
+      watchTrainer(conn);
       return;
     }
     if (why === "refused") {
@@ -170,6 +158,13 @@
       return;
     }
     retry();
+  }
+
+  function watchTrainer(conn) {
+    // A replaced page hears nothing more from the trainer: it asks for its own address now and then
+    // to learn when the trainer has gone (the run ended, or stopped), and stops offering to take over.
+    setTimeout(() => conn === current && state.connection === "replaced" && fetch(location.href, { cache: "no-store" })
+      .then(() => watchTrainer(conn), () => { state.trainerGone = true; }), 3000);
   }
 
   function retry() {
@@ -272,6 +267,7 @@
       if (current.peer) current.peer.destroy();
     }
     state.replaced = "";
+    state.trainerGone = false;
     const conn = { pc: null, channel: null, peer: null, closed: false };
     current = conn;
     setConnection(state.attempts ? "reconnecting" : "connecting");
@@ -348,7 +344,9 @@
     };
     status.dataset.state = state.connection;
     status.textContent = labels[state.connection] || state.connection;
-    const phase = state.ended ? state.ended : s && state.connection === "connected" ? s.phase : "waiting";
+    const replaced = state.connection === "replaced";
+    const phase = state.ended ? state.ended : s && state.connection === "connected" ? s.phase
+      : replaced ? (state.trainerGone ? "gone" : "inactive") : "waiting";
     $("phase").dataset.phase = phase;
     $("phase").textContent = state.ended ? ENDED[state.ended][0] : PHASE_TEXT[phase] || phase;
     // The trainer's own figures when it sends them; else what this page counts.
@@ -363,7 +361,8 @@
     $("opponent-name").textContent = state.opponent ? `opponent (${state.opponent})` : "opponent";
     let banner = "";
     if (state.ended) banner = ENDED[state.ended][1] + " This page no longer connects; a new run opens a page of its own.";
-    else if (state.connection === "replaced") banner = state.replaced + ". Training goes on with the other page.";
+    else if (replaced && state.trainerGone) banner = "The trainer no longer answers: its run has ended or was stopped (its output says how).";
+    else if (replaced) banner = state.replaced + ". Training goes on with the other page.";
     else if (state.connection === "refused") banner = "The trainer refused this page: open the address the trainer printed, with its token.";
     else if (state.connection === "reconnecting") banner = "Lost the connection to the trainer; reconnecting by itself.";
     else if (phase === "updating") banner = "The trainer is updating its policy from the rounds it played: the game resumes when it is done.";
@@ -371,7 +370,7 @@
     document.body.dataset.ended = state.ended; // the arenas dimmed: their game is over
     $("banner").hidden = !banner;
     $("banner-text").textContent = banner;
-    $("take-over").hidden = state.connection !== "replaced";
+    $("take-over").hidden = !replaced || Boolean(state.trainerGone);
   }
 
   function draw(now) {

@@ -61,8 +61,12 @@ def run_tags(plugins: Mapping[str, str], run_dir: Path, overrides: Sequence[str]
     for package in TRACKED_PACKAGES:
         with contextlib.suppress(PackageNotFoundError):
             tags[f"versions.{package}"] = version(package)
-    # MLflow's own: its runs table's User and Source columns
-    tags.update({"mlflow.source.name": "python -m framework", "mlflow.source.type": "LOCAL"})
+    return {**tags, **source_tags()}
+
+
+def source_tags() -> dict[str, str]:
+    """MLflow's own, its runs table's User and Source columns (a sweep's parent has them too)."""
+    tags = {"mlflow.source.name": "python -m framework", "mlflow.source.type": "LOCAL"}
     with contextlib.suppress(Exception):  # no user name where the uid has no entry (a container's)
         tags["mlflow.user"] = getpass.getuser()
     commit = git_commit()

@@ -42,7 +42,7 @@ from framework.contracts.sweeper import PARENT_RUN_ENV, RUN_NAME_ENV, trial_spec
 from framework.contracts.tracker import SUMMARY_SPEC_TAG
 from framework.errors import ConfigError
 from framework.interrupts import JOB_INTERRUPTED, STOP_ASKED
-from framework.provenance import flatten
+from framework.provenance import flatten, source_tags
 from framework.sweepers import sweeper_plugin
 
 from . import orphans, stopping
@@ -180,6 +180,7 @@ class SweepParentRun(Callback):
                 "framework.objective": self._spec.objective,
                 # For the tracker to summarise the sweep even if this process is killed (SIGTERM).
                 SUMMARY_SPEC_TAG: json.dumps(dataclasses.asdict(self._spec)),
+                **source_tags(),
             },
             params={
                 **common_params(config, swept),

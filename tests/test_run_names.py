@@ -184,7 +184,7 @@ def test_a_parent_says_what_its_sweep_varies_and_what_every_job_shares() -> None
     cfg = _config("agent=ppo")
     swept = {LR: "0.0001,0.0003", EPOCHS: "5,10"}
     overrides = ["agent=ppo", f"{LR}=0.0001,0.0003", f"{EPOCHS}=5,10", "env.n_envs=4", "progress=off"]
-    assert parent_run_name(cfg, swept, overrides) == "sweep sb3-ppo-s0 lr=1e-4,3e-4 ne=5,10 cartpole envs=4"
+    assert parent_run_name(cfg, swept, overrides) == "sweep sb3-ppo-s0 lr=1e-4,3e-4 ne=5,10 envs=4 cartpole"
     assert (
         parent_run_name(cfg, {"seed": "range(5)"}, ["seed=range(5)"])
         == "sweep sb3-ppo seed=range(5) cartpole"

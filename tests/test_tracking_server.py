@@ -114,7 +114,7 @@ def test_multirun_jobs_are_child_runs_of_one_parent_that_summarises_them(
     assert set(names) == {f"ne={e} s{s} sb3-ppo cartpole" for e in (1, 2) for s in (1, 2)}
     assert names["ne=2 s1 sb3-ppo cartpole"].data.params["agent.hyperparams.n_epochs"] == "2"
     assert all(" cfg:" in c.info.run_name for c in children)
-    assert parent.info.run_name == "sweep sb3-ppo ne=1,2 seed=1,2 cartpole steps=1024"
+    assert parent.info.run_name == "sweep sb3-ppo ne=1,2 seed=1,2 steps=1024 cartpole"
     assert (
         parent.data.params["sweep.seed"] == "1,2"
         and parent.data.params["sweep.agent.hyperparams.n_epochs"] == "1,2"

@@ -87,9 +87,9 @@ def child_name(
 def parent_run_name(
     cfg: DictConfig, swept: Mapping[str, str], overrides: Sequence[str], study: str | None = None
 ) -> str:
-    """A sweep's parent, in a run's order: `sweep sb3-ppo-s0 lr=1e-4,3e-4 ne=5,10 cartpole envs=4`:
+    """A sweep's parent, in a run's order: `sweep sb3-ppo-s0 lr=1e-4,3e-4 ne=5,10 envs=4 cartpole`:
     what its children share of agent and seed, the swept values with its children's labels, the
-    env, and the overrides every job has. An Optuna study: its parameters' labels, and its name,
+    overrides every job has, and the env. An Optuna study: its parameters' labels, and its name,
     first where the command line gave one (`sweep tune-ppo: sb3-ppo-s0 lr ne cartpole`), last where
     the sweeper named it by the time (`sweep sb3-ppo-s0 lr ne cartpole (study-20261128-055330)`)."""
     named = sweep_style(list(swept), trials=study is not None).labels
@@ -103,7 +103,7 @@ def parent_run_name(
     timed = study is not None and re.fullmatch(r"study-\d{8}-\d{6}", study) is not None
     first = f"{study}:" if study is not None and not timed else ""
     last = f"({study})" if timed else ""
-    return " ".join(p for p in ("sweep", first, head, values, place, *fixed, last) if p)[:250]
+    return " ".join(p for p in ("sweep", first, head, values, *fixed, place, last) if p)[:250]
 
 
 @dataclass(frozen=True)

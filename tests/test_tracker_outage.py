@@ -376,3 +376,18 @@ def test_an_entry_the_store_refuses_is_passed_over_and_those_after_it_are_sent(
     assert (
         run.info.status == "FINISHED" and run.data.params == {"lr": "0.1"} and run.data.metrics == {"m": 1.0}
     )
+
+
+def test_sync_to_a_store_that_does_not_hold_the_run_says_which_store_to_serve(cli, tmp_path: Path) -> None:
+    from framework_plugins.trackers.journal import Journal
+
+    r = cli("total_steps=256", "eval.episodes=1", "hydra.run.dir=outputs/run")
+    assert r.returncode == 0, r.output[-3000:]
+    (path,) = (tmp_path / "outputs/run/tracking").glob("*.jsonl")
+    journal = Journal.reopen(path)
+    journal.append("tags", tags={"late": "1"})  # something left to send
+    journal.close()
+    r = cli("sync", "outputs/run", "--uri", f"sqlite:///{tmp_path / 'another.db'}")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 1 and "Traceback" not in r.output, r.output
+    assert "does not hold run" in said and "mlflow server --backend-store-uri THAT_STORE" in said, said

@@ -88,7 +88,14 @@ def _send(journal: Journal, uri: str) -> int:
     try:
         run = client.get_run(record.run_id)
     except Exception as e:
-        refuse(f"run {record.run_id} cannot be read at {uri}: {short_reason(e)}")
+        held = " RESOURCE_DOES_NOT_EXIST" not in f" {getattr(e, 'error_code', '')}"
+        refuse(
+            f"run {record.run_id} cannot be read at {uri}: {short_reason(e)}"
+            if held
+            else f"{uri} does not hold run {record.run_id}: it serves another store than the one the run "
+            "was tracked in (a server started anew on an empty one?); start it on the run's own store "
+            "(mlflow server --backend-store-uri THAT_STORE), then sync again"
+        )
         return 1
     sender = JournalSender(
         journal, client, notify=lambda line: print(line, file=sys.stderr), say_outages=False

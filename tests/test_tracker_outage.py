@@ -3,6 +3,7 @@ same port and store while a real run goes on (issue 38, point 4)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -14,8 +15,9 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -178,6 +180,23 @@ def assert_every_point_once(client, *journals: Path) -> str:
     return run_id
 
 
+@contextlib.contextmanager
+def losing_its_server(
+    server: RestartableServer, tmp_path: Path, *, outage_wait_s: int
+) -> Iterator[tuple[Any, Output]]:
+    """A run tracked to `server`, which is killed once the run has printed its first progress line;
+    the run is killed where the test leaves it going."""
+    p = start_cli(*RUN, f"tracking.uri={server.uri}", f"tracking.outage_wait_s={outage_wait_s}", cwd=tmp_path)
+    out = Output(p)
+    try:
+        out.wait_for(PROGRESS.search, "a progress line")
+        server.kill()
+        yield p, out
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
 def journal_of(out: str) -> Path:
     run_id = RUN_ID.search(out)
     run_dir = RUN_DIR.search(out)
@@ -188,11 +207,7 @@ def journal_of(out: str) -> Path:
 def test_a_run_outlives_a_lost_server_and_ends_finished_with_every_point(
     server: RestartableServer, tmp_path: Path
 ) -> None:
-    p = start_cli(*RUN, f"tracking.uri={server.uri}", "tracking.outage_wait_s=300", cwd=tmp_path)
-    out = Output(p)
-    try:
-        out.wait_for(PROGRESS.search, "a progress line")
-        server.kill()
+    with losing_its_server(server, tmp_path, outage_wait_s=300) as (p, out):
         lost_at = time.time()
         steps_since = 0  # the run goes on, and logs, while its server is gone (and before it says so)
 
@@ -216,9 +231,6 @@ def test_a_run_outlives_a_lost_server_and_ends_finished_with_every_point(
             p.send_signal(signal.SIGCONT)
         out.wait_for(lambda line: "answers again" in line, "the notice that the server is back")
         code = out.finish()
-    finally:
-        if p.poll() is None:
-            p.kill()
     text = out.text
     assert code == 0, text[-3000:]
     assert "Traceback" not in text
@@ -244,15 +256,8 @@ def test_a_run_outlives_a_lost_server_and_ends_finished_with_every_point(
 def test_a_run_that_ends_before_its_server_returns_says_the_command_that_sends_the_rest(
     server: RestartableServer, tmp_path: Path
 ) -> None:
-    p = start_cli(*RUN, f"tracking.uri={server.uri}", "tracking.outage_wait_s=1", cwd=tmp_path)
-    out = Output(p)
-    try:
-        out.wait_for(PROGRESS.search, "a progress line")
-        server.kill()
+    with losing_its_server(server, tmp_path, outage_wait_s=1) as (_, out):
         code = out.finish()
-    finally:
-        if p.poll() is None:
-            p.kill()
     text = out.text
     assert code == 0, text[-3000:]
     assert "Traceback" not in text and "Run FINISHED at step 12000" in text
@@ -288,18 +293,11 @@ def test_a_run_that_ends_before_its_server_returns_says_the_command_that_sends_t
 def test_ctrl_c_as_a_finished_run_waits_for_its_server_stops_the_wait_and_keeps_it_finished(
     server: RestartableServer, tmp_path: Path
 ) -> None:
-    p = start_cli(*RUN, f"tracking.uri={server.uri}", "tracking.outage_wait_s=300", cwd=tmp_path)
-    out = Output(p)
-    try:
-        out.wait_for(PROGRESS.search, "a progress line")
-        server.kill()
+    with losing_its_server(server, tmp_path, outage_wait_s=300) as (p, out):
         out.wait_for(lambda line: "Ctrl-C stops waiting" in line, "the line that says it waits", 240)
         stopped_at = time.monotonic()
         p.send_signal(signal.SIGINT)
         code = out.finish()
-    finally:
-        if p.poll() is None:
-            p.kill()
     text = out.text
     assert code == 0 and time.monotonic() - stopped_at < 60, text[-3000:]  # not its 300 s
     assert "Run FINISHED at step 12000" in text and "KILLED" not in text, text[-3000:]

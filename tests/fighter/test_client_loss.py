@@ -63,6 +63,20 @@ def honest() -> Respond:
     return lambda raw: python_peer.answer(arenas, raw)
 
 
+def take_over_honestly(transport: WebRTCTransport) -> list[str]:
+    """An honest client of the test's takes the connection over: the types of what it is sent."""
+    seen: list[str] = []
+    answer = honest()
+
+    def respond(raw: str | bytes) -> Any:
+        seen.append(json.loads(raw)["type"])
+        return answer(raw)
+
+    Rogue(transport, respond)
+    wait_for(lambda: transport.connection.takeovers == 1, 20, "the takeover")
+    return seen
+
+
 def test_a_killed_python_peer_is_started_anew_within_seconds_and_training_goes_on(
     transport: WebRTCTransport, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -170,15 +184,7 @@ def test_a_takeover_tells_the_replaced_client_and_play_goes_on_with_the_new_one(
     env.reset(seed=0)
     first = transport.process
     assert first is not None
-    seen: list[str] = []
-    answer = honest()
-
-    def respond(raw: str | bytes) -> Any:
-        seen.append(json.loads(raw)["type"])
-        return answer(raw)
-
-    Rogue(transport, respond)
-    wait_for(lambda: transport.connection.takeovers == 1, 20, "the takeover")
+    seen = take_over_honestly(transport)
     first.wait(timeout=10)  # told it was replaced, its channel closed: the old peer exits
     assert any(
         "took over the connection; the previous one was told" in r.getMessage() for r in caplog.records
@@ -198,15 +204,7 @@ def test_what_was_meant_for_a_replaced_client_neither_reaches_nor_answers_for_th
     env.reset(seed=0)
     env.step(0)
     replaced = transport.connection.generation
-    seen: list[str] = []
-    answer = honest()
-
-    def respond(raw: str | bytes) -> Any:
-        seen.append(json.loads(raw)["type"])
-        return answer(raw)
-
-    Rogue(transport, respond)
-    wait_for(lambda: transport.connection.takeovers == 1, 20, "the takeover")
+    seen = take_over_honestly(transport)
     # A step sent as the takeover happened (its check passed just before), and an error the replaced
     # client answered with, still in the inbox: the new client is sent a reset first, and plays.
     transport.connection.send(

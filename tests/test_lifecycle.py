@@ -374,6 +374,13 @@ def test_a_sweeps_run_resumed_keeps_its_name_among_its_siblings(cli, tmp_path: P
     again = cli(f"resume={child.info.run_id}")  # at its budget: evaluated, and ended
     assert again.returncode == 0, again.output[-3000:]
     assert client.get_run(child.info.run_id).info.run_name == child.info.run_name
+    # Its sweep ended before: the parent's summary is made again with the child's new result.
+    summaries = len(client.get_metric_history(parent.info.run_id, "sweep/children"))
+    further = cli(f"resume={child.info.run_id}", "total_steps=1536")
+    assert further.returncode == 0, further.output[-3000:]
+    summarised = client.get_run(parent.info.run_id)
+    assert summarised.info.status == parent.info.status
+    assert len(client.get_metric_history(parent.info.run_id, "sweep/children")) == summaries + 1
 
 
 def test_a_resume_may_change_the_search_its_checkpoint_holds_none_of_but_not_the_agent() -> None:

@@ -98,6 +98,7 @@ class MlflowSession:
         self.outage_wait_s = outage_wait_s
         self.finish_timeout_s = finish_timeout_s
         self.run_id: str | None = None
+        self._resumed = False
         self.experiment_id: str | None = None
         self._sweeps = SweepParents(
             lambda: self.client, self._experiment_id, orphan_grace_s, address=address_of(uri)
@@ -190,7 +191,7 @@ class MlflowSession:
             )
             run_id = str(run.info.run_id)
         self._open_journal(run_id, run_dir_of(tags))
-        self.run_id = run_id
+        self.run_id, self._resumed = run_id, resume_run_id is not None
         if resume_run_id is not None:
             self.set_tags(tags)
         return {"run_id": run_id, "experiment_id": self._experiment_id()}
@@ -263,7 +264,7 @@ class MlflowSession:
         waited for at most `outage_wait_s`. Returns what is left unsent ('' for nothing), where, and why."""
         if self.run_id is None or self._journal is None or self._sender is None:
             return {"unsent": ""}
-        journal, sender = self._journal, self._sender
+        journal, sender, run_id = self._journal, self._sender, self.run_id
         try:
             self._append("end", status=status, end_time_ms=ms(end_time))
             # A stopped run (Ctrl-C, a scheduler's SIGTERM, whose SIGKILL follows) waits less.
@@ -277,6 +278,11 @@ class MlflowSession:
             self.run_id, self._journal, self._sender = None, None, None
         if sent and self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
+        if sent and self._resumed:  # a sweep's run resumed after its sweep ended: its summary follows
+            try:
+                self._sweeps.resummarise(run_id)
+            except Exception as e:  # the run itself has ended as it should: said, not raised
+                say(f"tracking: the summary of the run's sweep was not made again ({type(e).__name__}: {e})")
         folder = journal.path.parent
         return {
             "unsent": unsent,

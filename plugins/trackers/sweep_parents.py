@@ -122,6 +122,26 @@ class SweepParents:
             self.client.delete_run(run_id)
         return found
 
+    def resummarise(self, child_id: str) -> None:
+        """A child resumed after its sweep ended: its parent's summary (table, plots, best) is made
+        again with the child's new result; the parent keeps its status."""
+        tags = self.client.get_run(child_id).data.tags
+        parent_id = tags.get("mlflow.parentRunId")
+        if not parent_id or parent_id in self._open:
+            return  # its sweep is going on: it summarises itself at its end
+        parent = self.client.get_run(parent_id)
+        spec = _summary_spec(parent.data.tags.get(SUMMARY_SPEC_TAG))
+        if spec is None or parent.info.status == "RUNNING":
+            return
+        self._summarise(
+            parent_id,
+            list(spec["swept_keys"]),
+            str(spec["objective"]),
+            str(spec["mode"]),
+            [str(m) for m in spec.get("also") or ()],
+            spec.get("study_dir"),
+        )
+
     def abandon(self) -> None:
         """The sweep's launching process is gone (killed: SIGTERM, say): each open parent ends KILLED,
         with its summary, once its children's own trackers had the time to end them."""

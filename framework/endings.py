@@ -32,19 +32,22 @@ def log_file_errors_once() -> None:
             handler._framework_once = True  # type: ignore[attr-defined]
 
 
-def resume_rows(run_dir: Path, saved: Path | None, tracker: Tracker, run_id: str) -> list[tuple[str, str]]:
+def resume_rows(
+    run_dir: Path, saved: Path | None, tracker: Tracker, run_id: str, total_steps: int = 0
+) -> list[tuple[str, str]]:
     """The summary's last rows: the checkpoint and the command continuing from it, or that there is none."""
     if saved is None:
         return [("checkpoint", "none: the run stopped before its first one, and starts over when run again")]
     home = saved.parent.parent if saved.parent.name == "checkpoints" else saved
     # Its run directory, or the checkpoint itself where that directory's latest is another (a resumed
-    # run stopped before it saved goes on from where it was resumed).
-    again = f"python -m framework resume={(home if find_latest(home) == saved else saved).resolve()}"
+    # run stopped before it saved goes on from where it was resumed, with this command's budget).
+    budget = f" total_steps={total_steps}" if total_steps and not saved.is_relative_to(run_dir) else ""
+    again = f"python -m framework resume={(home if find_latest(home) == saved else saved).resolve()}{budget}"
     if untracked(tracker):  # resume= tracks with MLflow unless told otherwise
         again += " tracking=none"
     else:  # a tracked run also continues by its id, from any directory
         store = tracker.store_overrides() if isinstance(tracker, StoreTracker) else ""
-        again += f"\nor python -m framework resume={run_id}{f' {store}' if store else ''}"
+        again += f"\nor python -m framework resume={run_id}{budget}{f' {store}' if store else ''}"
     return [("checkpoint", str(saved)), ("continue with", again)]
 
 

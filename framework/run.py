@@ -215,7 +215,7 @@ def _execute(
             tags = ctx.trial.tags("FAIL") if ctx.trial is not None else {}
             endings.end_safely(tracker, run_dir, saved, "KILLED", tags=tags)
             ctx.close()
-            extra = endings.resume_rows(run_dir, saved, tracker, run_id)
+            extra = endings.resume_rows(run_dir, saved, tracker, run_id, ctx.total_steps)
             text = summary.text("KILLED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, extra=extra)
         except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: no more waiting
             forget_caught_interrupt()
@@ -241,7 +241,9 @@ def _execute(
             raise
         # A mistake only the started run could see is said once, by the command line.
         error = None if isinstance(e, ConfigError | ExplainedError) else e
-        extra = endings.resume_rows(run_dir, saved, tracker, run_id) if saved is not None else []
+        extra = (
+            endings.resume_rows(run_dir, saved, tracker, run_id, ctx.total_steps) if saved is not None else []
+        )
         text = summary.text(
             "FAILED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, error=error, extra=extra
         )

@@ -139,7 +139,7 @@ def test_a_trial_stopped_by_sigterm_ends_killed_tagged_as_the_study_records_it(
     ).get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL]
     said = " ".join(out.split())  # what was left undone, and how to do it
-    assert "trials 20 asked; 19 not started: the same command adds them to its study stopped" in said, out
+    assert "trials 20 asked; 19 not started: the same command adds 20 more to its study stopped" in said, out
 
 
 @pytest.mark.parametrize(

@@ -406,8 +406,10 @@ def test_trials_added_to_a_study_keep_its_fixed_overrides(tmp_path: Path) -> Non
     )
     # What only runs or shows trials otherwise may change; what they train may not.
     _study.recorded_parent(sweeper, cfg("total_steps=30000", "progress=off", "hydra.sweeper.n_trials=5"))
-    with pytest.raises(
-        ConfigError, match="that study's trials ran with total_steps=30000; this command's"
-    ) as e:
-        _study.recorded_parent(sweeper, cfg("total_steps=3000"))
-    assert "differ (total_steps=3000 total_steps=30000)" in str(e.value)
+    with pytest.raises(ConfigError, match="that study's trials ran otherwise") as e:
+        _study.recorded_parent(sweeper, cfg("total_steps=3000", "eval.episodes=3"))
+    said = str(e.value)
+    assert (
+        "eval.episodes: the study's (not given), this command's 3; total_steps: the study's 30000, " in said
+    )
+    assert "this command's 3000" in said

@@ -171,8 +171,11 @@ def test_a_resumed_run_stopped_before_its_first_step_points_back_to_where_it_was
     kept = last_checkpoint(ctx, NotLoadedYet())  # type: ignore[arg-type]
     assert kept == saved.latest() and not (run_dir / "checkpoints").exists()
     assert not [r for r in caplog.records if "could not save" in r.getMessage()]
-    rows = dict(resume_rows(run_dir, kept, NullTracker(None), ""))
-    assert rows["continue with"] == f"python -m framework resume={first.resolve()} tracking=none"
+    rows = dict(resume_rows(run_dir, kept, NullTracker(None), "", 4096))  # with this command's budget
+    assert (
+        rows["continue with"]
+        == f"python -m framework resume={first.resolve()} total_steps=4096 tracking=none"
+    )
 
 
 def test_a_tracked_run_whose_last_part_saved_nothing_goes_on_from_where_that_part_began(

@@ -405,16 +405,18 @@ def test_a_store_ui_cannot_write_to_is_opened_sorted_by_the_objective(tmp_path: 
 def test_ui_opens_a_run_by_the_eight_characters_pages_show_of_its_id(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
-    from framework_plugins.trackers.ui import _page
+    from framework_plugins.trackers.ui import _compared, _page
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
-    experiment = client.create_experiment("framework")
+    experiment = client.create_experiment("cmpE")
     run = client.create_run(experiment).info.run_id
     assert (
         _page(uri, "framework", run[:8])
         == f"#/experiments/{experiment}/runs/{run}?workflowType=machine_learning"
     )
+    # Its comparison is of its own experiment's runs, not the config's default experiment's.
+    assert _compared(uri, "framework", run[:8]).startswith("python -m framework compare cmpE ")
 
 
 def test_ui_labels_a_comparison_page_and_the_command_that_would_write_one_apart(

@@ -201,12 +201,20 @@ def check_goes_on(study: optuna.Study, cfg: DictConfig, fixed: Sequence[str]) ->
     another metric, or ranked the other way), or its fixed overrides are not (another budget, env)."""
     recorded_fixed = study.user_attrs.get(FIXED_ATTR)
     if isinstance(recorded_fixed, list) and recorded_fixed != trained_by(fixed):
-        differ = sorted(set(recorded_fixed) ^ set(trained_by(fixed)))
+        before, now = (
+            dict(o.partition("=")[::2] for o in lines) for lines in (recorded_fixed, trained_by(fixed))
+        )
+        unset = "(not given)"
+        differ = [
+            f"{key}: the study's {before.get(key, unset)}, this command's {now.get(key, unset)}"
+            for key in sorted(before.keys() | now.keys())
+            if before.get(key) != now.get(key)
+        ]
         raise ConfigError(
-            f"hydra.sweeper.study_name={study.study_name}: that study's trials ran with "
-            f"{' '.join(recorded_fixed) or 'no fixed override'}; this command's differ ({' '.join(differ)}), "
-            "and its trials would be ranked beside those as if trained alike: give the study's, or name a "
-            "new study"
+            f"hydra.sweeper.study_name={study.study_name}: that study's trials ran otherwise "
+            f"({'; '.join(differ)}), "
+            "and this command's would be ranked beside them as if trained alike: give the study's, or name "
+            "a new study"
         )
     name, metric, mode = study.study_name, str(cfg.objective.metric), str(cfg.objective.mode)
     direction = study.direction.name.lower()

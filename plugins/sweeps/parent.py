@@ -251,7 +251,7 @@ class SweepParentRun(Callback):
                 asked, study = self._trials
                 said += (
                     f"\n  trials            {asked} asked; {asked - self._started} not started: the same "
-                    f"command adds them to its study {study}"
+                    f"command adds {asked} more to its study {study}"
                 )
             if said:
                 print(said, flush=True)

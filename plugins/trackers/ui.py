@@ -215,9 +215,12 @@ def _compared(uri: str, experiment: str, run: str | None = None) -> str:
     if run is not None:
         from mlflow.tracking import MlflowClient
 
+        from .compare import full_run_id
+
         with contextlib.suppress(Exception):
             client = MlflowClient(tracking_uri=uri)
-            experiment = client.get_experiment(client.get_run(run).info.experiment_id).name
+            found = client.get_run(full_run_id(client, run))
+            experiment = client.get_experiment(found.info.experiment_id).name
     page = local_views.latest_page(uri, experiment)
     if page is not None:
         return page.as_uri()
@@ -240,6 +243,8 @@ def _page(uri: str, experiment: str, run: str | None) -> str:
     if run is not None:
         try:
             found = client.get_run(full_run_id(client, run))
+        except LookupError as e:  # the start of several ids
+            print(f"Warning: {e}: opening the experiment's runs", file=sys.stderr)
         except Exception:
             print(f"Warning: no run {run} in {uri}: opening the experiment's runs", file=sys.stderr)
         else:

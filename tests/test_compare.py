@@ -425,6 +425,7 @@ def test_runs_evaluated_otherwise_are_configurations_apart_and_none_repeats_anot
     rows = list(csv.DictReader((tmp_path / "cmp" / "compare.csv").open(encoding="utf-8")))
     assert sorted(row["n"] for row in rows if row["row"] == "configuration") == ["1", "3"]
     assert ppo in {row["run_id"] for row in rows if row["row"] == "run"}
+    assert "1 finished run never logged it: left out." in (tmp_path / "cmp" / "compare.html").read_text()
 
 
 def test_a_comparison_written_again_into_its_folder_leaves_no_plot_of_the_last_one(
@@ -438,6 +439,8 @@ def test_a_comparison_written_again_into_its_folder_leaves_no_plot_of_the_last_o
     (out / "seeds_improvement.png").write_bytes(b"an earlier plot")
     r = cli("compare", f"tracking.uri={uri}", "--out", str(out))
     assert r.returncode == 0, r.output
+    page = (out / "compare.html").read_text()  # one run, one seed: the page claims no best configuration
+    assert "Highest single run:" in page and "none is best" in page and "Best run" not in page
     assert not (out / "seeds_improvement.png").exists() or (out / "seeds_improvement.png").read_bytes() != (
         b"an earlier plot"
     )

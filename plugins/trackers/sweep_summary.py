@@ -137,7 +137,7 @@ def write_table(
             elif 3 <= i < 3 + len(swept_keys) and _shorter(v) != v:  # an Optuna draw: 0.004148466620832118
                 text = f"<span title='{text}'>{html.escape(_shorter(v))}</span>"
             cells.append(f"<td{' class=n' if i in numeric else ''}>{text}</td>")
-        mark = " class=best" if c is top else (" class=out" if not c.finished else "")
+        mark = " class=best" if c is top else (" class=out" if not c.finished or c.objective is None else "")
         body.append(f"<tr{mark}>{''.join(cells)}</tr>")
     counts: dict[str, int] = {}
     for c in children:
@@ -149,6 +149,10 @@ def write_table(
         if top is not None
         else "No run finished with a value of the objective."
     )
+    if top is not None and kind == "Comparison" and not configs:  # one seed each: no best configuration
+        found = f"Highest single run: {found[10:-1]}; no configuration ran over seeds, so none is best."
+    if unlogged := sum(c.finished and c.objective is None for c in children):
+        found += f" {unlogged} finished run{'s' if unlogged > 1 else ''} never logged it: left out."
     sections = [
         f"<p>Objective <b>{html.escape(objective)}</b> ({mode}: {better} is better). "
         f"{len(children)} runs ({statuses}). {found} Runs that did not finish"

@@ -96,10 +96,17 @@ def register_resolver() -> None:
 
 def check_fresh(run_dir: Path) -> None:
     """Refuse a new run a directory holding an earlier run's checkpoints (this run would overwrite them)."""
-    from framework.checkpoint import find_latest, read_state
+    from framework.checkpoint import find_latest, read_state, where_it_went_on
 
     refuse_if_held(run_dir)  # a live run's: said as such, whether or not it checkpointed yet
     checkpoint = find_latest(run_dir)
+    went_on = where_it_went_on(run_dir) if checkpoint is None else None
+    if went_on is not None:  # its checkpoints went with it, as checkpoint.keep says; its files stay
+        raise RunDirInUse(
+            f"The run directory {run_dir.resolve()} is an earlier run's, which went on in {went_on}: "
+            f"continue that run with resume={went_on}, or give this run a directory of its own (leave "
+            f"{_dir_key()} unset, or set it to a new directory)"
+        )
     if checkpoint is None:
         return
     try:

@@ -371,6 +371,7 @@ def test_a_sweeps_run_resumed_keeps_its_name_among_its_siblings(cli, tmp_path: P
     parent = client.get_run(child.data.tags["mlflow.parentRunId"])
     for run in (parent, child):  # MLflow's runs table shows who ran it, and with what
         assert run.data.tags["mlflow.source.name"] == "python -m framework" and run.data.tags["mlflow.user"]
+        assert not [k for k, v in run.data.params.items() if "${" in v], run.data.params  # as resolved
     again = cli(f"resume={child.info.run_id}")  # at its budget: evaluated, and ended
     assert again.returncode == 0, again.output[-3000:]
     assert client.get_run(child.info.run_id).info.run_name == child.info.run_name

@@ -219,3 +219,21 @@ def test_a_run_or_sweep_directory_that_cannot_be_made_is_one_message(tmp_path: P
         assert " ".join(r.stderr.split()) == (
             f"Error: {given}: cannot make that directory (Not a directory): give one that can be made here"
         )
+
+
+def test_a_run_directory_whose_run_went_on_elsewhere_is_refused_to_a_new_run(tmp_path: Path) -> None:
+    """Its checkpoints went with the run (checkpoint.keep); its config, log and journal are still its."""
+    import pytest
+
+    from framework.checkpoint import WENT_ON_FILE, Checkpointer
+    from framework.run_dirs import RunDirInUse, check_fresh
+
+    later = tmp_path / "later"
+    Checkpointer(later / "checkpoints", every_steps=0, keep=1, config_yaml="").save(
+        30000, lambda folder: (folder / "w").write_text("x"), {"run_id": None}
+    )
+    first = tmp_path / "first"
+    (first / "checkpoints").mkdir(parents=True)
+    (first / "checkpoints" / WENT_ON_FILE).write_text(str(later))
+    with pytest.raises(RunDirInUse, match=f"which went on in {later}: continue that run with resume={later}"):
+        check_fresh(first)

@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from framework.provenance import flatten
 from framework_plugins.trackers.run_names import (
     MOST_CHARS,
     base_name,
@@ -167,3 +168,25 @@ def _bounded(first: str, more: Sequence[str], whole: bool, cfg: DictConfig) -> s
             break
         name = f"{name} {part}".strip()
     return name if whole else f"{name} cfg:{config_hash(cfg)}"
+
+
+def common_params(cfg: DictConfig, swept: Mapping[str, str]) -> dict[str, str]:
+    """The flattened config every job shares: all but the swept keys (and what a swept group holds)."""
+    data = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(data, dict)
+    data.pop("hydra", None)
+    return {
+        key: _resolved(cfg, key, value)
+        for key, value in flatten(data).items()
+        if not any(key == k or key.startswith(f"{k}.") for k in swept)
+    }
+
+
+def _resolved(cfg: DictConfig, key: str, value: str) -> str:
+    """A param as a run logs it, its interpolation resolved (`${oc.env:MLFLOW_TRACKING_URI,…}`)."""
+    if "${" not in value:
+        return value
+    try:
+        return str(OmegaConf.select(cfg, key, throw_on_resolution_failure=True))
+    except Exception:  # one only a job can resolve: as written
+        return value

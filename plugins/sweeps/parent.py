@@ -42,12 +42,12 @@ from framework.contracts.sweeper import PARENT_RUN_ENV, RUN_NAME_ENV, trial_spec
 from framework.contracts.tracker import SUMMARY_SPEC_TAG
 from framework.errors import ConfigError
 from framework.interrupts import JOB_INTERRUPTED, STOP_ASKED
-from framework.provenance import flatten, source_tags
+from framework.provenance import source_tags
 from framework.sweepers import sweeper_plugin
 
 from . import orphans, stopping
 from .checks import RAY_LAUNCHER, check_launcher
-from .names import job_name, parent_run_name
+from .names import common_params, job_name, parent_run_name
 
 #: The swept keys, handed to the jobs with their parent run (a launcher's worker reads them there).
 SWEPT_KEYS_ENV = "FRAMEWORK_SWEPT_KEYS"
@@ -311,18 +311,6 @@ def _refuse(message: str) -> NoReturn:
     run_dirs.forget_claimed()
     refuse(message)
     sys.exit(1)
-
-
-def common_params(cfg: DictConfig, swept: Mapping[str, str]) -> dict[str, str]:
-    """The flattened config every job shares: all but the swept keys (and what a swept group holds)."""
-    data = OmegaConf.to_container(cfg, resolve=False)
-    assert isinstance(data, dict)
-    data.pop("hydra", None)
-    return {
-        key: value
-        for key, value in flatten(data).items()
-        if not any(key == k or key.startswith(f"{k}.") for k in swept)
-    }
 
 
 def ray_launcher_defaults(cfg: DictConfig) -> None:

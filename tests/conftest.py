@@ -363,6 +363,10 @@ def pytest_configure(config: pytest.Config) -> None:
     import torch
 
     torch.set_num_threads(1)
+    if "FRAMEWORK_CACHE_DIR" not in os.environ:  # the suite's own (its workers inherit it), not the user's
+        os.environ["FRAMEWORK_CACHE_DIR"] = _own_cache.setdefault(
+            "dir", tempfile.mkdtemp(prefix="framework-test-cache-")
+        )
     if not hasattr(config, "workerinput") and _plays_gomoku(config.args):
         from tests import numba_warmup
 
@@ -384,6 +388,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _warming:
         _warming.pop().end()
+    if "dir" in _own_cache:  # made by this process: removed by it
+        shutil.rmtree(_own_cache.pop("dir"), ignore_errors=True)
+
+
+#: The cache folder this process made for the suite (FRAMEWORK_CACHE_DIR), if it made one.
+_own_cache: dict[str, str] = {}
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

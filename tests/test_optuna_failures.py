@@ -96,7 +96,7 @@ def test_a_sweep_killed_outright_leaves_no_trial_running_once_its_study_is_resum
     # The same command would train the next trial 1,000,000 steps: the study is told that it ran the
     # shorter one's fixed overrides (another budget is refused otherwise: test_optuna_sweeper.py).
     optuna.load_study(study_name="killed", storage=storage).set_user_attr(
-        _study.FIXED_ATTR, _study.trained_by(FAST)
+        _study.FIXED_ATTR, _study.trained_by(_study.fixed_overrides([*SPACE, *FAST], {}))
     )
     r = cli(*sweep, *FAST, "hydra.sweeper.n_trials=1", "hydra.sweeper.heartbeat_s=1", timeout=240)
     assert r.returncode == 0, r.output[-3000:]

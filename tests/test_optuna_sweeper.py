@@ -399,17 +399,30 @@ def test_trials_added_to_a_study_keep_its_fixed_overrides(tmp_path: Path) -> Non
             "hydra": {"overrides": {"task": list(task)}},
         })  # fmt: skip
 
-    assert _study.recorded_parent(sweeper, cfg("total_steps=30000")) is None  # a new study
+    lr, gamma = "agent.lr=tag(log,interval(1e-4,1e-2))", "agent.gamma=choice(0.9,0.99)"
+    assert _study.recorded_parent(sweeper, cfg("total_steps=30000", lr, gamma)) is None  # a new study
     study = optuna.load_study(study_name="budget", storage=str(sweeper.storage))
-    study.set_user_attr(
-        _study.FIXED_ATTR, _study.trained_by(["total_steps=30000", "hydra.sweeper.n_trials=2"])
+    study.set_user_attr(  # as its sweep records them
+        _study.FIXED_ATTR,
+        _study.trained_by(
+            _study.with_searched(
+                ["total_steps=30000", "hydra.sweeper.n_trials=2"], ["agent.gamma", "agent.lr"]
+            )
+        ),
     )
     # What only runs or shows trials otherwise may change; what they train may not.
-    _study.recorded_parent(sweeper, cfg("total_steps=30000", "progress=off", "hydra.sweeper.n_trials=5"))
+    _study.recorded_parent(
+        sweeper, cfg("total_steps=30000", "progress=off", "hydra.sweeper.n_trials=5", lr, gamma)
+    )
     with pytest.raises(ConfigError, match="that study's trials ran otherwise") as e:
-        _study.recorded_parent(sweeper, cfg("total_steps=3000", "eval.episodes=3"))
+        _study.recorded_parent(sweeper, cfg("total_steps=3000", "eval.episodes=3", lr, gamma))
     said = str(e.value)
     assert (
         "eval.episodes: the study's (not given), this command's 3; total_steps: the study's 30000, " in said
     )
     assert "this command's 3000" in said
+    with pytest.raises(
+        ConfigError
+    ) as e:  # gamma no longer searched: its preset's, in trials beside the study's
+        _study.recorded_parent(sweeper, cfg("total_steps=30000", lr))
+    assert "searched: the study's (agent.gamma,agent.lr), this command's (agent.lr)" in str(e.value)

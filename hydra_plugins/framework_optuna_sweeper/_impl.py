@@ -147,7 +147,7 @@ class StudySweep:
             direction=direction,  # type: ignore[arg-type]
             load_if_exists=True,
         )
-        _study.check_goes_on(study, self.config, space.fixed)
+        _study.check_goes_on(study, self.config, _study.with_searched(space.fixed, space.distributions))
         stale = _study.fail_stale_trials(study)
         if stale:
             log.warning("Optuna study %s: %d trial(s) a stopped sweep left RUNNING are FAIL now", name, stale)
@@ -155,7 +155,9 @@ class StudySweep:
         if parent and study.user_attrs.get(_study.PARENT_ATTR) is None:
             study.set_user_attr(_study.PARENT_ATTR, parent)
         study.set_user_attr(_study.OBJECTIVE_ATTR, str(self.config.objective.metric))
-        study.set_user_attr(_study.FIXED_ATTR, _study.trained_by(space.fixed))
+        study.set_user_attr(
+            _study.FIXED_ATTR, _study.trained_by(_study.with_searched(space.fixed, space.distributions))
+        )
         return study
 
     def _launch(self, jobs: list[list[str]], first: int) -> list[JobReturn | None]:

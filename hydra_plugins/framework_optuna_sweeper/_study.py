@@ -12,7 +12,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -157,8 +157,9 @@ def recorded_parent(sweeper: DictConfig, cfg: DictConfig) -> str | None:
         return None
     except optuna.exceptions.DuplicatedStudyError:
         study = optuna.load_study(study_name=name, storage=storage)
+    params = sweeper.get("params") or {}
     check_goes_on(
-        study, cfg, fixed_overrides(OmegaConf.select(cfg, "hydra.overrides.task", default=None) or [])
+        study, cfg, fixed_overrides(OmegaConf.select(cfg, "hydra.overrides.task", default=None) or [], params)
     )
     if OmegaConf.select(cfg, "tracking.uri", default=None) is None:
         return None  # tracking=none: no parent run to share
@@ -178,15 +179,25 @@ def recorded_parent(sweeper: DictConfig, cfg: DictConfig) -> str | None:
         time.sleep(0.2)  # the poll of a wait with a deadline
 
 
-def fixed_overrides(task: Sequence[str]) -> list[str]:
-    """A sweep's command-line overrides that every trial shares (those not searched)."""
+def fixed_overrides(task: Sequence[str], params: Mapping[str, Any]) -> list[str]:
+    """What a sweep's trials share (its command line's overrides not searched), and the keys it
+    searches (`hydra.sweeper.params`' too), as `searched(KEY,...)`: see `with_searched`."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
         parsed = OverridesParser.create().parse_overrides(list(task))
     except Exception:  # refused in one message where its search space is read
         return []
-    return [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line]
+    searched = {str(o.get_key_element()) for o in parsed if o.is_sweep_override()} | {str(k) for k in params}
+    return with_searched(
+        [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line], searched
+    )
+
+
+def with_searched(fixed: Sequence[str], searched: Iterable[str]) -> list[str]:
+    """A sweep's fixed overrides and the keys it searches, as a study records them: trials that search
+    other keys (a key fixed by its preset now) are not configurations of its study."""
+    return [*fixed, f"searched=({','.join(sorted(searched))})"]
 
 
 def trained_by(fixed: Sequence[str]) -> list[str]:

@@ -206,9 +206,10 @@ def one_env(runs: Sequence[Any], env: str | None) -> list[Any]:
     listed = ", ".join(f"{name} ({n} run{'' if n == 1 else 's'})" for name, n in sorted(counts.items()))
     if env is None:
         if len(counts) > 1:
+            most = max(sorted(counts), key=counts.__getitem__)  # the env of the most runs
             raise ValueError(
                 f"the runs are of {len(counts)} envs: {listed}; a metric is compared within one env: "
-                f"say which with --env {min(counts)}, or name the runs to compare"
+                f"say which with --env {most}, or name the runs to compare"
             )
         return list(runs)
     names = {env.lower()}  # `--env pong` is atari:Pong's

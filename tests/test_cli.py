@@ -172,6 +172,8 @@ def test_plugins_config_of_a_preset_shows_what_it_sets(cli) -> None:
     # The heading wraps where the checkout's path makes it long: compare it as one line.
     heading = " ".join(r.stdout.split()).partition(" the whole config it gives")[0]
     assert heading.startswith("tuned=dqn_cartpole: a preset (") and "conf/tuned/dqn_cartpole.yaml)" in heading
+    # Taken with its agent and env: the command that shows it composes them, not tuned= alone.
+    assert "python -m framework --cfg job agent=dqn env=cartpole`" in " ".join(r.stdout.split())
     assert "  agent.n_step                  3" in lines and "  total_steps                   50000" in lines
     assert "  agent.double_q                false" in lines
     r = cli("plugins", "--config", "gomoku_9x9")

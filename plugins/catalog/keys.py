@@ -48,6 +48,12 @@ def describe_preset(group: str, path: Path) -> int:
     choice = f"{group}={path.stem}"
     columns = width()
     said = f"{choice}: a preset ({path}); the whole config it gives: `python -m framework --cfg job {choice}`"
+    if group == "tuned" and "_" in path.stem:  # chosen with its agent and env, which it does not select
+        agent, env = path.stem.split("_", 1)
+        said = (
+            f"{choice}: a preset ({path}), taken with agent={agent} env={env}; the whole config it gives: "
+            f"`python -m framework --cfg job agent={agent} env={env}`"
+        )
     print("\n".join(wrap(said, columns, indent="  ")))
     about = []
     for line in path.read_text(encoding="utf-8").splitlines():

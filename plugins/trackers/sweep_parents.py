@@ -105,14 +105,7 @@ class SweepParents:
         try:
             self._end_orphans(run_id, ORPHAN_STATUS.get(status, "FAILED"), end_time)
             found = (
-                self._summarise(
-                    run_id,
-                    list(summary["swept_keys"]),
-                    str(summary["objective"]),
-                    str(summary["mode"]),
-                    [str(m) for m in summary.get("also") or ()],
-                    summary.get("study_dir"),
-                )
+                self._summarise_as(run_id, summary)
                 if summary is not None
                 else {"runs": len(self._children(run_id))}
             )
@@ -131,9 +124,12 @@ class SweepParents:
             return  # its sweep is going on: it summarises itself at its end
         parent = self.client.get_run(parent_id)
         spec = _summary_spec(parent.data.tags.get(SUMMARY_SPEC_TAG))
-        if spec is None or parent.info.status == "RUNNING":
-            return
-        self._summarise(
+        if spec is not None and parent.info.status != "RUNNING":
+            self._summarise_as(parent_id, spec)
+
+    def _summarise_as(self, parent_id: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """The sweep's summary on its parent, as its SUMMARY_SPEC_TAG says."""
+        return self._summarise(
             parent_id,
             list(spec["swept_keys"]),
             str(spec["objective"]),

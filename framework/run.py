@@ -329,7 +329,7 @@ def _run_name(plan: Plan, tracker: Tracker, overrides: Sequence[str], given: str
         with contextlib.suppress(OSError, ValueError, TypeError):
             first = [str(o) for o in OmegaConf.load(plan.resume.source / ".hydra" / "overrides.yaml")]
     # A tracked run keeps its own name (its sweep's, say), bar a budget this resume changes.
-    named = config.named_overrides(plan.cfg, first) if first and not plan.resume.run_id else []
+    named = config.named_overrides(plan.cfg, first) if first and untracked(tracker) else []
     if plan.resume.began_with not in (0, int(plan.cfg.total_steps)):  # a name shows its new budget
         named = [o for o in named if not o.startswith("total_steps=")]
         named.append(f"total_steps={int(plan.cfg.total_steps)}")

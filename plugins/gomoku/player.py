@@ -286,6 +286,8 @@ def _with_overrides(saved: DictConfig, overrides: list[tuple[str, Any]]) -> Dict
     cfg = saved.copy()
     OmegaConf.set_struct(cfg, False)
     for key, value in overrides:
+        if key == "search" and str(value) == OmegaConf.select(saved, "search.name"):
+            continue  # the run's own search, with the run's settings of it
         if key == "search":
             from framework.app import register_schemas
 

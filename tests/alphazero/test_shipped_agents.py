@@ -147,12 +147,15 @@ def test_a_run_that_self_played_in_many_workers_plays_without_them(tmp_path: Pat
     defaults = OmegaConf.to_container(OmegaConf.structured(RayAsyncConfig))
     assert isinstance(defaults, dict)
     run = gpu_run(tmp_path, **{**defaults, "name": "ray_async", "workers": 8, "batch_size": 128})
-    with load_trained(str(run)) as player:  # no engine made: no Ray started
+    with load_trained(str(run)) as player:  # one game: the sequential search, no Ray
+        assert player.cfg.search.name == "sequential"
+        assert player.cfg.agent.workers == 0 and "workers" not in player.cfg.search
+    with load_trained(str(run), ("search=ray_async",)) as player:  # no engine made: no Ray started
         assert player.cfg.search.name == "ray_async"
         # The run's search.workers (saved before workers were the agent's) read as agent.workers.
         assert player.cfg.agent.workers == 0 and "workers" not in player.cfg.search
-        assert player.cfg.search.batch_size == 128
+        assert player.cfg.search.batch_size == 128  # the run's own settings of its search
         assert not player.searches.started
     # More than the test session's Ray (8 CPUs) holds too, where this process is connected to it.
     with pytest.raises(ConfigError, match="9 inference actor"):
-        load_trained(str(run), ("search.inference_actors=9", "ray.num_cpus=2"))
+        load_trained(str(run), ("search=ray_async", "search.inference_actors=9", "ray.num_cpus=2"))

@@ -17,10 +17,9 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from framework import contracts, errors, registry
 from framework.errors import ConfigError, check_choice, did_you_mean, moved_message, wrong_type
-from framework.values import HOST, OPERATIONAL, bounds, check_values, resolved
+from framework.values import OPERATIONAL, bounds, check_values, resolved
 
 __all__ = [
-    "HOST",
     "ConfigError",
     "FrameworkConfig",
     "Section",

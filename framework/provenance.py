@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import getpass
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -65,15 +64,9 @@ def run_tags(plugins: Mapping[str, str], run_dir: Path, overrides: Sequence[str]
 
 
 def source_tags() -> dict[str, str]:
-    """MLflow's own, its runs table's User and Source columns (a sweep's parent has them too)."""
-    tags = {"mlflow.source.name": "python -m framework", "mlflow.source.type": "LOCAL"}
-    with contextlib.suppress(Exception):  # no user name where the uid has no entry (a container's)
-        tags["mlflow.user"] = getpass.getuser()
+    """The commit of the repository the command runs in, if any (a sweep's parent has it too)."""
     commit = git_commit()
-    if commit:
-        tags["git.commit"] = commit
-        tags["mlflow.source.git.commit"] = commit
-    return tags
+    return {"git.commit": commit} if commit else {}
 
 
 #: How many times a tracked run was resumed; resume N's own tags are `framework.resumeN.*`.

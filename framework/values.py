@@ -1,5 +1,6 @@
 """What a config key's value may be, declared beside its default, and the check that holds a section
-to it before anything starts: `field(default=0.99, metadata=bounds(ge=0, le=1))`, or `HOST`.
+to it before anything starts: `field(default=0.99, metadata=bounds(ge=0, le=1))`, or a plugin's own
+check (`{CHECK: check}`, a `ValueCheck`: the page plugins' host).
 
 Declared or not, every integer fits in 64 bits and every float is finite. A list's range holds for
 each element, a schedule's (`framework.schedules`) for every value it passes through.
@@ -8,9 +9,7 @@ each element, a schedule's (`framework.schedules`) for every value it passes thr
 from __future__ import annotations
 
 import ast
-import contextlib
 import inspect
-import ipaddress
 import math
 import re
 import typing
@@ -78,24 +77,12 @@ class Bounds:
         return where + "".join(f", or {show(v)}" for v in self.also)
 
 
-@dataclass(frozen=True)
-class Host:
-    """A host to serve on or connect to: an IP address (127.0.0.1, ::1) or a DNS host name."""
+@typing.runtime_checkable
+class ValueCheck(typing.Protocol):
+    """A plugin's own check of a key's values, in its field's metadata as `{CHECK: check}`."""
 
-    def problem(self, value: str) -> str | None:
-        """Why `value` is not a host; None when it is one."""
-        with contextlib.suppress(ValueError):  # not an IP address: maybe a host name
-            ipaddress.ip_address(value.removeprefix("[").removesuffix("]"))
-            return None
-        labels = value.removesuffix(".").split(".")
-        if all(label.isdigit() for label in labels):
-            return "is not an IP address (four numbers from 0 to 255: 127.0.0.1)"
-        if not value or len(value) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels):
-            return "is neither an IP address (127.0.0.1, ::1) nor a host name (letters, digits, - and .)"
-        return None
-
-
-_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+    def problem(self, value: Any) -> str | None:
+        """Why `value` is refused, said after `key=value`; None when it is taken."""
 
 
 def bounds(
@@ -111,18 +98,16 @@ def bounds(
     return {CHECK: Bounds(ge=ge, gt=gt, le=le, lt=lt, also=tuple(also), finite=finite)}
 
 
-#: A field's metadata declaring that it holds a host: `field(default="127.0.0.1", metadata=HOST)`.
-HOST: Mapping[str, Any] = {CHECK: Host()}
 #: A field's metadata for a key that says how a run is shown or reached (a page's port), not what it
 #: trains: an override of it is not part of the run's name (the trackers' run_names).
 OPERATIONAL = "framework.operational"
 SHOWN: Mapping[str, Any] = {OPERATIONAL: True}
 
 
-def declared(f: Field[Any]) -> Bounds | Host | None:
-    """What a schema's field declares of its values (`bounds`, `HOST`); None when nothing."""
+def declared(f: Field[Any]) -> Bounds | ValueCheck | None:
+    """What a schema's field declares of its values (`bounds`, a plugin's check); None when nothing."""
     check = f.metadata.get(CHECK)
-    return check if isinstance(check, Bounds | Host) else None
+    return check if isinstance(check, Bounds | ValueCheck) else None
 
 
 def check_values(schema: type, values: Any, prefix: str = "") -> None:
@@ -146,8 +131,8 @@ def check_values(schema: type, values: Any, prefix: str = "") -> None:
             continue
         check = declared(f)
         try:
-            if isinstance(check, Host):
-                if isinstance(value, str) and (problem := check.problem(value)):
+            if isinstance(check, ValueCheck):
+                if value is not None and (problem := check.problem(value)):
                     raise ConfigError(f"{key}={value!r} {problem}")
             elif check is not None or not isinstance(value, Mapping):  # a free mapping: its plugin's
                 nullable = _nullable(hints.get(f.name))

@@ -134,3 +134,14 @@ def test_a_trained_agent_is_loaded_from_its_run_directory_to_act_in_ones_own_cod
     assert mine["eval/return_mean"] == final["eval/return_mean"]
     with pytest.raises(ConfigError, match="no checkpoint there"):
         load_agent(tmp_path)
+
+
+def test_a_new_mlflow_run_has_mlflows_source_columns_and_the_core_tags_stay_neutral(tmp_path: Path) -> None:
+    from framework.provenance import source_tags
+    from framework_plugins.trackers.mlflow_tracker import mlflow_source_tags
+
+    tags = mlflow_source_tags({"git.commit": "abc123", "framework.run_dir": "/r"})
+    assert tags["mlflow.source.name"] == "python -m framework" and tags["mlflow.source.type"] == "LOCAL"
+    assert tags["mlflow.source.git.commit"] == "abc123" and tags["framework.run_dir"] == "/r"
+    assert "mlflow.source.git.commit" not in mlflow_source_tags({})
+    assert all(not key.startswith("mlflow.") for key in source_tags())

@@ -27,7 +27,7 @@ from omegaconf import OmegaConf
 from framework import app, config
 from framework.app import compose
 from framework.errors import ConfigError
-from framework.values import INT64_MAX, Bounds, declared, show
+from framework.values import CHECK, INT64_MAX, Bounds, ValueCheck, check_values, declared, show
 
 app.register_schemas()
 
@@ -290,6 +290,26 @@ def test_a_host_key_takes_addresses_and_host_names(good: str) -> None:
 def test_a_host_key_refuses_what_is_neither(bad: str, said: str) -> None:
     with pytest.raises(ConfigError, match=_literal(said)):
         config.plugin_section(compose(["env=fighter", f"env.host={bad}"]), "env")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Even:
+    def problem(self, value: Any) -> str | None:
+        return None if int(value) % 2 == 0 else "is odd: give an even number"
+
+
+def test_a_plugins_own_check_is_held_like_bounds_naming_the_key() -> None:
+    @dataclasses.dataclass
+    class Schema:
+        lanes: int = dataclasses.field(default=2, metadata={CHECK: _Even()})
+        lr: float = dataclasses.field(default=0.5, metadata=config.bounds(gt=0))
+
+    assert isinstance(declared(dataclasses.fields(Schema)[0]), ValueCheck)
+    check_values(Schema, {"lanes": 4, "lr": 0.1})
+    with pytest.raises(ConfigError, match=r"^env\.lanes=3 is odd: give an even number$"):
+        check_values(Schema, {"lanes": 3, "lr": 0.1}, "env.")
+    with pytest.raises(ConfigError, match=r"^env\.lr=0 must be > 0"):
+        check_values(Schema, {"lanes": 4, "lr": 0}, "env.")
 
 
 def test_an_unset_environment_variable_is_refused_up_front_naming_the_key_and_the_variable(

@@ -4,7 +4,8 @@
 from dataclasses import dataclass, field
 from typing import List
 
-from framework.values import HOST, SHOWN, bounds
+from framework.values import SHOWN, bounds
+from framework_plugins.web.host import HOST
 
 TRANSPORTS = ("inprocess", "python", "browser")
 SIGNALING = ("builtin", "peerjs")

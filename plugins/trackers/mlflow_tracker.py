@@ -1,7 +1,9 @@
 """MLflow tracking: the local SQLite store ./mlflow.db by default, or any tracking URI."""
 
 # Optional[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
+import contextlib
 import dataclasses
+import getpass
 import logging
 import time
 import urllib.parse
@@ -35,6 +37,16 @@ MLFLOW_VIEW = "?workflowType=machine_learning"
 ANSWER_MARGIN_S = 30.0
 #: Times a run's tracking process that died is started again on it.
 MAX_RESTARTS = 3
+
+
+def mlflow_source_tags(tags: Mapping[str, str]) -> dict[str, str]:
+    """`tags` and MLflow's own of a new run, which its runs table shows as User and Source."""
+    own = {"mlflow.source.name": "python -m framework", "mlflow.source.type": "LOCAL"}
+    with contextlib.suppress(Exception):  # no user name where the uid has no entry (a container's)
+        own["mlflow.user"] = getpass.getuser()
+    if "git.commit" in tags:
+        own["mlflow.source.git.commit"] = tags["git.commit"]
+    return {**own, **tags}
 
 
 @dataclass
@@ -129,11 +141,11 @@ class MlflowTracker:
     ) -> None:
         self._run_id, self._start_error, self._reopen = None, None, None
         self._run_dir = run_dir_of(tags)
-        self._tags = dict(tags)
+        self._tags = dict(tags) if resume_run_id else mlflow_source_tags(tags)
         self._start_ticket = self._process.ask(
             "start_run",
             run_name=run_name,
-            tags=dict(tags),
+            tags=self._tags,
             parent_run_id=parent_run_id,
             resume_run_id=resume_run_id,
             start_time=start_time,
@@ -251,7 +263,7 @@ class MlflowTracker:
         run_id: str = self._process.call(
             "start_parent",
             run_name=self.cfg.run_name or run_name,
-            tags=dict(tags),
+            tags=dict(tags) if resume_run_id else mlflow_source_tags(tags),
             params=dict(params),
             start_time=start_time,
             resume_run_id=resume_run_id,

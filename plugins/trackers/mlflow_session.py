@@ -25,6 +25,7 @@ from mlflow.tracking import MlflowClient
 from framework.provenance import RESUMES_TAG, run_dir_of
 
 from . import store_template
+from .finished_before import ERROR_TAG, FinishedBefore
 from .journal import FOLDER, SUFFIX, Journal, JournalBusy, RunRecord, sync_notice
 from .journal_sender import JournalSender, say, short_reason
 from .store_checks import store_name
@@ -44,8 +45,6 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 
 
-#: What went wrong, on a FAILED run (framework.endings); a resume moves it aside.
-ERROR_TAG = "framework.error"
 #: At most how long a run stopped (KILLED) waits at its end for a store that does not answer: what is
 #: left is kept for `sync`, and a scheduler's SIGKILL follows its SIGTERM (10 s for `docker stop`).
 STOPPED_OUTAGE_WAIT_S = 5.0
@@ -99,6 +98,7 @@ class MlflowSession:
         self.finish_timeout_s = finish_timeout_s
         self.run_id: str | None = None
         self._resumed = False
+        self._finished_before: FinishedBefore | None = None
         self.experiment_id: str | None = None
         self._sweeps = SweepParents(
             lambda: self.client, self._experiment_id, orphan_grace_s, address=address_of(uri)
@@ -169,6 +169,7 @@ class MlflowSession:
         returns its run and experiment ids."""
         if resume_run_id is not None:
             run = self._get_run(resume_run_id)
+            self._finished_before = FinishedBefore.of(run, tags)
             self.experiment_id = str(run.info.experiment_id)
             self._send_earlier_journal(resume_run_id, run_dir_of(run.data.tags))
             self._logged_through = self._last_steps(resume_run_id)
@@ -183,6 +184,7 @@ class MlflowSession:
                 self.client.delete_tag(resume_run_id, ERROR_TAG)
             run_id = resume_run_id
         else:
+            self._finished_before = None
             all_tags = dict(tags)
             if parent_run_id:
                 all_tags["mlflow.parentRunId"] = parent_run_id
@@ -242,6 +244,8 @@ class MlflowSession:
             metrics = {k: v for k, v in metrics.items() if step > self._logged_through.get(k, -1)}
             if not metrics:
                 return
+        if self._finished_before is not None:
+            self._finished_before.went_on = True
         stamp = ms(time.time() if timestamp is None else timestamp)
         self._append(
             "metrics", metrics={k: float(v) for k, v in metrics.items()}, step=int(step), time_ms=stamp
@@ -251,6 +255,8 @@ class MlflowSession:
         self._append("artifact", path=str(Path(path).resolve()), artifact_path=artifact_path)
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
+        if self._finished_before is not None:
+            tags = self._finished_before.tags(tags)
         self._append("tags", tags={k: str(v) for k, v in tags.items()})
 
     def _append(self, op: str, **data: Any) -> None:
@@ -265,8 +271,14 @@ class MlflowSession:
         if self.run_id is None or self._journal is None or self._sender is None:
             return {"unsent": ""}
         journal, sender, run_id = self._journal, self._sender, self.run_id
+        end_ms = ms(end_time)
+        put_back = self._finished_before.put_back(status) if self._finished_before is not None else None
+        if put_back is not None and self._finished_before is not None:  # nothing of the run changed
+            self._append("tags", tags=put_back)
+            status, end_ms = "FINISHED", self._finished_before.end_time_ms
+        self._finished_before = None
         try:
-            self._append("end", status=status, end_time_ms=ms(end_time))
+            self._append("end", status=status, end_time_ms=end_ms)
             # A stopped run (Ctrl-C, a scheduler's SIGTERM, whose SIGKILL follows) waits less.
             wait = self.outage_wait_s
             if status == "KILLED":

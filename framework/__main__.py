@@ -1,5 +1,6 @@
 """`python -m framework [COMMAND ARGS... | OVERRIDES...]`: a registered sub-command, or else a Hydra run."""
 
+import os
 import sys
 
 from framework.columns import ReaderMayGo, refuse
@@ -25,6 +26,8 @@ def main() -> None:
     try:
         sys.argv[1:] = commands.expand(argv)  # `seeds=5`: a sweep over five seeds (plugins/sweeps)
     except ConfigError as e:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
         refuse(str(e))
         sys.exit(1)
     from framework.app import main as app_main

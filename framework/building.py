@@ -34,17 +34,23 @@ def build_plugin(section: config.Section, kind: str) -> Any:
         raise
     except ValueError as e:  # a plugin's constructor checks its config values
         raise ConfigError(str(e)) from None
+    except Exception as e:
+        raise registry.failed(kind, section.name, "as it was built", e) from e
     problems = contracts.check_instance(kind, plugin)
     if problems:
         raise registry.RegistryError(
             f"The {kind} plugin {section.name!r} does not satisfy its contract: " + "; ".join(problems)
         )
-    # Its package's INFO lines shown as the core's are (hydra.job_logging sets the root at WARNING),
-    # unless the user set that logger's level.
+    show_info_lines(plugin)
+    return plugin
+
+
+def show_info_lines(plugin: object) -> None:
+    """Its package's INFO lines shown as the core's are (hydra.job_logging sets the root at WARNING),
+    unless the user set that logger's level."""
     package = logging.getLogger(type(plugin).__module__.split(".")[0])
     if package.level == logging.NOTSET:
         package.setLevel(logging.INFO)
-    return plugin
 
 
 def load_agent(run: str | Path) -> Agent:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from framework import registry
 from framework.columns import for_stream, width, wrap
+from framework.errors import ConfigError
 from framework.interrupts import EXIT_KILLED, forget_caught_interrupt
 
 if TYPE_CHECKING:
@@ -34,7 +35,16 @@ def expand(argv: list[str]) -> list[str]:
     """`argv` after each `framework.expansions` entry by name, before Hydra parses it: `expand(argv) -> argv`,
     raising ConfigError for what it refuses (the sweeps plugin's `seeds=N`)."""
     for name in registry.names("expansion"):
-        argv = list(registry.load("expansion", name)(argv))
+        try:
+            expanded = registry.load("expansion", name)(argv)
+        except ConfigError:
+            raise
+        except Exception as e:
+            raise registry.failed("expansion", name, f"expanding {argv}", e) from e
+        if not isinstance(expanded, list | tuple) or not all(isinstance(a, str) for a in expanded):
+            wrong = TypeError(f"expand(argv) returned {expanded!r}, not a list of arguments")
+            raise registry.failed("expansion", name, "(its contract)", wrong)
+        argv = list(expanded)
     return argv
 
 

@@ -99,8 +99,16 @@ class RunContext:
         self, index: int = 0, *, evaluation: bool = False, render_mode: str | None = None
     ) -> gym.Env:
         """A new env: a training one seeded `seed + index`, an evaluation one with `evaluation_seed`."""
+        import gymnasium as gym
+
         seed = evaluation_seed(self.seed) if evaluation else self.seed + index
-        return self.env_plugin.make(seed=seed, index=index, evaluation=evaluation, render_mode=render_mode)
+        env = self.env_plugin.make(seed=seed, index=index, evaluation=evaluation, render_mode=render_mode)
+        if not isinstance(env, gym.Env):
+            raise ExplainedError(
+                f"env={self.cfg.env.name}: its make() returned {type(env).__name__}, not a gymnasium.Env "
+                "(framework.contracts.EnvPlugin)"
+            )
+        return env
 
     def interrupt_parts(self) -> None:
         """End what the run's parts have under way (the run is stopping), not after its simulations."""

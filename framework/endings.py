@@ -33,9 +33,15 @@ def log_file_errors_once() -> None:
 
 
 def resume_rows(
-    run_dir: Path, saved: Path | None, tracker: Tracker, run_id: str, total_steps: int = 0
+    run_dir: Path,
+    saved: Path | None,
+    tracker: Tracker,
+    run_id: str,
+    total_steps: int = 0,
+    tracking: str = "",
 ) -> list[tuple[str, str]]:
-    """The summary's last rows: the checkpoint and the command continuing from it, or that there is none."""
+    """The summary's last rows: the checkpoint and the command continuing from it, or that there is none;
+    `tracking`: the run's tracker's name."""
     if saved is None:
         return [("checkpoint", "none: the run stopped before its first one, and starts over when run again")]
     home = saved.parent.parent if saved.parent.name == "checkpoints" else saved
@@ -46,7 +52,8 @@ def resume_rows(
     if untracked(tracker):  # resume= tracks with MLflow unless told otherwise
         again += " tracking=none"
     else:  # a tracked run also continues by its id, from any directory
-        store = tracker.store_overrides() if isinstance(tracker, StoreTracker) else ""
+        # A store tracker says how a command reaches its store; of any other, `resume=<id>` needs its name.
+        store = tracker.store_overrides() if isinstance(tracker, StoreTracker) else f"tracking={tracking}"
         again += f"\nor python -m framework resume={run_id}{budget}{f' {store}' if store else ''}"
     return [("checkpoint", str(saved)), ("continue with", again)]
 

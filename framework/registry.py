@@ -143,6 +143,20 @@ def load(kind: str, name: str) -> Any:
         ) from e
 
 
+def failed(kind: str, name: str, doing: str, error: BaseException) -> RegistryError:
+    """A plugin's own bug (an exception that is no refusal) as one line naming the plugin and its
+    distribution; the exception stays its cause, which HYDRA_FULL_ERROR=1 shows."""
+    try:
+        found = info(kind, name)
+        where = f" ({found.value}, from {found.distribution} {found.version})"
+    except ConfigError:
+        where = ""
+    return RegistryError(
+        f"The {kind} plugin {name!r}{where} raised {type(error).__name__} {doing}: {error} "
+        "(HYDRA_FULL_ERROR=1 shows where)"
+    )
+
+
 def conflicts() -> list[str]:
     """One message per name registered by two or more distributions, across all kinds."""
     problems = []

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from framework import __version__, config, endings, registry, run_dirs, services, sweepers
 from framework.building import (
+    NO_TRACKING,
     build_plugin,
     null_tracker,
     run_threads,
@@ -150,9 +151,11 @@ def _execute(
         ctx.close()
         say(f"Run KILLED as it started{f' ({started})' if started else ''}: nothing to continue from.")
         raise RunKilled(EXIT_KILLED) from None
-    except BaseException:
+    except BaseException as e:
         ctx.close()
-        raise
+        if not isinstance(e, Exception) or isinstance(e, ConfigError | ExplainedError):
+            raise
+        raise registry.failed("tracker", _tracking(cfg), "as it started the run", e) from e
     summary = RunSummary(
         run_name=name,
         run_id="" if untracked(tracker) else run_id,  # an id no store keeps: resume= would refuse it
@@ -215,7 +218,7 @@ def _execute(
             tags = ctx.trial.tags("FAIL") if ctx.trial is not None else {}
             endings.end_safely(tracker, run_dir, saved, "KILLED", tags=tags)
             ctx.close()
-            extra = endings.resume_rows(run_dir, saved, tracker, run_id, ctx.total_steps)
+            extra = endings.resume_rows(run_dir, saved, tracker, run_id, ctx.total_steps, _tracking(cfg))
             text = summary.text("KILLED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, extra=extra)
         except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: no more waiting
             forget_caught_interrupt()
@@ -242,7 +245,9 @@ def _execute(
         # A mistake only the started run could see is said once, by the command line.
         error = None if isinstance(e, ConfigError | ExplainedError) else e
         extra = (
-            endings.resume_rows(run_dir, saved, tracker, run_id, ctx.total_steps) if saved is not None else []
+            endings.resume_rows(run_dir, saved, tracker, run_id, ctx.total_steps, _tracking(cfg))
+            if saved is not None
+            else []
         )
         text = summary.text(
             "FAILED", ctx.progress.step, ctx.last_eval, ctx.last_eval_step, error=error, extra=extra
@@ -334,6 +339,11 @@ def _run_name(plan: Plan, tracker: Tracker, overrides: Sequence[str], given: str
         named = [o for o in named if not o.startswith("total_steps=")]
         named.append(f"total_steps={int(plan.cfg.total_steps)}")
     return tracker.name_run(plan.cfg, plan.env_name, named, resumes=plan.resume.run_id or "")
+
+
+def _tracking(cfg: DictConfig) -> str:
+    """The name of the run's tracker (`tracking=NAME`)."""
+    return str(OmegaConf.select(cfg, "tracking.name", default=NO_TRACKING))
 
 
 def _agent_label(cfg: DictConfig) -> str:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf
 
 from framework import config, registry
+from framework.building import show_info_lines
 from framework.contracts.service import RunService
+from framework.errors import ConfigError, ExplainedError
 
 _open: list[RunService] = []
 
@@ -18,8 +20,15 @@ def open_all(cfg: DictConfig) -> None:
         plugin = registry.load("service", name)
         node = cfg.get(name)
         section = node if node is not None else OmegaConf.structured(plugin.Config)
-        service: RunService = plugin(config.typed(section, plugin.Config, name, name))
-        service.open()
+        typed = config.typed(section, plugin.Config, name, name)
+        try:
+            service: RunService = plugin(typed)
+            show_info_lines(service)
+            service.open()
+        except (ConfigError, ExplainedError):
+            raise
+        except Exception as e:
+            raise registry.failed("service", name, "as it opened", e) from e
         opened.append(service)
     _open = opened
 

@@ -326,3 +326,18 @@ def test_a_sweep_named_by_tracking_run_name_gives_its_parent_that_name_and_its_c
     children = sorted(run.info.run_name for run in runs if run is not parent)
     assert len(children) == 2 and len(set(children)) == 2 and "mine" not in children, children
     assert sorted(said) == children, r.stdout
+
+
+def test_a_name_given_by_tracking_run_name_stays_as_given_when_a_resume_raises_the_budget(
+    cli, tmp_path: Path
+) -> None:
+    """It became `mine steps=512`, as a name the run's overrides made would."""
+    from mlflow.tracking import MlflowClient
+
+    r = cli("total_steps=256", "eval.episodes=1", "progress=off", "tracking.run_name=mine")
+    assert r.returncode == 0, r.output[-3000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
+    again = cli(f"resume={run.info.run_id}", "total_steps=512", "eval.episodes=1", "progress=off")
+    assert again.returncode == 0, again.output[-3000:]
+    assert client.get_run(run.info.run_id).info.run_name == "mine"

@@ -88,6 +88,7 @@ class StoreTracker(Protocol):
     (Not a Tracker subclass: isinstance would read `run_id`, which waits for a run, on Python 3.11.)"""
 
     def store_overrides(self) -> str:
-        """The overrides that point a command at this tracker's store (`tracking.uri=...`); '' for the
-        default store of the directory the command runs in."""
+        """The overrides that point a command at this tracker's store (`tracking.uri=...`), led by
+        `tracking=NAME` where it is not the default tracker; '' for the default store of the directory
+        the command runs in. (A tracker without this method: the core adds `tracking=NAME`.)"""
         ...

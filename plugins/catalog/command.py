@@ -21,7 +21,7 @@ from framework import registry
 from framework.columns import refuse, width, wrap
 from framework.commands import Parser
 from framework.config import SCHEMAS, plugin_sections
-from framework.errors import ConfigError
+from framework.errors import ConfigError, did_you_mean
 
 from .keys import CORE, MIN_WRAPPED, describe_core, describe_preset, describe_section, key_lines, schema_rows
 
@@ -235,7 +235,7 @@ def describe(name: str, kind: str | None = None) -> int:
     if not matches:
         extra = {*registry.names("sweeper"), *registry.names("service"), *presets, *CORE}
         known = sorted({f.name for f in files} | {f.plugin for f in files} | extra)
-        message = f"no plugin or config named {name!r}. Known: {', '.join(known)}"
+        message = f"no plugin or config named {name!r}.{did_you_mean(name, known)} Known: {', '.join(known)}"
         refuse(message)
         return 1
     chosen = matches[0]

@@ -142,6 +142,8 @@ class MlflowTracker:
         self._run_id, self._start_error, self._reopen = None, None, None
         self._run_dir = run_dir_of(tags)
         self._tags = dict(tags) if resume_run_id else mlflow_source_tags(tags)
+        if self.cfg.run_name and not resume_run_id and run_name == self.cfg.run_name:
+            self._tags[run_names.GIVEN_NAME_TAG] = self.cfg.run_name
         self._start_ticket = self._process.ask(
             "start_run",
             run_name=run_name,

@@ -24,6 +24,9 @@ from framework.contracts import Tracker
 from framework.contracts.tracker import NAME_TAG
 from framework.provenance import flatten
 
+#: The name a run was given (`tracking.run_name`), which a resume keeps as it is.
+GIVEN_NAME_TAG = "framework.given_name"
+
 #: Root keys that say how a run is carried out or shown, not what it trains: not in a name or hash.
 NOT_CONFIG = (
     "tracking",
@@ -123,10 +126,13 @@ def name_run(
     """A run's name (`Tracker.name_run`): a resumed run keeps its own where `tracker` has it."""
     if resumes is None:
         return run_name(cfg, env_name, overrides, preset_of(overrides))
-    own = None
+    own, tags = None, {}
     if resumes:
         with contextlib.suppress(LookupError):
-            own = tracker.run_tags(resumes).get(NAME_TAG)
+            tags = tracker.run_tags(resumes)
+            own = tags.get(NAME_TAG)
+    if own and tags.get(GIVEN_NAME_TAG) == own:  # the name its user gave it (tracking.run_name) stays
+        return own
     if not own:  # as its first part's overrides named it (and the budget the resume gives it, last)
         return run_name(cfg, env_name, overrides)
     if not any(o.startswith("total_steps=") for o in overrides):

@@ -355,8 +355,8 @@ def serve(
     try:
         if ready is not None:
             ready(url)
-        if open_browser:
-            webbrowser.open(url)
+        if open_browser and not webbrowser.open(url):
+            print("No browser could be opened here (--browser): open the address above in one.", flush=True)
         stop = stop or threading.Event()
         while not stop.is_set():
             stop.wait(0.5)  # a short wait keeps Ctrl-C prompt

@@ -10,8 +10,8 @@ trained as (`env.*`, `agent.*`) stays as it ran. Unless told, it searches `PLAY_
 machine's GPU where it has one, else its CPU (`device=auto`), and starts no self-play workers
 (`agent.workers=0`): the run's device and workers name the machine it trained on, and a network
 trained on a GPU with many workers plays anywhere. It searches with the game's solver where the
-game has one (`search.forced_wins=true`: it never misses a win by continuous fours, nor walks into
-one), unless the command line says `search.forced_wins=false`.
+game has one (`search.forced_wins=true`: it never misses a win by continuous fours) and blocks a
+win one move away (`search.forced_blocks=true`), unless the command line says `=false`.
 """
 
 from __future__ import annotations
@@ -213,8 +213,7 @@ def _build(checkpoint: Path, overrides: list[tuple[str, Any]], label: str, comma
             f"{command} {label}: that run trained agent={agent_section.name} on env={env_section.name}; "
             f"{command} plays a board-game agent that searches (e.g. experiment=gomoku_9x9)"
         )
-    if "search.forced_wins" not in chosen:
-        _with_solver(cfg, search_section, env.game)
+    _with_solver(cfg, search_section, env.game, chosen)
     device = setup_torch(str(cfg.device), int(cfg.threads), int(cfg.seed))
     try:
         agent.load(checkpoint / AGENT_DIR)
@@ -259,12 +258,18 @@ def _as_player(cfg: DictConfig, *, chosen: set[str]) -> None:
         cfg.agent.workers = 0  # a player's search runs in its own process: no games to self-play
 
 
-def _with_solver(cfg: DictConfig, search: config.Section, game: Any) -> None:
+def _with_solver(cfg: DictConfig, search: config.Section, game: Any, chosen: set[str]) -> None:
     """A player searches with the game's solver where the game has one and the search takes it
-    (`search.forced_wins`: Gomoku's continuous fours), whatever the run self-played with: the
-    solver only adds what the rules prove, and a run older than the option has it off."""
-    if "forced_wins" in {f.name for f in fields(search.cfg)}:
+    (`search.forced_wins`: Gomoku's continuous fours), and blocks a win one move away
+    (`search.forced_blocks`: a root whose Gumbel halving considers 16 moves, the block not among
+    them, played on knowing it lost), whatever the run self-played with, unless the command line
+    says: both only add what the rules prove, and a run older than the options has them off."""
+    keys = {f.name for f in fields(search.cfg)}
+    if "forced_wins" in keys and "search.forced_wins" not in chosen:
         search.cfg.forced_wins = cfg.search.forced_wins = isinstance(game, SolvingGame)
+    if "forced_blocks" in keys and "search.forced_blocks" not in chosen:
+        blocks = "detect_wins" not in keys or bool(search.cfg.detect_wins)  # blocks need it
+        search.cfg.forced_blocks = cfg.search.forced_blocks = blocks
 
 
 def _play_simulations(cfg: DictConfig, *, chosen: bool) -> None:

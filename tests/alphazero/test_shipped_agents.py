@@ -159,3 +159,28 @@ def test_a_run_that_self_played_in_many_workers_plays_without_them(tmp_path: Pat
     # More than the test session's Ray (8 CPUs) holds too, where this process is connected to it.
     with pytest.raises(ConfigError, match="9 inference actor"):
         load_trained(str(run), ("search=ray_async", "search.inference_actors=9", "ray.num_cpus=2"))
+
+
+def test_a_trained_agent_blocks_a_four_whatever_its_run_searched_with(tmp_path: Path) -> None:
+    """A 9x9 run's agent (forced_blocks off, Gumbel root of 16 considered moves) left a four on the
+    edge open, valuing every move it considered -0.997, at any number of simulations."""
+    import shutil
+
+    from framework_plugins.gomoku.rules import GameState
+
+    run = tmp_path / "checkpoint"
+    shutil.copytree(shipped_checkpoint("gomoku_15x15"), run)
+    config = run / "config.yaml"
+    config.write_text(config.read_text().replace("forced_blocks: true", "forced_blocks: false"))
+    with load_trained(str(run), ("search.num_simulations=16",)) as player:
+        assert player.cfg.search.forced_blocks is True
+        game = player.game
+        black = [(0, 0), (1, 0), (2, 0), (3, 0)]  # a four on the edge: (4, 0) is its only block
+        white = [(7, 7), (7, 9), (9, 7)]
+        moves = [
+            game.from_xy(*c) for c in [black[0], white[0], black[1], white[1], black[2], white[2], black[3]]
+        ]
+        counts = player.engine().search([GameState.from_moves(game, moves)]).visits[0]
+        assert counts[game.from_xy(4, 0)] == counts.sum() == 16
+    with load_trained(str(run), ("search.forced_blocks=false",)) as player:
+        assert player.cfg.search.forced_blocks is False

@@ -223,6 +223,8 @@ async def play_to_the_end_and_step_back(server: PlayServer, profile: Path) -> No
             page = await open_devtools(session, profile)
             await page.wait_for(f"document.querySelectorAll('#board .cell').length === {size * size}")
             assert await page.evaluate("document.getElementById('banner').hidden")
+            top = "document.getElementById('board').getBoundingClientRect().top"
+            board_top = await page.evaluate(top)
             while state_of(server)["result"] is None:  # the first empty cell, each turn
                 state = state_of(server)
                 cell = state["board"].index(0)
@@ -238,6 +240,7 @@ async def play_to_the_end_and_step_back(server: PlayServer, profile: Path) -> No
                 final["result"]["winner"]
             ]
             assert said in await page.evaluate("document.getElementById('banner-text').textContent")
+            assert await page.evaluate(top) == board_top  # the banner did not push the board down
 
             # Stepping back: the board of an earlier move (with the agent's search before it), then on.
             await page.click("#move-list li:nth-child(2)")  # after the agent's first move
@@ -287,6 +290,9 @@ async def undo_while_the_agent_thinks(server: PlayServer, profile: Path) -> None
             await page.wait_for("!document.getElementById('undo').disabled")
             assert not await page.evaluate("document.getElementById('new-white').disabled")
             assert server.thinking
+            await page.click('.cell[data-x="5"][data-y="5"]')  # a click while it thinks is answered
+            said = await page.wait_for("document.getElementById('error').textContent")
+            assert said == "Wait: it is the agent's turn.", said
             shot = await page.send("Page.captureScreenshot", format="png")
             (profile.parent / "play_page_thinking.png").write_bytes(base64.b64decode(shot["data"]))
             await page.click("#undo")

@@ -156,8 +156,8 @@ function drawStatus(s, waiting) {
     status.textContent = `Reviewing: the board after move ${s.ply} of ${state.moves.length} (← → to step).`;
     status.className = "reviewing";
   } else if (s.result) {
-    const text = {human: "You win!", agent: "The agent wins.", draw: "Draw: the board is full."};
-    status.textContent = `${text[s.result.winner]} (you played ${colourName(s.human)})`;
+    const text = {human: "You win", agent: "The agent wins", draw: "A draw: the board is full"};
+    status.textContent = `${text[s.result.winner]} (you played ${colourName(s.human)}).`;
     status.className = {human: "won", agent: "lost", draw: "drawn"}[s.result.winner];
   } else if (waiting) {
     status.textContent = `The agent (${colourName(-s.human)}) is thinking…`;

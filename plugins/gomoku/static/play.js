@@ -53,6 +53,7 @@ async function act(path, body, pending) {
   const stops = path !== "move" && state && state.thinking;
   if (busy && !stops) return;
   const mine = ++requests;
+  moving = path === "move"; // its answer is the agent's move
   setBusy(true);
   showError("");
   viewPly = null;
@@ -66,11 +67,14 @@ async function act(path, body, pending) {
     try {
       answer = await call("state");
     } catch (e2) {
-      showError(`${e.message} (and the server does not answer: ${e2.message})`);
+      // fetch throws a TypeError where nothing answers; an answer that refuses is said once
+      const why = e2 instanceof TypeError ? "the server does not answer" : e2.message;
+      showError(why === e.message ? e.message : `${e.message} (and ${why})`);
     }
   }
   if (mine !== requests) return;
   setBusy(false);
+  if (waitShown) showError("");
   if (answer) state = answer;
   if (state) draw(state, false);
 }
@@ -84,12 +88,26 @@ function listen() {
     lostServer = false;
     draw(state, false);
   };
-  events.onerror = () => {
+  events.onerror = async () => {
     lostServer = true;
-    showError("Lost the connection to the server: trying again…");
+    if (events.readyState !== EventSource.CLOSED) {
+      showError("Lost the connection to the server: trying again…");
+      return;
+    }
+    // It tries no more: the server that answers now refused this page's token (a new server).
+    try {
+      await call("state"); // it answers this page: listen again
+      setTimeout(listen, 2000);
+    } catch (e) {
+      showError(e instanceof TypeError
+        ? "The server is gone: start it again, then open the address it prints."
+        : "The server was started again, with a new token: open the address it printed.");
+    }
   };
 }
 let lostServer = false;
+let moving = false; // the request in flight is the person's move
+let waitShown = false; // "Wait: …" is shown, until the answer the person waits for comes
 
 function setBusy(value) {
   busy = value;
@@ -97,6 +115,7 @@ function setBusy(value) {
 }
 
 function showError(message) {
+  waitShown = message.startsWith("Wait:");
   $("error").textContent = message;
   $("error").hidden = !message;
 }
@@ -114,7 +133,10 @@ function simulations() {
 // --- the person's actions ----------------------------------------------------------------
 
 function play(x, y) {
-  if (busy || !state) return;
+  if (!state) return;
+  if (busy) {
+    return showError(moving ? "Wait: it is the agent's turn." : "Wait: the server has not answered yet.");
+  }
   if (viewPly !== null) return showError("You are stepping through the game: “Back to the game” to play on.");
   const n = state.board_size;
   if (state.result) return showError("The game is over: start a new game, or undo.");

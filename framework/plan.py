@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from framework import config
 from framework.building import added_plugins, build_plugin
-from framework.checkpoint import AGENT_DIR
-from framework.contracts import Agent, Buffer, CheckedAgent, EnvPlugin
+from framework.checkpoint import AGENT_DIR, CONFIG_FILE
+from framework.contracts import Agent, Buffer, CheckedAgent, EnvPlugin, SpacesEnvPlugin
 from framework.errors import ConfigError
 from framework.resume import ResumePoint
 
@@ -77,6 +77,7 @@ def check_plan(plan: Plan) -> None:
 
     check_objective(str(cfg.objective.metric), plan.env, plan.agent)
     if resume is not None:
+        _check_same_spaces(plan, resume)
         try:
             plan.agent.load(resume.checkpoint / AGENT_DIR)
         except Exception as e:  # HYDRA_FULL_ERROR=1 shows its traceback
@@ -92,6 +93,23 @@ def check_plan(plan: Plan) -> None:
                 f"resume={cfg.resume!r}: the checkpoint {resume.checkpoint} cannot be loaded{changed}: "
                 f"{reason}{hint}"
             ) from e
+
+
+def _check_same_spaces(plan: Plan, resume: ResumePoint) -> None:
+    """A resume whose env keys (`env.game=Breakout`) change the spaces its agent trained on is refused."""
+    changed = [c.lstrip("+~") for c in resume.changes if c.lstrip("+~").startswith("env.")]
+    if not changed or not isinstance(plan.env, SpacesEnvPlugin):
+        return
+    run = OmegaConf.load(resume.checkpoint / CONFIG_FILE)
+    saved = config.plugin_section(run, "env") if isinstance(run, DictConfig) else None
+    before = build_plugin(saved, "env") if saved is not None else None
+    if isinstance(before, SpacesEnvPlugin) and before.spaces() != plan.env.spaces():
+        raise ConfigError(
+            f"resume={plan.cfg.resume!r} with {', '.join(changed)}: the run trained on observations "
+            f"{before.spaces()[0]} and actions {before.spaces()[1]}, and this env gives "
+            f"{plan.env.spaces()[0]} and {plan.env.spaces()[1]}; a resumed run goes on in the env it "
+            "trained in (leave those out, or start a new run)"
+        )
 
 
 def _required(cfg: DictConfig, section: str) -> config.Section:

@@ -324,6 +324,15 @@ def test_spaces_the_algorithm_does_not_take_are_refused_before_any_run(cli, tmp_
     assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
     said = "Error: agent.algo=SAC trains on Box action spaces, and this env's is Discrete(2): choose an agent"
     assert r.stderr.startswith(said), r.stderr
+    assert "or an env with Box actions (env=lunarlander env.continuous=true)" in " ".join(r.stderr.split())
+    # A tuned preset's noise_type is not what is wrong: the spaces are (it named noise_type first).
+    r = cli("env=lunarlander", "agent=td3", "env.continuous=false", "total_steps=300")
+    said = " ".join(r.stderr.split())
+    assert said.startswith("Error: agent.algo=TD3 trains on Box action spaces, and this env's is Discrete(4)")
+    # A Box env for a Discrete-only agent: the env to choose is not the one given.
+    r = cli("env=lunarlander", "env.continuous=true", "agent=sb3_dqn", "total_steps=300")
+    said = " ".join(r.stderr.split())
+    assert "take Box), or an env with Discrete actions (env=lunarlander env.continuous=false" in said
     assert_no_run(tmp_path)
 
 
@@ -398,3 +407,12 @@ def test_a_resume_of_a_run_that_never_checkpointed_says_so_and_leaves_nothing(cl
     assert r.returncode == 1 and "Traceback" not in r.output, r.output
     assert said.endswith(f"and its run directory {run_dir} holds none"), said
     assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["first"]
+
+
+def test_frames_a_stacking_buffer_cannot_take_are_refused_before_any_run(cli, tmp_path: Path) -> None:
+    """`env.frame_stack=1` with the Atari DQN's memory-efficient buffer failed the run as it started."""
+    r = cli("env=atari", "agent=dqn", "env.frame_stack=1", "total_steps=300")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 1 and said.startswith("Error: MemoryEfficientReplayBuffer (buffer=memory_effic")
+    assert "this env gives (84, 84)" in said and "run started" not in r.output, r.output[-3000:]
+    assert_no_run(tmp_path)

@@ -248,3 +248,17 @@ def test_an_evaluation_a_stop_gave_up_is_made_as_the_run_goes_on(tmp_path: Path)
     assert resumed_at(1024, 512).metrics["eval/return_mean"] == [(1024, 7.0)]  # stopped on it: made
     assert "eval/return_mean" not in resumed_at(1024, 1024).metrics  # made before the stop
     assert "eval/return_mean" not in resumed_at(1000, 512).metrics  # none due at its step
+
+
+def test_a_resume_whose_env_keys_change_the_spaces_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """`resume=<id> env.game=Breakout` of a Pong run: a traceback as training started, and the finished
+    run marked FAILED."""
+    first = run_cli("total_steps=256", "eval.episodes=1", "tracking=none", cwd=tmp_path)
+    assert first.returncode == 0, first.output[-3000:]
+    run_dir = next((tmp_path / "outputs").glob("*/*"))
+    again = run_cli(f"resume={run_dir}", "env.id=Acrobot-v1", "total_steps=512", cwd=tmp_path)
+    assert again.returncode == 1 and "Traceback" not in again.stderr, again.output[-3000:]
+    said = " ".join(again.stderr.split())
+    assert f"resume='{run_dir}' with env.id=Acrobot-v1: the run trained on observations Box(" in said, said
+    assert "actions Discrete(2), and this env gives Box(" in said and "and Discrete(3)" in said, said
+    assert "run started" not in again.output

@@ -17,7 +17,7 @@ from framework.schedules import Schedule, build_schedule
 from .config import DQNConfig
 from .learner import LOSSES, QLearner
 from .networks import NETWORKS, activation_name, build_q_network
-from .replay import Replay, check_buffer, make_replay
+from .replay import Replay, check_buffer, check_frames, make_replay
 from .rollout import EnvRunner
 
 log = logging.getLogger("framework")
@@ -111,6 +111,7 @@ class DQNAgent:
         check_buffer(buffer, buffer_size=self.cfg.buffer_size, n_envs=env.n_envs, n_step=self.cfg.n_step)
         if isinstance(env, SpacesEnvPlugin):
             check_spaces(*env.spaces())
+            check_frames(buffer, env.spaces()[0].shape or ())
 
     def _setup(self, observation_space: gym.Space, action_space: gym.Space, ctx: RunContext) -> None:
         """Networks, optimizer, schedules and replay for this run (restored when resuming)."""

@@ -4,6 +4,7 @@ per step."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -137,12 +138,19 @@ def make_replay(
             if n_step > 1
             else TransitionReplay(buffer)
         )
+    check_frames(buffer, obs_shape)
+    return FrameReplay(buffer)
+
+
+def check_frames(buffer: Buffer | None, obs_shape: Sequence[int]) -> None:
+    """A buffer that stacks frames refuses observations that are not as many frames stacked."""
+    if not isinstance(buffer, FrameBuffer):
+        return
     k = int(buffer.frame_history_len)
     if len(obs_shape) != 3 or obs_shape[0] != k:
         raise ConfigError(
             f"{type(buffer).__name__} (buffer=memory_efficient) stores image frames and stacks "
             f"buffer.frame_history_len={k} of them: it needs observations of {k} stacked frames shaped "
             f"({k}, H, W), and this env gives {tuple(obs_shape)}. Use buffer=replay, or an env of frames "
-            "with as many stacked (env=atari: env.frame_stack)"
+            "with as many stacked (env=atari: env.frame_stack=2 or more)"
         )
-    return FrameReplay(buffer)

@@ -9,6 +9,7 @@ searches (`search.num_simulations=800`), its device, threads or seed.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import shlex
 import signal
@@ -71,6 +72,7 @@ def gomocup(argv: list[str]) -> int:
     if player is None:
         return 1
     try:
+        from .brain_io import ReadAhead
         from .gomocup import GomocupBrain
         from .rules import Gomoku
 
@@ -86,7 +88,10 @@ def gomocup(argv: list[str]) -> int:
             out=protocol,
         )
         brain.warm_up()
-        brain.serve(_lines(sys.stdin.buffer))
+        # unbuffered: a buffered stdin's lock, held by the thread reading it, stops the interpreter's exit
+        reader = ReadAhead(_lines(io.FileIO(sys.stdin.fileno(), closefd=False)))
+        brain.input_gone = reader.gone
+        brain.serve(reader)
         return 0
     except KeyboardInterrupt:
         return 130

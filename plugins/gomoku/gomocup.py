@@ -42,16 +42,11 @@ import numpy as np
 from framework_plugins.boardgames import SearchRequest, SearchResult
 
 from . import gomocup_values
+from .brain_io import budget_s, search_until_stopped
 from .gomocup_values import INFO_RANGES, TIME_KEYS, ProtocolError, number_pair, quoted, whole_number
 from .kernels import WIN
 from .rules import GameState, Gomoku
 
-#: The part of a move's time allowance kept back for the answer to reach the manager: a fraction,
-#: and up to SAFETY_MS more (a tenth of the allowance at most, so that short limits are used too).
-SAFETY_FRACTION = 0.15
-SAFETY_MS = 80.0
-#: Moves a match's remaining time is shared over, when the match has a time limit.
-MOVES_TO_PLAN_FOR = 20
 #: Simulations a timed search may reach before the brain has measured its rate (a search's tree
 #: is sized by its simulations; later timed searches are sized by the rate measured).
 FIRST_TIMED = 2048
@@ -87,6 +82,8 @@ class GomocupBrain:
         self._rate: float | None = None
         """Simulations a second of the searches so far (sizes a timed search's tree)."""
         self._side: int | None = None
+        self.input_gone: Callable[[], bool] = lambda: False
+        """Whether the manager has gone (brain_io.ReadAhead.gone): a search under way stops."""
         """The side the brain plays in this game (0: black, 1: white), once it has moved."""
 
     def warm_up(self) -> None:
@@ -96,7 +93,7 @@ class GomocupBrain:
     # -- the loop -----------------------------------------------------------------------------------
 
     def serve(self, lines: Iterable[str]) -> None:
-        """Answer commands until END (or the end of the input: the manager is gone)."""
+        """Answer commands until END or the end of the input (the manager is gone)."""
         for raw in lines:
             line = raw.strip()
             if not line:
@@ -327,7 +324,7 @@ class GomocupBrain:
         """The search's result (its simulations: every search's for this move) and the seconds it took."""
         engine = self.engine
         started = time.perf_counter()
-        budget = self._budget_s()
+        budget = budget_s(self.info)
         deadline = None if budget is None else started + budget
         sized_blind = budget is not None and self._rate is None
         ran = 0
@@ -337,7 +334,8 @@ class GomocupBrain:
                 expected = FIRST_TIMED if self._rate is None else int(4 * self._rate * budget) + FIRST_TIMED
                 target = max(1, min(target, expected))
             begun = time.perf_counter()
-            found = engine.search([state], SearchRequest(simulations=target, deadline=deadline))
+            request = SearchRequest(simulations=target, deadline=deadline)
+            found = search_until_stopped(engine, [state], request, self.input_gone)
             seconds = time.perf_counter() - begun
             simulations = found.simulations
             ran += simulations
@@ -351,23 +349,10 @@ class GomocupBrain:
             # once more, sized by the rate it measured, in the time left.
             again = sized_blind and self._rate is not None
             sized_blind = False
-            if not again or budget is None or started + budget / 2 < time.perf_counter():
+            late = budget is None or started + budget / 2 < time.perf_counter()
+            if not again or late or self.input_gone():
                 # the second search went on in the first one's tree: its own simulations are not all
                 return dataclasses.replace(found, simulations=ran), time.perf_counter() - started
-
-    def _budget_s(self) -> float | None:
-        """Seconds this move may take: from INFO timeout_turn and the match's time left (None: no limit)."""
-        limits: list[float] = []
-        turn = self.info.get("timeout_turn")
-        if turn is not None:
-            limits.append(turn)
-        match, left = self.info.get("timeout_match"), self.info.get("time_left")
-        if match and left is not None:  # time_left may be below 0 (the match time is overrun): play at once
-            limits.append(left / MOVES_TO_PLAN_FOR)
-        if not limits:
-            return None
-        allowed = min(limits)
-        return max(0.0, allowed * (1 - SAFETY_FRACTION) - min(SAFETY_MS, allowed / 10)) / 1000.0
 
     # -- helpers ------------------------------------------------------------------------------------
 

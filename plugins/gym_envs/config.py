@@ -52,7 +52,8 @@ class AtariConfig:
     clip_reward: bool = True
     """Training rewards are clipped to their sign."""
     frame_stack: int = field(default=4, metadata=bounds(ge=1))
-    """Stack the last k frames in the observation (1: no stacking, e.g. when a buffer stacks)."""
+    """Stack the last k frames in the observation (1: no stacking; buffer=memory_efficient stores each
+    frame once, but needs the frames stacked here: its frame_history_len follows this)."""
     repeat_action_probability: float = field(default=0.25, metadata=bounds(ge=0, le=1))
     """Sticky actions (ALE v5 default 0.25)."""
     max_episode_steps: Optional[int] = field(default=27_000, metadata=bounds(ge=1))

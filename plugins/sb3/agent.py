@@ -77,6 +77,7 @@ class SB3Agent:
             policy = (
                 self.cfg.policy if self.cfg.policy != "auto" else default_policy(observations, self.algo_cls)
             )
+            check_spaces(self.algo_cls, observations, actions, policy, {})  # first: no hyperparameter's
             built = build_kwargs(self.cfg.hyperparams, self.cfg.policy_kwargs, actions)
             check_spaces(self.algo_cls, observations, actions, policy, built.get("policy_kwargs", {}))
 

@@ -229,11 +229,15 @@ def space_mismatch(algo: Any, venv: Any, error: AssertionError) -> str:
         if isinstance(venv.action_space, gym.spaces.Discrete):
             advice = "an agent for discrete actions (agent=ppo, a2c, dqn or sb3_dqn)"
         else:
-            advice = "an agent for this action space (agent=ppo or a2c take most)"
+            advice = "an agent for this action space (agent=ppo or a2c take most; sac or td3 take Box)"
+        example = (
+            "env=lunarlander env.continuous=true"
+            if "Box" in supported
+            else "env=lunarlander env.continuous=false, env=cartpole"
+        )
         return (
             f"agent.algo={algo.__name__} trains on {takes} action spaces, and this env's is "
-            f"{venv.action_space}: choose {advice}, or an env with {takes} actions "
-            "(env=lunarlander env.continuous=true has Box actions)"
+            f"{venv.action_space}: choose {advice}, or an env with {takes} actions ({example})"
         )
     return f"agent.algo={algo.__name__} cannot train on this env: {error}"
 

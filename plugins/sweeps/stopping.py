@@ -34,7 +34,7 @@ JOBS_END_WAIT_S = 60.0
 POLL_S = 0.2
 NOTICE = (
     "\nStopping the sweep: each running job ends KILLED after its current step, with a checkpoint, and "
-    "no job starts after them (Ctrl-C again to stop at once)..."
+    "no job starts after them (Ctrl-C or SIGTERM again to stop at once)..."
 )
 
 

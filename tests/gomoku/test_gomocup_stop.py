@@ -1,0 +1,59 @@
+"""A Gomocup brain in a long search stops when its manager goes (its input ends) or on Ctrl-C and
+SIGTERM, at once: it searched on for ever once the manager had gone, and a signal waited up to 78 s."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+LONG = "search.num_simulations=5000000"  # hours on this machine
+
+
+def _thinking(tmp_path: Path) -> subprocess.Popen[str]:
+    brain = subprocess.Popen(
+        [sys.executable, "-m", "framework", "gomocup", "gomoku_15x15", LONG],
+        cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert brain.stdin is not None and brain.stdout is not None
+    brain.stdin.write("START 15\n")
+    brain.stdin.flush()
+    assert brain.stdout.readline().strip() == "OK"
+    brain.stdin.write("BEGIN\n")
+    brain.stdin.flush()
+    time.sleep(3)  # searching
+    return brain
+
+
+def test_a_brain_whose_manager_has_gone_stops_searching_answers_and_exits(tmp_path: Path) -> None:
+    brain = _thinking(tmp_path)
+    assert brain.stdin is not None and brain.stdout is not None and brain.stderr is not None
+    brain.stdin.close()
+    try:
+        brain.wait(timeout=60)
+    finally:
+        brain.kill()
+    assert brain.returncode == 0, brain.stderr.read()[-3000:]
+    lines = brain.stdout.read().splitlines()
+    assert lines[0].startswith("MESSAGE value") and "," in lines[1], lines
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_stops_a_long_search_at_once(tmp_path: Path, stop: signal.Signals) -> None:
+    brain = _thinking(tmp_path)
+    assert brain.stderr is not None
+    sent = time.monotonic()
+    brain.send_signal(stop)
+    try:
+        brain.wait(timeout=60)
+    finally:
+        brain.kill()
+    said = brain.stderr.read()
+    assert brain.returncode == 130, said[-3000:]  # not an abort (-6) as a search thread went on
+    assert time.monotonic() - sent < 15 and "terminate called" not in said, said[-3000:]

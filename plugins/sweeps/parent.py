@@ -234,7 +234,11 @@ class SweepParentRun(Callback):
         os.environ.pop(PARENT_RUN_ENV, None)
         os.environ.pop(SWEPT_KEYS_ENV, None)
         try:
-            said = self._tracker.end_parent(run_id, status, summary=self._spec, end_time=time.time())
+            try:
+                said = self._tracker.end_parent(run_id, status, summary=self._spec, end_time=time.time())
+            except Exception as e:  # at exit too: one line, not "Exception ignored in atexit callback"
+                print(f"Sweep {status}: its parent run {run_id} was not ended ({e})", file=sys.stderr)
+                return
             if self._elsewhere:  # a stopped sweep's jobs that never started have no run to count
                 ran = re.match(r"Sweep \w+: (\d+) run", said or "")
                 self._started = int(ran.group(1)) if ran else self._jobs or 0

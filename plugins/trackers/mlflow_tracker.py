@@ -17,8 +17,9 @@ from framework.contracts import SweepSummarySpec
 from framework.provenance import run_dir_of
 from framework.values import bounds
 
-from . import local_views, run_names
+from . import local_views, pending_parents, run_names
 from .journal import FOLDER, sync_notice
+from .journal_sender import short_reason
 from .local_views import absolute_uri
 from .store_checks import (
     TrackingUnavailable,
@@ -96,6 +97,7 @@ class MlflowTracker:
         self._start_error: Optional[TrackingUnavailable] = None
         self._run_id: Optional[str] = None
         self._experiment_id: Optional[str] = None
+        self._sweep_dir = ""
         self._run_dir: Optional[str] = None
 
     def _new_process(self) -> TrackingProcess:
@@ -262,6 +264,7 @@ class MlflowTracker:
         start_time: Optional[float] = None,
         resume_run_id: Optional[str] = None,
     ) -> str:
+        self._sweep_dir = str(tags.get("framework.sweep_dir", ""))
         run_id: str = self._process.call(
             "start_parent",
             run_name=self.cfg.run_name or run_name,
@@ -276,14 +279,32 @@ class MlflowTracker:
     def end_parent(
         self, run_id: str, status: str, *, summary: SweepSummarySpec, end_time: Optional[float] = None
     ) -> str:
-        found: dict[str, Any] = self._process.call(
-            "end_parent",
-            run_id,
-            status,
-            dataclasses.asdict(summary),
-            end_time,
-            timeout=self.cfg.finish_timeout_s,
-        )
+        try:
+            found: dict[str, Any] = self._process.call(
+                "end_parent",
+                run_id,
+                status,
+                dataclasses.asdict(summary),
+                end_time,
+                timeout=self.cfg.finish_timeout_s,
+            )
+        except TrackingError as e:  # its store does not answer: ended by `sync SWEEP_DIR` once it does
+            if not self._sweep_dir:
+                raise
+            spec = dataclasses.asdict(summary)
+            kept = pending_parents.keep(self._sweep_dir, self.uri, run_id, status, spec, end_time)
+            said = (
+                f"Sweep {status}: its parent run {run_id} is not ended yet: {store_name(self.uri)} does not "
+                f"answer ({short_reason(e)}); its end is kept in {kept}. Once it answers, this sends what "
+                "the sweep's runs kept and ends the parent, with its summary:"
+            )
+            return "\n".join([*wrap(said, WIDTH), f"  python -m framework sync {kept.parent.parent}"])
+            return (
+                f"Sweep {status}: its parent run {run_id} is not ended yet: {store_name(self.uri)} does not "
+                f"answer ({first_reason(str(e))}); its end is kept in {kept}. Once it answers, this sends "
+                f"the sweep's runs what they kept and ends it, with its summary:\n"
+                f"  python -m framework sync {self._sweep_dir}"
+            )
         if not found.get("runs"):
             return ""
         counts = ", ".join(f"{n} {s}" for s, n in sorted(found["statuses"].items()))

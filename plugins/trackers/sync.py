@@ -15,6 +15,7 @@ from pathlib import Path
 from framework.columns import for_stream, refuse
 from framework.commands import Parser
 
+from . import pending_parents
 from .journal import Journal, JournalBusy, journals, read_record
 from .store_checks import server_unreachable, store_name
 
@@ -41,10 +42,47 @@ def main(argv: list[str]) -> int:
         refuse(f"{args.run_dir} does not exist: give the run's directory (its `run dir` line)")
         return 1
     found = journals(args.run_dir)
-    if not found:
+    parents = pending_parents.pending(args.run_dir)
+    for parent in parents:  # a sweep's directory: its runs' journals go first
+        if parent.parent.parent == args.run_dir:
+            found += [j for j in pending_parents.children_journals(parent) if j not in found]
+    if not found and not parents:
         _say(f"Nothing to send: {args.run_dir} holds no tracking journal (tracking/*.jsonl).")
         return 0
-    return max(_sync(path, args.uri) for path in found)
+    code = max((_sync(path, args.uri) for path in found), default=0)
+    for parent in parents:
+        code = max(code, _end_parent(parent, args.uri))
+    return code
+
+
+def _end_parent(path: Path, uri: str | None) -> int:
+    """End a sweep's parent whose end its store did not take, once every run of the sweep is sent."""
+    sweep_dir = path.parent.parent
+    for journal in pending_parents.children_journals(path):
+        try:
+            held = Journal.reopen(journal)
+        except (ValueError, JournalBusy, OSError):
+            held = None
+        try:
+            if held is None or not held.all_sent():
+                _say(
+                    "The sweep's parent run ends once its runs are sent: "
+                    f"python -m framework sync {sweep_dir}"
+                )
+                return 1
+        finally:
+            if held is not None:
+                held.close()
+    try:
+        _say(pending_parents.end(path, uri))
+    except Exception as e:
+        from .journal_sender import short_reason
+
+        refuse(
+            f"the sweep's parent run was not ended ({short_reason(e)}): run this again once its store answers"
+        )
+        return 1
+    return 0
 
 
 def _sync(path: Path, uri: str | None) -> int:

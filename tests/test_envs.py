@@ -67,6 +67,23 @@ def test_atari_episodic_life_ends_training_episodes_on_a_lost_life() -> None:
     assert train.unwrapped.ale.lives() == lives - 1, "reset after a lost life continues the same game"
 
 
+def test_atari_training_reports_the_whole_games_score_as_its_last_life_ends() -> None:
+    """rollout/ep_rew_mean is a life's clipped reward: the game's score goes as rollout/game_score."""
+    train = env_plugin("env=atari", "env.game=Breakout", "env.frame_stack=1").make(seed=0, index=0)
+    train.reset(seed=0)
+    rng = np.random.default_rng(0)
+    episodes, clipped, steps, stats = 0, 0.0, 0, None
+    while stats is None:
+        _, reward, terminated, truncated, info = train.step(int(rng.integers(train.action_space.n)))
+        clipped, steps = clipped + float(reward), steps + 1
+        stats = info.get("episode_stats")
+        if (terminated or truncated) and stats is None:
+            episodes += 1  # a life lost: a training episode ends, the game goes on
+            train.reset()  # which steps the game on (a NOOP, FIRE): counted in its length too
+    assert episodes >= 1 and stats["game_length"] >= steps, (episodes, stats, steps)
+    assert stats["game_score"] >= clipped >= 0  # Breakout's bricks score 1 to 7 each, clipped to 1
+
+
 def test_atari_eval_env_keeps_raw_rewards_and_lives() -> None:
     plugin = env_plugin("env=atari", "env.game=Pong", "env.frame_stack=1")
     env = plugin.make(seed=0, index=0, evaluation=True)

@@ -55,6 +55,8 @@ class Atari:
             screen_size=cfg.screen_size,
             grayscale_obs=cfg.grayscale,
         )
+        if (cfg.terminal_on_life_loss or cfg.clip_reward) and not evaluation:
+            env = GameScore(env)  # inside the lives and the clipping: the game's own score
         if cfg.terminal_on_life_loss and not evaluation:
             env = EpisodicLife(env)
         if "FIRE" in _ale_env(env).get_action_meanings():
@@ -73,6 +75,28 @@ class Atari:
     def episode_stat_names(self) -> tuple[str, ...]:
         """None: ALE's envs report no episode stats (a game's score is its return)."""
         return ()
+
+
+class GameScore(gym.Wrapper):
+    """A training env's whole game, reported as its episode ends (`episode_stats`: rollout/game_score
+    and rollout/game_length): a lost life ends a training episode and its rewards are clipped, so
+    rollout/ep_rew_mean is not the score that eval/return_mean and SB3's Atari curves are."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.score, self.length = 0.0, 0
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.score += float(reward)
+        self.length += 1
+        if terminated or truncated:
+            info = {**info, "episode_stats": {"game_score": self.score, "game_length": float(self.length)}}
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self.score, self.length = 0.0, 0
+        return self.env.reset(**kwargs)
 
 
 class EpisodicLife(gym.Wrapper):

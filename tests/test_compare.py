@@ -100,7 +100,8 @@ def test_compare_folds_the_seeds_of_two_sweeps_and_a_single_run(tmp_path: Path, 
     # The single run has no spread over seeds, so no interval: it stands out of the verdict.
     said = " ".join(r.stdout.split())
     assert (
-        "Best: lr=0.1, its IQM's 95 % interval apart from every other's (3 seeds each); lr=0.5 has a "
+        "Best: lr=0.1, its IQM's 95 % interval apart from every other's (3 seeds each; fewer than 5 "
+        "give rough intervals); lr=0.5 has a "
         "single run, so no interval, and is left out of the comparison." in said
     )
     assert all(len(line) <= 100 for line in r.stdout.splitlines() if "/" not in line.split()[-1])
@@ -336,7 +337,8 @@ def test_a_configuration_of_one_run_is_neither_best_nor_given_an_interval() -> N
     best = seed_summary.separated_best(found)
     assert best is not None and best.label == "lr=c"
     assert seed_summary.verdict(found, "R") == (
-        "Best: lr=c, its IQM's 95 % interval apart from every other's (3 seeds each); lr=b has a single "
+        "Best: lr=c, its IQM's 95 % interval apart from every other's (3 seeds each; fewer than 5 "
+        "give rough intervals); lr=b has a single "
         "run, so no interval, and is left out of the comparison."
     )
     # Each configuration's chance is against the leader run over seeds, never against a lone run.

@@ -262,3 +262,14 @@ def test_a_resume_whose_env_keys_change_the_spaces_is_refused_before_anything_st
     assert f"resume='{run_dir}' with env.id=Acrobot-v1: the run trained on observations Box(" in said, said
     assert "actions Discrete(2), and this env gives Box(" in said and "and Discrete(3)" in said, said
     assert "run started" not in again.output
+
+
+def test_resume_of_a_sweeps_directory_names_its_runs_to_resume(tmp_path: Path) -> None:
+    sweep = run_cli("-m", "seed=1,2", "total_steps=256", "eval.episodes=1", "tracking=none", cwd=tmp_path)
+    assert sweep.returncode == 0, sweep.output[-3000:]
+    sweep_dir = next((tmp_path / "multirun").glob("*/*"))
+    again = run_cli(f"resume={sweep_dir}", "tracking=none", cwd=tmp_path)
+    said = " ".join(again.stderr.split())
+    assert again.returncode == 1 and "Traceback" not in again.stderr, again.output[-3000:]
+    assert f"resume='{sweep_dir}' is a sweep's directory: resume each of its runs" in said, said
+    assert f"{sweep_dir / '0'}, {sweep_dir / '1'}" in said, said

@@ -59,6 +59,10 @@ SCHEDULE_KEYS = frozenset(
 )
 
 
+#: Seeds a configuration needs for its bootstrap interval to be more than rough (rliable's advice).
+FEW_SEEDS = 5
+
+
 def short_labels(keys: Sequence[str]) -> dict[str, str]:
     """Each key's last part (`learning_rate`), or more of it where two keys share their last part or
     it is a schedule's (`exploration.end`)."""
@@ -271,10 +275,11 @@ def verdict(found: Sequence[Configuration], objective: str) -> str:
     sizes = sorted({c.n for c in spread})
     n = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
     best = separated_best(found)
+    rough = f"; fewer than {FEW_SEEDS} give rough intervals" if sizes[0] < FEW_SEEDS else ""
     if best is not None:
         return (
             f"Best: {best.label}, its IQM's 95 % interval apart from every other's "
-            f"({n} seeds each){left_out}."
+            f"({n} seeds each{rough}){left_out}."
         )
     return (
         f"No configuration is best: the leader's ({spread[0].label}) 95 % interval overlaps another's "

@@ -203,3 +203,18 @@ def end(processes: dict[int, int]) -> None:
 
 if __name__ == "__main__":
     main(int(sys.argv[1]))
+
+
+def end_this_process_ray() -> None:
+    """Shut down the Ray this process started as its head (the Ray launcher's, `hydra/launcher=ray`
+    without an address), and remove its session directory, which Ray leaves in its temp folder
+    (`/tmp/ray/session_*`) at every start; a Ray this process joined is left alone."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return
+    node = getattr(ray._private.worker, "_global_node", None)
+    if node is None or not getattr(node, "head", False):
+        return
+    session = node.get_session_dir_path()
+    ray.shutdown()
+    remove_session(session)

@@ -44,6 +44,7 @@ from framework.errors import ConfigError
 from framework.interrupts import JOB_INTERRUPTED, STOP_ASKED
 from framework.provenance import source_tags
 from framework.sweepers import sweeper_plugin
+from framework_plugins.ray_runtime import reaper
 
 from . import orphans, stopping
 from .checks import RAY_LAUNCHER, check_launcher
@@ -261,6 +262,7 @@ class SweepParentRun(Callback):
                 print(said, flush=True)
         finally:
             self._tracker.close()
+            reaper.end_this_process_ray()  # the Ray launcher's own Ray, and its session directory
 
     def _commands_not_started(self) -> str:
         """The commands that run the jobs of this process's sweep that did not start (a few)."""

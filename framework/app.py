@@ -36,6 +36,8 @@ FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
 USER_FULL_ERROR_ENV = "FRAMEWORK_FULL_ERROR"
 
 
+#: What a launcher raises when a worker running a job dies (loky's, Ray's): no bug, said in one line.
+WORKER_DIED = ("TerminatedWorkerError", "WorkerCrashedError", "BrokenProcessPool")
 #: The process id of the command's own process, which its jobs' processes (joblib's, Ray's) are not.
 COMMAND_PID_ENV = "FRAMEWORK_COMMAND_PID"
 
@@ -247,6 +249,12 @@ def _main() -> None:
             while inner is not None and not isinstance(inner, ConfigError):
                 inner = inner.__cause__ or inner.__context__
             message = str(inner) if inner is not None else None
+        if message is None and type(e).__name__ in WORKER_DIED and {"-m", "--multirun"} & set(sys.argv[1:]):
+            message = (
+                f"A worker process of the sweep's launcher died ({type(e).__name__}: killed?), and the "
+                "launcher stopped the sweep: the runs it ran end as the summary above says, each "
+                "resumed with resume=JOB_DIR (multirun/DATE/TIME/N) or its run id"
+            )
         if message is None and isinstance(e, OSError):  # a run or sweep directory it cannot make
             given = [a for a in sys.argv[1:] if a.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
             named = [a for a in given if e.filename is not None and a.partition("=")[2] == str(e.filename)]

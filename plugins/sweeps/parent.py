@@ -18,6 +18,7 @@ import atexit
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import re
 import shlex
@@ -374,6 +375,9 @@ def start_the_launchers_ray(cfg: DictConfig) -> None:
     init = OmegaConf.to_container(cfg.hydra.launcher.ray.init, resolve=True)
     assert isinstance(init, dict)
     ray.init(**{str(key): value for key, value in init.items()})
+    # The launcher then finds the Ray it would start: "Ray is already running" says someone else's.
+    launcher_log = logging.getLogger("hydra_plugins.hydra_ray_launcher._launcher_util")
+    launcher_log.addFilter(lambda record: record.getMessage() != "Ray is already running.")
 
 
 def _on_this_machine_only(address: str) -> bool:

@@ -139,7 +139,14 @@ def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | N
         place = MOVED.get(str(cause.full_key))
         if place is not None:
             return moved_message(str(cause.full_key), place)
-        return _unknown_key(str(cause.full_key), keys, _takes_any_key(parent, str(cause.full_key)))
+        full_key = str(cause.full_key)
+        section, _, leaf = full_key.rpartition(".")
+        nodes = {k: parent.get(k) for k in keys} if isinstance(parent, DictConfig) and section else {}
+        inside = [  # its section's free mappings (agent.hyperparams), where the key may belong
+            f"{section}.{k}" for k, node in nodes.items()
+            if isinstance(node, DictConfig) and _takes_any_key(node, f"{section}.{k}.{leaf}")
+        ]  # fmt: skip
+        return _unknown_key(full_key, keys, _takes_any_key(parent, full_key), inside)
     if isinstance(cause, OmegaConfBaseException):
         reason = str(cause.msg or cause).strip().splitlines()[0]
         if cause.full_key:
@@ -214,11 +221,12 @@ def _takes_any_key(parent: object, full_key: str) -> bool:
     return False
 
 
-def _unknown_key(full_key: str, keys: list[str], open_section: bool) -> str:
-    """An override of a key the composed config does not have, with the keys it does have."""
+def _unknown_key(full_key: str, keys: list[str], open_section: bool, inside: Sequence[str] = ()) -> str:
+    """An override of a key the composed config does not have, with the keys it does have (and the
+    mappings of its section that take any key, `inside`)."""
     section, _, leaf = full_key.rpartition(".")
     where = f"{section}." if section else ""
-    hint = did_you_mean(leaf, keys, prefix=where)
+    hint = did_you_mean(leaf, keys, prefix=where) or "".join(f" Did you mean {m}.{leaf}?" for m in inside[:1])
     listing = f" Keys of {section or 'the config'}: {', '.join(keys)}." if keys else ""
     adding = "" if hint or not open_section else f" `+{full_key}=VALUE` adds a key the config does not have."
     return (

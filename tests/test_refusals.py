@@ -416,3 +416,12 @@ def test_frames_a_stacking_buffer_cannot_take_are_refused_before_any_run(cli, tm
     assert r.returncode == 1 and said.startswith("Error: MemoryEfficientReplayBuffer (buffer=memory_effic")
     assert "this env gives (84, 84)" in said and "run started" not in r.output, r.output[-3000:]
     assert_no_run(tmp_path)
+
+
+def test_a_key_given_outside_the_mapping_that_takes_it_is_pointed_there(cli, tmp_path: Path) -> None:
+    r = cli("agent=sb3_dqn", "agent.learning_starts=5")
+    said = " ".join(r.stderr.split())
+    assert said.startswith(
+        "Error: Unknown config key agent.learning_starts. Did you mean agent.hyperparams.learning_starts?"
+    ), said
+    assert_no_run(tmp_path)

@@ -401,3 +401,8 @@ def test_a_run_is_found_by_the_eight_characters_pages_show_of_its_id(tmp_path: P
     assert "(the start of a run id is 8 characters or more, as pages show it)" in " ".join(
         short.stderr.split()
     )
+    typo = run_id[:-1] + ("0" if run_id[-1] != "0" else "1")  # a character off
+    wrong = cli("compare", typo, f"tracking.uri={uri}")
+    assert wrong.returncode == 1 and f"no run {typo} in this store (did you mean {run_id}?)" in " ".join(
+        wrong.stderr.split()
+    ), wrong.stderr

@@ -257,7 +257,12 @@ def _runs_of(client: Any, target: str) -> list[Any]:
         try:
             run = client.get_run(target)
         except Exception:
-            raise LookupError(f"no run {target} in this store") from None
+            experiments = [e.experiment_id for e in client.search_experiments()]
+            ids = [str(r.info.run_id) for r in client.search_runs(experiments, max_results=MOST_RUNS)]
+            close = difflib.get_close_matches(target, ids, n=1)
+            raise LookupError(
+                f"no run {target} in this store{f' (did you mean {close[0]}?)' if close else ''}"
+            ) from None
         children = client.search_runs(
             [run.info.experiment_id], f"tags.mlflow.parentRunId = '{target}'", max_results=MOST_RUNS
         )

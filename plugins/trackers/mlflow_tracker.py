@@ -19,7 +19,6 @@ from framework.values import bounds
 
 from . import local_views, pending_parents, run_names
 from .journal import FOLDER, sync_notice
-from .journal_sender import short_reason
 from .local_views import absolute_uri
 from .store_checks import (
     TrackingUnavailable,
@@ -291,6 +290,8 @@ class MlflowTracker:
         except TrackingError as e:  # its store does not answer: ended by `sync SWEEP_DIR` once it does
             if not self._sweep_dir:
                 raise
+            from .journal_sender import short_reason  # imports MLflow: not at the plugin listing's import
+
             spec = dataclasses.asdict(summary)
             kept = pending_parents.keep(self._sweep_dir, self.uri, run_id, status, spec, end_time)
             said = (

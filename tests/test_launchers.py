@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from framework.contracts.sweeper import PARENT_RUN_ENV
 from framework_plugins.sweeps import parent as sweep
+from framework_plugins.sweeps import ray_launcher as rl
 from framework_plugins.sweeps.parent import SWEPT_KEYS_ENV
 from tests.conftest import FAST, start_cli
 from tests.test_refusals import assert_no_run
@@ -98,6 +99,8 @@ def test_ctrl_c_to_a_joblib_sweep_ends_each_running_job_killed_with_its_checkpoi
     assert "Stopping the sweep: each running job ends KILLED after its current step" in out, out[-3000:]
     assert "Sweep KILLED: 2 runs (2 KILLED)." in out, out[-3000:]
     assert "  jobs              3 in the sweep; 1 not started: a sweep of their values runs them" in out, out
+    said = " ".join(out.split())  # the job not started, named (its directory is the started ones' way)
+    assert "one by one: python -m framework seed=3 total_steps=400000" in said, out
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("framework")
@@ -210,7 +213,10 @@ def ray_launcher_cfg(init: dict[str, Any], remote: dict[str, Any] | None = None)
     return OmegaConf.create(
         {
             "hydra": {
-                "launcher": {"_target_": sweep.RAY_LAUNCHER, "ray": {"init": init, "remote": remote or {}}}
+                "launcher": {
+                    "_target_": rl.RAY_LAUNCHER,
+                    "ray": {"init": init, "remote": remote or {}},
+                }
             }
         }
     )
@@ -219,16 +225,16 @@ def ray_launcher_cfg(init: dict[str, Any], remote: dict[str, Any] | None = None)
 def test_the_ray_launcher_gets_the_project_defaults_where_the_command_line_left_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name in (sweep.RAY_LOOPBACK_ENV, "RAY_ADDRESS", "RAY_DEDUP_LOGS", "RAY_COLOR_PREFIX"):
+    for name in (rl.RAY_LOOPBACK_ENV, "RAY_ADDRESS", "RAY_DEDUP_LOGS", "RAY_COLOR_PREFIX"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delitem(sys.modules, "ray", raising=False)
     cfg = ray_launcher_cfg({"address": None, "include_dashboard": True}, {"num_gpus": 1})
-    sweep.ray_launcher_defaults(cfg)
+    rl.ray_launcher_defaults(cfg)
     assert OmegaConf.to_container(cfg.hydra.launcher.ray) == {
         "init": {"address": None, "include_dashboard": True, "object_store_memory": None},
         "remote": {"num_gpus": 1, "max_retries": 0},
     }
-    assert os.environ[sweep.RAY_LOOPBACK_ENV] == "0"  # the Ray it starts binds 127.0.0.1
+    assert os.environ[rl.RAY_LOOPBACK_ENV] == "0"  # the Ray it starts binds 127.0.0.1
     # Each job's last lines whole (not folded with other jobs' alike), without colour in a file.
     assert os.environ["RAY_DEDUP_LOGS"] == "0" and os.environ["RAY_COLOR_PREFIX"] == "0"
 
@@ -238,11 +244,11 @@ def test_a_ray_launcher_that_joins_a_ray_binds_as_that_ray_does(
     monkeypatch: pytest.MonkeyPatch, address: str, loopback: bool
 ) -> None:
     # Ray 2.60 turns 127.0.0.1 into the machine's address unless the variable is set.
-    for name in (sweep.RAY_LOOPBACK_ENV, "RAY_DEDUP_LOGS", "RAY_COLOR_PREFIX"):
+    for name in (rl.RAY_LOOPBACK_ENV, "RAY_DEDUP_LOGS", "RAY_COLOR_PREFIX"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delitem(sys.modules, "ray", raising=False)
-    sweep.ray_launcher_defaults(ray_launcher_cfg({"address": address}))
-    assert (sweep.RAY_LOOPBACK_ENV in os.environ) is loopback
+    rl.ray_launcher_defaults(ray_launcher_cfg({"address": address}))
+    assert (rl.RAY_LOOPBACK_ENV in os.environ) is loopback
 
 
 def test_the_callback_a_launcher_pickles_hands_its_job_the_parent_run_and_the_launch_dir(
@@ -342,16 +348,22 @@ def test_a_failed_job_in_a_ray_worker_reaches_the_sweeps_process_whole() -> None
             "hydra.launcher.n_jobs=0: the jobs run at once, a whole number from 1",
         ),
         (
-            {"_target_": sweep.RAY_LAUNCHER, "ray": {"init": {"num_cpus": "abc"}, "remote": {}}},
+            {"_target_": rl.RAY_LAUNCHER, "ray": {"init": {"num_cpus": "abc"}, "remote": {}}},
             "hydra.launcher.ray.init.num_cpus=abc: give a number, 0 or more",
         ),
         (
-            {"_target_": sweep.RAY_LAUNCHER, "ray": {"init": {"num_cpus": 2}, "remote": {"num_cpus": 4}}},
+            {
+                "_target_": rl.RAY_LAUNCHER,
+                "ray": {"init": {"num_cpus": 2}, "remote": {"num_cpus": 4}},
+            },
             "hydra.launcher.ray.remote.num_cpus=4: each job would ask for more than the Ray the launcher "
             "starts has (2), and wait for ever",
         ),
         (  # Ray's driver retried for minutes, saying only its own GCS lines
-            {"_target_": sweep.RAY_LAUNCHER, "ray": {"init": {"address": "127.0.0.1:9"}, "remote": {}}},
+            {
+                "_target_": rl.RAY_LAUNCHER,
+                "ray": {"init": {"address": "127.0.0.1:9"}, "remote": {}},
+            },
             "hydra.launcher.ray.init.address=127.0.0.1:9: no Ray cluster answers there (",
         ),
     ],
@@ -368,7 +380,10 @@ def test_launcher_settings_its_library_would_fail_or_hang_on_are_refused_first(
     with pytest.raises(ConfigError) as refused:
         check_launcher(OmegaConf.create({"hydra": {"launcher": launcher}}))
     assert str(refused.value).startswith(said), refused.value
-    fine = {"_target_": sweep.RAY_LAUNCHER, "ray": {"init": {"num_cpus": 2}, "remote": {"num_cpus": 1}}}
+    fine = {
+        "_target_": rl.RAY_LAUNCHER,
+        "ray": {"init": {"num_cpus": 2}, "remote": {"num_cpus": 1}},
+    }
     check_launcher(OmegaConf.create({"hydra": {"launcher": fine}}))
 
 

@@ -18,21 +18,20 @@ import atexit
 import contextlib
 import dataclasses
 import json
-import logging
 import os
 import re
 import shlex
 import sys
-import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from framework import config
@@ -45,27 +44,15 @@ from framework.errors import ConfigError
 from framework.interrupts import JOB_INTERRUPTED, STOP_ASKED
 from framework.provenance import source_tags
 from framework.sweepers import sweeper_plugin
-from framework_plugins.ray_runtime import reaper
+from framework_plugins.ray_runtime.reaper import end_this_process_ray
 
 from . import orphans, stopping
-from .checks import RAY_LAUNCHER, check_launcher
+from .checks import check_launcher
 from .names import common_params, job_name, parent_run_name
+from .ray_launcher import ray_launcher_defaults, start_the_launchers_ray
 
 #: The swept keys, handed to the jobs with their parent run (a launcher's worker reads them there).
 SWEPT_KEYS_ENV = "FRAMEWORK_SWEPT_KEYS"
-
-#: The Hydra Ray launcher's class (hydra-ray-launcher), whose local Ray is kept on 127.0.0.1.
-#: Ray reads it when it is imported: "0" makes a Ray started here bind 127.0.0.1 (the Ray plugin's
-#: runtime.LOOPBACK_ENV).
-RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
-#: What the Ray launcher's `ray.init` and `ray.remote` get unless the command line sets them. The plugin
-#: asks for a 75 MB object store, which ray.init refuses when it joins a running Ray (and which starves a
-#: job that uses Ray itself); Ray runs a task again when its process exits, which a failed job's
-#: sys.exit(1) does (a new child run each time); a dashboard is one more server.
-RAY_LAUNCHER_DEFAULTS: dict[str, dict[str, Any]] = {
-    "init": {"object_store_memory": None, "include_dashboard": False},
-    "remote": {"max_retries": 0},
-}
 
 
 def swept_values(overrides: Sequence[str], sweeper_params: Mapping[str, Any] | None = None) -> dict[str, str]:
@@ -91,6 +78,7 @@ class SweepParentRun(Callback):
         self._job_env: dict[str, str] = {}
         """What a job needs from the environment: the parent run and the swept keys."""
         self._launch_dir: str | None = None
+        self._sweep_dir = ""
         """The launching process's working directory (relative paths in the config start there)."""
         self._watch: orphans.Watch | None = None
         """In a launcher's worker, while a job runs: its watch on the sweep's process."""
@@ -128,6 +116,7 @@ class SweepParentRun(Callback):
             _refuse(str(e))
         ray_launcher_defaults(config)
         self._launch_dir = os.getcwd()
+        self._sweep_dir = str(config.hydra.sweep.dir)
         sweeper = sweeper_plugin(config)
         study = None
         if sweeper is not None:
@@ -263,13 +252,17 @@ class SweepParentRun(Callback):
                 print(said, flush=True)
         finally:
             self._tracker.close()
-            reaper.end_this_process_ray()  # the Ray launcher's own Ray, and its session directory
+            end_this_process_ray()  # the Ray launcher's own Ray, and its session directory
 
     def _commands_not_started(self) -> str:
         """The commands that run the jobs of this process's sweep that did not start (a few)."""
         started = {tuple(sorted(job)) for job in self._started_jobs}
+        if self._elsewhere:  # a job a launcher's worker started has its directory
+            for saved in Path(self._sweep_dir).glob("*/.hydra/overrides.yaml"):
+                with contextlib.suppress(OSError, ValueError, TypeError):
+                    started.add(tuple(sorted(task_overrides(OmegaConf.load(saved)))))
         left = [job for job in self._job_list if tuple(sorted(job)) not in started]
-        if self._elsewhere or not left:
+        if not left:
             return ""
         shown = [f"\n                    python -m framework {shlex.join(job)}" for job in left[:SHOWN_JOBS]]
         return (
@@ -320,34 +313,6 @@ def _refuse(message: str) -> NoReturn:
     sys.exit(1)
 
 
-def ray_launcher_defaults(cfg: DictConfig) -> None:
-    """This project's defaults for the Hydra Ray launcher, set in `cfg` before Hydra creates the launcher
-    from it: RAY_LAUNCHER_DEFAULTS where the command line left them; and a Ray that the launcher starts
-    on this machine binds 127.0.0.1, like every server of ours unless configured (one joined at a
-    loopback address is reached there; one joined elsewhere, `hydra.launcher.ray.init.address` or
-    RAY_ADDRESS, or a user's own RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER, is left as it is)."""
-    if OmegaConf.select(cfg, "hydra.launcher._target_") != RAY_LAUNCHER:
-        return
-    ray = cfg.hydra.launcher.ray
-    with read_write(ray), open_dict(ray):
-        for part, defaults in RAY_LAUNCHER_DEFAULTS.items():
-            if ray.get(part) is None:
-                ray[part] = {}
-            for key, value in defaults.items():
-                if key not in ray[part]:
-                    ray[part][key] = value
-    address = ray.init.get("address") or os.environ.get("RAY_ADDRESS") or "local"
-    # Ray reads the variables when it is imported: later, it is too late.
-    if _on_this_machine_only(str(address)) and "ray" not in sys.modules:
-        os.environ.setdefault(RAY_LOOPBACK_ENV, "0")
-    if "ray" not in sys.modules:
-        # Each job's last lines whole (Ray folds lines alike across processes into one), and no
-        # colour codes where the output goes to a file.
-        os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-        if not sys.stdout.isatty():
-            os.environ.setdefault("RAY_COLOR_PREFIX", "0")
-
-
 def _jobs_run_elsewhere(cfg: DictConfig) -> bool:
     """Whether the launcher runs the jobs in processes of its own (joblib, Ray), not Hydra's own in turn."""
     return not str(OmegaConf.select(cfg, "hydra.launcher._target_") or "").endswith(".BasicLauncher")
@@ -358,35 +323,6 @@ def _launch(cfg: DictConfig) -> None:
     start_the_launchers_ray(cfg)
     if _jobs_run_elsewhere(cfg):
         stopping.stop_gently(str(cfg.hydra.sweep.dir))
-
-
-def start_the_launchers_ray(cfg: DictConfig) -> None:
-    """The Ray launcher's Ray, started (or joined) here as the launcher would (which then finds it
-    running), before this process sets its SIGTERM (`stopping`): Ray's driver takes SIGTERM over,
-    aborting the sweep's process (exit 134) with every job ending FAILED."""
-    if OmegaConf.select(cfg, "hydra.launcher._target_") != RAY_LAUNCHER:
-        return
-    if threading.current_thread() is not threading.main_thread():
-        return
-    import ray
-
-    if ray.is_initialized():
-        return
-    init = OmegaConf.to_container(cfg.hydra.launcher.ray.init, resolve=True)
-    assert isinstance(init, dict)
-    ray.init(**{str(key): value for key, value in init.items()})
-    # The launcher then finds the Ray it would start: "Ray is already running" says someone else's.
-    launcher_log = logging.getLogger("hydra_plugins.hydra_ray_launcher._launcher_util")
-    launcher_log.addFilter(lambda record: record.getMessage() != "Ray is already running.")
-
-
-def _on_this_machine_only(address: str) -> bool:
-    """A Ray the launcher starts ("local"), or one it joins at a loopback address (127.0.0.1:6379): which
-    Ray 2.60 reaches only with RAY_LOOPBACK_ENV set (else it turns 127.0.0.1 into the machine's address)."""
-    if address == "local":
-        return True
-    host = address.rpartition(":")[0] if ":" in address else address
-    return host.strip("[]") in ("localhost", "::1") or host.startswith("127.")
 
 
 def _tracking(cfg: DictConfig) -> config.Section | None:

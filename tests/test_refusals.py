@@ -273,6 +273,13 @@ def test_a_policy_or_env_setting_sb3_cannot_build_is_refused_before_any_run(
     r = cli(*args, "total_steps=300")
     assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
     assert " ".join(r.stderr.split()).startswith(said), r.stderr
+    if "agent.policy=CnnPolicy" in args:  # SB3's numpy print of the space, and its links, left out
+        assert " ".join(r.stderr.split()).endswith(
+            "(you are probably using `CnnPolicy` instead of `MlpPolicy` or `MultiInputPolicy`) (CnnPolicy "
+            "reads images: MlpPolicy reads vectors, and agent.policy=auto chooses)"
+        ), r.stderr
+    if "+agent.policy_kwargs.net_arch=[abc]" in args:
+        assert "(net_arch is a list of layer sizes, [64, 64], or one per network" in r.stderr, r.stderr
     assert_no_run(tmp_path)
 
 

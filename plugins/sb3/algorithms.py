@@ -277,12 +277,27 @@ def check_spaces(
         what = f"agent.policy={policy}" + (
             f" with agent.policy_kwargs={policy_kwargs}" if policy_kwargs else ""
         )
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         spaces = [_short(model.observation_space), _short(model.action_space)]
+        # Its reason whole, a space's numpy print (bounds over several lines) written as the message does
+        reason = re.sub(r"Box\(\[.*?\], \(.*?\), \w+\)", spaces[0], " ".join(str(e).split()))
+        reason = re.split(r"(?<=[.)])\s+(?=[A-Z])", reason, maxsplit=1)[0]  # its first sentence
         raise ConfigError(
             f"{what} cannot be built for this env's observations {spaces[0]} and actions {spaces[1]}: "
-            + reason.replace(str(model.observation_space), spaces[0])
+            f"{reason or type(e).__name__}{_policy_hint(policy, policy_kwargs)}"
         ) from None
+
+
+def _policy_hint(policy: str, policy_kwargs: dict[str, Any]) -> str:
+    """What the keys a policy is built from take, where one of them is what it refused."""
+    arch = policy_kwargs.get("net_arch")
+    if arch is not None and not (
+        isinstance(arch, list | tuple | dict) and all(isinstance(v, int | list | tuple) for v in (
+            arch.values() if isinstance(arch, dict) else arch))
+    ):  # fmt: skip
+        return " (net_arch is a list of layer sizes, [64, 64], or one per network, {pi: [64], vf: [64]})"
+    if policy == "CnnPolicy":
+        return " (CnnPolicy reads images: MlpPolicy reads vectors, and agent.policy=auto chooses)"
+    return ""
 
 
 def _short(space: gym.Space[Any]) -> str:

@@ -6,22 +6,20 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_cli, start_cli
-from tests.test_tracker_outage import PROGRESS, RUN, Output, RestartableServer
+from tests.test_tracker_outage import PROGRESS, RUN, Output, RestartableServer, running_server
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def server(tmp_path: Path):
-    srv = RestartableServer(tmp_path / "server")
-    srv.start()
-    yield srv
-    srv.stop()
+def server(tmp_path: Path) -> Iterator[RestartableServer]:
+    yield from running_server(tmp_path)
 
 
 def test_a_sweep_ending_while_its_server_is_down_is_ended_by_the_sync_it_prints(

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.test_registry import _env, conf_package, fake_distribution, refused_run
-from tests.test_third_party import PLUGINS
+from tests.test_third_party import PLUGINS, cli
 
 BUGS = (
     PLUGINS
@@ -128,13 +128,6 @@ def _installed(root: Path) -> Path:
     return root
 
 
-def _run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "framework", *args],
-        env=_env(root), cwd=root, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-
-
 def test_a_plugin_that_raises_as_it_is_built_or_starts_is_one_line_naming_it(tmp_path: Path) -> None:
     root = _installed(tmp_path)
     said = refused_run(root, "env=still", "agent=initboom", "total_steps=5")
@@ -142,7 +135,7 @@ def test_a_plugin_that_raises_as_it_is_built_or_starts_is_one_line_naming_it(tmp
         "Error: The agent plugin 'initboom' (third_party_plugins:InitBoom, from bugs 1.2.3) raised "
         "RuntimeError as it was built: boom in init (HYDRA_FULL_ERROR=1 shows where)" in said
     ), said
-    out = _run(root, "env=still", "agent=forgetful", "tracking=unreachable", "total_steps=5")
+    out = cli(root, "env=still", "agent=forgetful", "tracking=unreachable", "total_steps=5")
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
     assert (
         "The tracker plugin 'unreachable' (third_party_plugins:Unreachable, from bugs 1.2.3) raised "
@@ -157,14 +150,14 @@ def test_a_plugin_that_raises_as_it_is_built_or_starts_is_one_line_naming_it(tmp
 
 def test_an_env_plugin_whose_make_returns_no_env_fails_the_run_naming_it(tmp_path: Path) -> None:
     root = _installed(tmp_path)
-    out = _run(root, "env=nomaker", "agent=forgetful", "total_steps=5", "tracking=none")
+    out = cli(root, "env=nomaker", "agent=forgetful", "total_steps=5", "tracking=none")
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
     assert "env=nomaker: its make() returned NoneType, not a gymnasium.Env" in " ".join(out.stderr.split())
 
 
 def test_the_printed_command_resuming_by_id_names_a_third_party_tracker(tmp_path: Path) -> None:
     root = _installed(tmp_path)
-    out = _run(
+    out = cli(
         root, "env=still", "agent=backwards", "tracking=notebook", "total_steps=20", "eval.at_start=false"
     )
     assert out.returncode == 1, out.stderr[-3000:]
@@ -173,7 +166,7 @@ def test_the_printed_command_resuming_by_id_names_a_third_party_tracker(tmp_path
     assert printed is not None and printed.group(1).split() == [f"resume={run_id}", "tracking=notebook"], (
         out.stdout + out.stderr
     )
-    again = _run(root, *printed.group(1).split())  # found: its checkpoint (which this agent cannot load)
+    again = cli(root, *printed.group(1).split())  # found: its checkpoint (which this agent cannot load)
     said = " ".join((again.stdout + again.stderr).split())
     assert "neither a run directory nor a tracked run" not in said, said
     assert "step_0000000010 cannot be loaded: agent=backwards's load raised KeyError" in said, said
@@ -183,7 +176,7 @@ def test_a_services_info_lines_show_and_its_failure_to_open_is_one_line(tmp_path
     fake_distribution(
         tmp_path, "loud", "[framework.services]\nloud = loud_service:Loud\n", "loud_service", SERVICE
     )
-    out = _run(tmp_path, "total_steps=64", "eval.episodes=1", "tracking=none")
+    out = cli(tmp_path, "total_steps=64", "eval.episodes=1", "tracking=none")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "loud service opens" in out.stdout + out.stderr
     said = refused_run(tmp_path, "loud.fail=true", "total_steps=64")
@@ -196,7 +189,7 @@ def test_a_services_info_lines_show_and_its_failure_to_open_is_one_line(tmp_path
 def test_an_expansion_that_returns_no_arguments_is_one_line_naming_it(tmp_path: Path) -> None:
     expansion = "[framework.expansions]\nnothing = loud_service:nothing\n"
     fake_distribution(tmp_path, "loud", expansion, "loud_service", SERVICE)
-    out = _run(tmp_path, "--help")
+    out = cli(tmp_path, "--help")
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
     assert (
         "Error: The expansion plugin 'nothing' (loud_service:nothing, from loud 1.2.3) raised TypeError (its "

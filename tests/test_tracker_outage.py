@@ -97,7 +97,12 @@ class RestartableServer:
 
 
 @pytest.fixture
-def server(tmp_path: Path):
+def server(tmp_path: Path) -> Iterator[RestartableServer]:
+    yield from running_server(tmp_path)
+
+
+def running_server(tmp_path: Path) -> Iterator[RestartableServer]:
+    """A RestartableServer started in `tmp_path`, stopped once the test is done (a fixture's body)."""
     srv = RestartableServer(tmp_path / "server")
     srv.start()
     yield srv

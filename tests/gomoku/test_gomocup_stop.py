@@ -3,6 +3,7 @@ SIGTERM, at once: it searched on for ever once the manager had gone, and a signa
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -25,10 +26,20 @@ def _thinking(tmp_path: Path) -> subprocess.Popen[str]:
     brain.stdin.write("START 15\n")
     brain.stdin.flush()
     assert brain.stdout.readline().strip() == "OK"
+    before = _cpu_s(brain.pid)
     brain.stdin.write("BEGIN\n")
     brain.stdin.flush()
-    time.sleep(3)  # searching
+    deadline = time.monotonic() + 60
+    while _cpu_s(brain.pid) < before + 1.0:  # searching: a second of CPU spent on BEGIN, however loaded
+        assert brain.poll() is None and time.monotonic() < deadline, "the brain did not search"
+        time.sleep(0.05)
     return brain
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds the process has used (user and system, /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def test_a_brain_whose_manager_has_gone_stops_searching_answers_and_exits(tmp_path: Path) -> None:

@@ -58,6 +58,7 @@ class AlphaZeroAgent:
         self._game: Any = None
         self._fresh = True
         self._logged_at = -1
+        self._versions_before = 0  # the versions of the weights published before the service started
 
     # -- the contract ------------------------------------------------------------------------------
 
@@ -125,9 +126,9 @@ class AlphaZeroAgent:
         game = ctx.env_plugin.game
         self._setup(game, ctx)
         searches = run_searches(ctx)
-        searches.inference.publish(BEST, learner.weights("best"))
         # The service counts from 1 again: the checkpoint's weights, whose version a resumed run goes on from.
         self._versions_before = max(self.counters.get("weights_version", 1) - 1, 0)
+        self.publish_best(ctx, learner.weights("best"))
         self._search, self._game = searches.own, game
         collector = SelfPlayCollector(cfg, ctx, game, self.rng)
         background: BackgroundLearning | None = None
@@ -266,7 +267,12 @@ class AlphaZeroAgent:
         self.counters["phases"] += 1
         self.counters["updates"] += self.cfg.updates_per_phase
         if not self.cfg.gating:  # self-play uses the trained network itself
-            run_searches(ctx).inference.publish(BEST, self.learner.weights("best"))
+            self.publish_best(ctx, self.learner.weights("best"))
+
+    def publish_best(self, ctx: RunContext, weights: Mapping[str, np.ndarray]) -> None:
+        """New weights for self-play, counted at once: the next checkpoint holds their version."""
+        version = run_searches(ctx).inference.publish(BEST, weights)
+        self.counters["weights_version"] = self._versions_before + version
 
     def learning_rate(self, ctx: RunContext, step: int) -> float:
         """agent.learning_rate at `step` (a schedule's fraction is of the run's total_steps)."""
@@ -283,7 +289,7 @@ class AlphaZeroAgent:
         accepted = result.score >= cfg.gate_threshold
         if accepted:
             self.learner.accept()
-            run_searches(ctx).inference.publish(BEST, self.learner.weights("best"))
+            self.publish_best(ctx, self.learner.weights("best"))
             self.counters["generation"] += 1
             self.elo += result.elo_difference()
         ctx.log_metrics(self.gate_metrics(result.score, accepted), step)
@@ -316,7 +322,6 @@ class AlphaZeroAgent:
         metrics = self.learner.take_stats()
         metrics["selfplay/games"] = float(self.counters["games"])
         searches = run_searches(ctx)
-        self.counters["weights_version"] = self._versions_before + searches.inference.version(BEST)
         metrics["selfplay/weights_version"] = float(self.counters["weights_version"])
         metrics["train/updates"] = float(self.counters["updates"])
         metrics["train/learning_rate"] = self.learning_rate(ctx, step)
@@ -355,8 +360,6 @@ def _validate(cfg: AlphaZeroConfig) -> None:
         raise ConfigError(str(e)) from None
     if min(temperature(0), temperature(2**62)) < 0:
         raise ConfigError(f"agent.temperature={cfg.temperature} must be >= 0")
-    if not 0.0 <= cfg.gate_threshold <= 1.0:
-        raise ConfigError(f"agent.gate_threshold={cfg.gate_threshold} must be in [0, 1]")
     try:
         learning_rate = build_schedule(cfg.learning_rate, name="agent.learning_rate", total_steps=1)
     except ValueError as e:
@@ -371,16 +374,6 @@ def _validate(cfg: AlphaZeroConfig) -> None:
         )
     if cfg.eval_simulations is not None and cfg.eval_simulations < 1:
         raise ConfigError(f"agent.eval_simulations={cfg.eval_simulations} must be >= 1, or null")
-    if not 0.0 < cfg.full_search_fraction <= 1.0:
-        raise ConfigError(
-            f"agent.full_search_fraction={cfg.full_search_fraction} must be in (0, 1] "
-            "(1: every move a full search)"
-        )
-    if not 0.0 <= cfg.random_openings <= 1.0:
-        raise ConfigError(
-            f"agent.random_openings={cfg.random_openings} must be in [0, 1] (0: every self-play game "
-            "from the game's start)"
-        )
     if cfg.full_search_fraction < 1.0 and cfg.fast_simulations < 1:
         raise ConfigError(
             f"agent.fast_simulations={cfg.fast_simulations} must be >= 1 with agent.full_search_fraction="

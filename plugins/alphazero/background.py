@@ -21,14 +21,13 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
 
 from framework.contracts import RunContext
-from framework_plugins.boardgames import BEST
 from framework_plugins.boardgames.searches import run_searches
 
 from . import gating
@@ -57,6 +56,7 @@ class Learning(Protocol):
 
     def learning_rate(self, ctx: RunContext, step: int) -> float: ...
     def gate_metrics(self, score: float, accepted: bool) -> dict[str, float]: ...
+    def publish_best(self, ctx: RunContext, weights: Mapping[str, np.ndarray]) -> None: ...
 
 
 class BackgroundLearning:
@@ -138,7 +138,7 @@ class BackgroundLearning:
             except queue.Empty:
                 return metrics
             if kind == "weights":
-                run_searches(self.ctx).inference.publish(BEST, item)
+                self.agent.publish_best(self.ctx, item)
             else:
                 metrics.append(item)
 

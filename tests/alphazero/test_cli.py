@@ -44,7 +44,10 @@ def only_run(tmp_path: Path):
 
 def test_a_gomoku_run_self_plays_trains_gates_and_evaluates_per_opponent(cli, tmp_path: Path) -> None:
     # On two threads: its 16 games' trees are walked in parallel (threads=N: the tree's as well as torch's).
-    r = cli(*SHORT, "agent.eval_simulations=24", "threads=2", "hydra.run.dir=outputs/run")
+    # A gate each phase, each accepted (threshold 0): the last one's weights, published at the last step,
+    # are counted in the checkpoint written then.
+    gates = ("agent.gate_every=1", "agent.gate_threshold=0")
+    r = cli(*SHORT, "agent.eval_simulations=24", "threads=2", *gates, "hydra.run.dir=outputs/run")
     assert r.returncode == 0, r.output[-3000:]
     assert "FINISHED at step 640" in r.output
     client, run = only_run(tmp_path)
@@ -77,6 +80,12 @@ def test_a_gomoku_run_self_plays_trains_gates_and_evaluates_per_opponent(cli, tm
     assert [m.step for m in untrained] == [0]
     assert run.data.params["search.name"] == "sequential" and run.data.params["env.board_size"] == "6"
     assert (tmp_path / "outputs/run/checkpoints/step_0000000640/agent/alphazero.pt").is_file()
+    saved = json.loads(
+        (tmp_path / "outputs/run/checkpoints/step_0000000640/agent/alphazero.json").read_text()
+    )
+    versions = client.get_metric_history(run.info.run_id, "selfplay/weights_version")
+    assert saved["counters"]["generation"] == saved["counters"]["phases"] >= 1
+    assert saved["counters"]["weights_version"] == 1 + saved["counters"]["generation"] == versions[-1].value
     assert "eval/mcts50/score" in r.output.split("FINISHED")[1]
 
 
@@ -193,7 +202,9 @@ def test_resume_that_would_change_the_game_or_the_network_is_refused_and_leaves_
 def test_training_and_gates_in_the_background_train_gate_checkpoint_and_resume(cli, tmp_path: Path) -> None:
     """agent.background_training=true (a GPU's default) on this CPU: the phases and gates run in
     threads beside self-play, every phase due is trained, and the checkpoint resumes as in turn."""
-    r = cli(*SHORT, "agent.background_training=true", "total_steps=960", "hydra.run.dir=outputs/a")
+    # Every gate accepts (threshold 0): the weights' version then counts them, checkpoint and resume.
+    bg = ("agent.background_training=true", "agent.gate_threshold=0")
+    r = cli(*SHORT, *bg, "total_steps=960", "hydra.run.dir=outputs/a")
     assert r.returncode == 0, r.output[-3000:]
     assert "FINISHED at step 960" in r.output
     client, run = only_run(tmp_path)
@@ -204,7 +215,9 @@ def test_training_and_gates_in_the_background_train_gate_checkpoint_and_resume(c
     # A phase each train_every (128) moves once the replay is ready (by 640 moves on 6x6): every one
     # that fell due was trained, 4 updates each, and a gate fell due every 2nd.
     assert counters["phases"] >= (960 - 640) // 128 and counters["updates"] == 4 * counters["phases"]
-    assert 1 <= counters["gates"] <= counters["phases"] // 2
+    assert 1 <= counters["gates"] == counters["generation"] <= counters["phases"] // 2
+    # The checkpoint counts every accepted network's weights, published before it was written.
+    assert counters["weights_version"] == 1 + counters["generation"]
     assert metrics["train/updates"] == counters["updates"]
     assert [m.value for m in client.get_metric_history(run.info.run_id, "gate/generation")][-1] == (
         counters["generation"]
@@ -216,7 +229,9 @@ def test_training_and_gates_in_the_background_train_gate_checkpoint_and_resume(c
     # The weights' version goes on from the checkpoint's (its inference service counted from 1 again).
     history = client.get_metric_history(run.info.run_id, "selfplay/weights_version")
     after = [m.value for m in history if m.step > 960]
-    assert counters["weights_version"] >= 2 and after and min(after) >= counters["weights_version"], history
+    assert after and min(after) >= counters["weights_version"], history
+    generations = client.get_metric_history(run.info.run_id, "gate/generation")
+    assert after[-1] == 1 + max(m.value for m in generations) > counters["weights_version"], history
 
 
 @pytest.mark.parametrize(

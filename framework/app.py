@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.resources
 import os
 import sys
 import time
 import traceback
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import hydra
-from hydra.core.config_search_path import ConfigSearchPath
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.plugins import Plugins
-from hydra.plugins.search_path_plugin import SearchPathPlugin
 from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
 from framework import STARTED_AT, commands, config, registry, run_dirs
-from framework.columns import for_stream, refusal
+from framework.columns import refusal
+from framework.conf_packages import EntryPointSearchPath, register_schemas
 from framework.contracts.sweeper import parent_run_of_this_job, run_name_of_this_job
-from framework.errors import ConfigError, ExplainedError, JobFailed, RunFailed, hydra_message
+from framework.errors import ConfigError, ExplainedError, JobFailed, RunFailed
+from framework.hydra_errors import hydra_message
 from framework.interrupts import EXIT_KILLED, JOB_INTERRUPTED, STOP_ASKED, forget_caught_interrupt
 from framework.summary import say
 
@@ -40,26 +37,6 @@ USER_FULL_ERROR_ENV = "FRAMEWORK_FULL_ERROR"
 WORKER_DIED = ("TerminatedWorkerError", "WorkerCrashedError", "BrokenProcessPool")
 #: The process id of the command's own process, which its jobs' processes (joblib's, Ray's) are not.
 COMMAND_PID_ENV = "FRAMEWORK_COMMAND_PID"
-
-
-#: The config packages left out of this process's configs, each with why (one that cannot be imported).
-LEFT_OUT: dict[str, str] = {}
-
-
-class EntryPointSearchPath(SearchPathPlugin):
-    """Adds every `framework.conf` entry point's package to Hydra's config search path."""
-
-    def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        # Not the framework package itself, which Hydra adds as the app's own: its folders are no
-        # config groups (shell completion offered `contracts=`).
-        path = search_path.get_path()
-        path[:] = [element for element in path if element.path != "pkg://framework"]
-        for name, entries in registry.discover("conf").items():
-            for entry in entries:
-                if _module(entry.value) not in LEFT_OUT:
-                    search_path.append(
-                        provider=f"framework.conf:{name}", path=f"pkg://{_module(entry.value)}"
-                    )
 
 
 def task(cfg: DictConfig) -> float | None:
@@ -110,10 +87,6 @@ def task(cfg: DictConfig) -> float | None:
     return final.get(str(cfg.objective.metric))
 
 
-def _module(value: str) -> str:
-    return value.split(":", 1)[0].strip()
-
-
 def _setup() -> None:
     """Register schemas, resolvers and this project's Hydra plugins, which Hydra's own scan misses in an
     editable install (its path hook lists no modules)."""
@@ -123,51 +96,6 @@ def _setup() -> None:
     Plugins.instance().register(EntryPointSearchPath)
     for name in registry.names("sweeper"):
         Plugins.instance().register(registry.load("sweeper", name).hydra_sweeper)
-
-
-def register_schemas() -> None:
-    """The root schema and every conf package's plugin schemas (`config.SCHEMAS`). A package that cannot
-    be imported is left out, said once, so that the rest stay usable; a config file that two packages
-    give is a ConfigError (which of them a run composed would be chance)."""
-    config.register_schema()
-    given: dict[str, list[str]] = {}
-    for entries in registry.discover("conf").values():
-        for entry in entries:
-            module = _module(entry.value)
-            owner = f"{entry.distribution} {entry.version} ({module})"
-            try:
-                importlib.import_module(module)  # a conf package registers its schemas
-            except Exception as e:
-                if module not in LEFT_OUT:
-                    reason = (str(e).strip().splitlines() or [""])[0]
-                    LEFT_OUT[module] = f"{type(e).__name__}: {reason}" if reason else type(e).__name__
-                    said = f"the configs of {owner} are left out: importing it raised {LEFT_OUT[module]}"
-                    print(for_stream(f"Warning: {said}", sys.stderr), file=sys.stderr)
-                continue
-            for name in _config_files(module):
-                given.setdefault(name, []).append(owner)
-    shared = {name: owners for name, owners in given.items() if len(owners) > 1}
-    if shared:
-        name, owners = min(shared.items())
-        raise ConfigError(
-            f"The config file {name} is in more than one config package: {' and '.join(owners)}; which one "
-            f"a run would compose is chance. Uninstall one of them, or rename its file"
-        )
-
-
-def _config_files(module: str) -> list[str]:
-    """The config files of a conf package, by their path in it (`env/cartpole.yaml`)."""
-    found: list[str] = []
-
-    def walk(folder: Traversable, prefix: str) -> None:
-        for child in folder.iterdir():
-            if child.is_dir() and not child.name.startswith(("_", ".")):
-                walk(child, f"{prefix}{child.name}/")
-            elif child.name.endswith((".yaml", ".yml")):
-                found.append(prefix + child.name)
-
-    walk(importlib.resources.files(module), "")
-    return found
 
 
 def compose(overrides: list[str] | None = None) -> DictConfig:

@@ -58,8 +58,8 @@ def load_agent(run: str | Path) -> Agent:
     `act(obs)`: its plugin built from the checkpoint's config, and its last checkpoint loaded."""
     from omegaconf import DictConfig, OmegaConf
 
-    from framework.app import register_schemas
     from framework.checkpoint import AGENT_DIR, CONFIG_FILE, find_latest, where_it_went_on
+    from framework.conf_packages import register_schemas
 
     checkpoint = find_latest(where_it_went_on(Path(run)) or Path(run))
     if checkpoint is None:

@@ -24,12 +24,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-from framework import app, config
+from framework import conf_packages, config
 from framework.app import compose
 from framework.errors import ConfigError
 from framework.values import CHECK, INT64_MAX, Bounds, ValueCheck, check_values, declared, show
 
-app.register_schemas()
+conf_packages.register_schemas()
 
 #: Schemas whose numeric keys are declared in a file of another family, not yet ranged: they are
 #: still held to finiteness and 64 bits (`test_nan_and_infinities_are_refused_in_every_float_key`).

@@ -110,7 +110,7 @@ def main(argv: list[str]) -> int:
 def _broken(value: str) -> str:
     """'(broken: ...) ' where an entry point's module is not there, or its source defines no such object
     (found as `describe` reads its docstring: nothing of the plugin is imported), else ''."""
-    from framework.app import LEFT_OUT
+    from framework.conf_packages import LEFT_OUT
 
     module, _, attr = (part.strip() for part in value.partition(":"))
     try:
@@ -284,7 +284,7 @@ def preset_files() -> dict[str, tuple[str, Path]]:
 
 
 def _register_schemas() -> None:
-    from framework.app import register_schemas
+    from framework.conf_packages import register_schemas
 
     register_schemas()
 

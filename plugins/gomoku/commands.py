@@ -215,7 +215,7 @@ def _load(run: str, overrides: list[str], command: str) -> Any:
     except ConfigError as e:
         refuse(str(e))
     except Exception as e:
-        from framework.errors import hydra_message
+        from framework.hydra_errors import hydra_message
 
         message = hydra_message(e)
         if message is None or os.environ.get("HYDRA_FULL_ERROR") == "1":

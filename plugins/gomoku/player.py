@@ -244,7 +244,7 @@ def _as_player(cfg: DictConfig, *, chosen: set[str]) -> None:
     the command line says): PLAY_SIMULATIONS, this machine's device, no self-play workers, and the
     sequential search for a run's ray_async (one game's trees, the same moves, and no Ray to start)."""
     if "search" not in chosen and OmegaConf.select(cfg, "search.name") == "ray_async":
-        from framework.app import register_schemas
+        from framework.conf_packages import register_schemas
 
         register_schemas()
         defaults = OmegaConf.to_container(OmegaConf.structured(config.SCHEMAS[("search", "sequential")]))
@@ -294,7 +294,7 @@ def _with_overrides(saved: DictConfig, overrides: list[tuple[str, Any]]) -> Dict
         if key == "search" and str(value) == OmegaConf.select(saved, "search.name"):
             continue  # the run's own search, with the run's settings of it
         if key == "search":
-            from framework.app import register_schemas
+            from framework.conf_packages import register_schemas
 
             register_schemas()
             schema = config.SCHEMAS.get(("search", str(value)))

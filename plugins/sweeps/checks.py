@@ -17,7 +17,8 @@ import os
 from omegaconf import DictConfig, OmegaConf
 
 from framework import config
-from framework.errors import ConfigError, hydra_message
+from framework.errors import ConfigError
+from framework.hydra_errors import hydra_message
 
 #: The Ray launcher's Hydra target (hydra-ray-launcher).
 RAY_LAUNCHER = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"

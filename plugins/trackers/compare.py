@@ -75,7 +75,7 @@ def main(argv: list[str]) -> int:
 def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     from mlflow.tracking import MlflowClient
 
-    from .mlflow_session import quiet_libraries
+    from .mlflow_quiet import quiet_libraries
 
     quiet_libraries()
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():

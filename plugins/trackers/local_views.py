@@ -72,7 +72,7 @@ def missing_experiment(uri: str, experiment: str) -> str | None:
 
     from framework.errors import did_you_mean
 
-    from .mlflow_session import quiet_libraries
+    from .mlflow_quiet import quiet_libraries
 
     quiet_libraries()
     client = MlflowClient(tracking_uri=uri)

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import logging
 import os
 import shutil
 import tempfile
 import time
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from . import store_template
 from .finished_before import ERROR_TAG, FinishedBefore
 from .journal import FOLDER, SUFFIX, Journal, JournalBusy, RunRecord, sync_notice
 from .journal_sender import JournalSender, say, short_reason
+from .mlflow_quiet import quiet_libraries
 from .store_checks import store_name
 from .summary_page import address_of
 from .sweep_parents import (  # noqa: F401 - the names a sweep's tests rely on here
@@ -48,27 +47,6 @@ EXPERIMENT_KIND = "custom_model_development"
 #: At most how long a run stopped (KILLED) waits at its end for a store that does not answer: what is
 #: left is kept for `sync`, and a scheduler's SIGKILL follows its SIGTERM (10 s for `docker stop`).
 STOPPED_OUTAGE_WAIT_S = 5.0
-
-
-def quiet_libraries() -> None:
-    """MLflow's and its database's INFO lines, its run addresses and known-harmless warnings stay out of
-    the run's output; so do the errors MLflow's SQL store logs with their traceback before raising
-    them (the exception says it, once)."""
-    # MLflow prints a run's address when a server's run ends; the run's summary gives it already.
-    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-    # Its progress bars for a checkpoint downloaded to resume or play a run: lines of tqdm in the log.
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    for name in ("mlflow", "alembic", "sqlalchemy", "urllib3"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
-    # SQLAlchemy's deprecation notes about MLflow's own queries are MLflow's to fix, not the user's.
-    warnings.filterwarnings("ignore", message=r".*SADeprecationWarning.*")
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    with contextlib.suppress(ImportError):
-        from sqlalchemy.exc import SADeprecationWarning
-
-        warnings.filterwarnings("ignore", category=SADeprecationWarning)
 
 
 class MlflowSession:

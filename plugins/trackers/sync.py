@@ -117,7 +117,7 @@ def _send(journal: Journal, uri: str) -> int:
     from mlflow.tracking import MlflowClient  # imported only when there is something to send
 
     from .journal_sender import JournalSender, short_reason
-    from .mlflow_session import quiet_libraries
+    from .mlflow_quiet import quiet_libraries
 
     quiet_libraries()
     record = journal.record

@@ -236,7 +236,7 @@ def _page(uri: str, experiment: str, run: str | None) -> str:
     from mlflow.tracking import MlflowClient
 
     from .compare import full_run_id
-    from .mlflow_session import quiet_libraries
+    from .mlflow_quiet import quiet_libraries
 
     quiet_libraries()
     client = MlflowClient(tracking_uri=uri)

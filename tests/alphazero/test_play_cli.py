@@ -440,7 +440,7 @@ def test_a_player_of_a_ray_async_run_searches_in_its_own_process_unless_told(
     from omegaconf import OmegaConf
 
     from framework import config
-    from framework.app import register_schemas
+    from framework.conf_packages import register_schemas
     from framework_plugins.gomoku.player import load_trained
 
     cwd, _ = trained

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from framework.columns import WIDTH, wrap
 from framework.contracts import SweepSummarySpec
+from framework.contracts.sweeper import parent_run_of_this_job
 from framework.provenance import run_dir_of
 from framework.values import bounds
 
@@ -85,7 +86,9 @@ class MlflowTracker:
     def __init__(self, cfg: MlflowConfig) -> None:
         self.cfg = cfg
         self.uri = absolute_uri(cfg.uri)
-        check_reachable(self.uri, timeout_s=cfg.check_timeout_s)
+        # A sweep's job waits out a server that answered for its sweep and is restarting.
+        patience = cfg.outage_wait_s if parent_run_of_this_job() else 0.0
+        check_reachable(self.uri, timeout_s=cfg.check_timeout_s, patience_s=patience)
         check_writable(self.uri, cfg.experiment)
         limit_http_waits(cfg.http_timeout_s, cfg.http_retries)
         self._process = self._new_process()

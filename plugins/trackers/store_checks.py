@@ -5,16 +5,20 @@ written. Each refusal is one line naming the URI or path and what to do."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sqlite3
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 from framework.errors import ConfigError
+
+log = logging.getLogger("framework.tracking")
 
 SQLITE_PREFIX = "sqlite:///"
 #: Where MLflow puts the artifacts of an experiment it creates in a SQLite store: ./mlruns/<id> of
@@ -34,9 +38,10 @@ class TrackingUnavailable(ConfigError):
 SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks")
 
 
-def check_reachable(uri: str, *, timeout_s: float) -> None:
+def check_reachable(uri: str, *, timeout_s: float, patience_s: float = 0.0) -> None:
     """Refuse, before anything starts, a tracking URI that cannot work: a scheme MLflow does not
-    track to, a server that does not answer, or a SQLite store in a folder that does not exist."""
+    track to, a server that does not answer (after `patience_s` of asking again), or a SQLite store in
+    a folder that does not exist."""
     parsed = urllib.parse.urlparse(uri)
     scheme = parsed.scheme.split("+", 1)[0]
     typo = re.match(r"(https?|sqlite):?/*(.*)", uri)
@@ -57,7 +62,11 @@ def check_reachable(uri: str, *, timeout_s: float) -> None:
             f"{', '.join(s + ':' for s in SCHEMES)} URI (the default: tracking.uri=sqlite:///mlflow.db), "
             "or tracking=none"
         )
+    began = time.monotonic()
     reason = server_unreachable(uri, timeout_s=timeout_s)
+    timed_out = time.monotonic() - began >= 0.9 * timeout_s
+    if reason is not None and patience_s > 0:
+        reason = _wait_for_server(uri, reason, timeout_s=timeout_s, patience_s=patience_s)
     if reason is not None and parsed.scheme == "https" and "WRONG_VERSION_NUMBER" in reason:
         plain = "http" + uri[len("https") :]
         raise TrackingUnavailable(
@@ -71,9 +80,12 @@ def check_reachable(uri: str, *, timeout_s: float) -> None:
             start = f"`mlflow server --host {parsed.hostname} --port 5000` and tracking.uri=" + (
                 f"{parsed.scheme}://{parsed.hostname}:5000"
             )
+        within = f" within {timeout_s:g} s (tracking.check_timeout_s)" if timed_out else ""
+        if patience_s:
+            within = f" in the {patience_s:g} s this job waited for it (tracking.outage_wait_s)"
         raise TrackingUnavailable(
-            f"The MLflow tracking server tracking.uri={uri} does not answer ({reason}) within "
-            f"{timeout_s:g} s. Start it ({start}), point tracking.uri at a server that runs, or track "
+            f"The MLflow tracking server tracking.uri={uri} does not answer ({reason}){within}. Start "
+            f"it ({start}), point tracking.uri at a server that runs, or track "
             "locally: tracking.uri=sqlite:///mlflow.db (viewed with `python -m framework ui`) or "
             "tracking=none."
         )
@@ -84,6 +96,25 @@ def check_reachable(uri: str, *, timeout_s: float) -> None:
                 f"tracking.uri={uri}: the folder {folder} does not exist. Create it, or use the default "
                 f"local store (tracking.uri=sqlite:///mlflow.db) or tracking=none."
             )
+
+
+def _wait_for_server(uri: str, reason: str, *, timeout_s: float, patience_s: float) -> str | None:
+    """Ask a server that does not answer again until it does (None) or `patience_s` has passed (why
+    not): a sweep's job, whose sweep the server answered, waits out a restart."""
+    log.warning(
+        "The MLflow tracking server %s does not answer (%s); it answered for this sweep: waiting up to "
+        "%g s (tracking.outage_wait_s) for it", uri, reason, patience_s,
+    )  # fmt: skip
+    deadline = time.monotonic() + patience_s
+    while time.monotonic() < deadline:
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+        left = max(0.1, min(timeout_s, deadline - time.monotonic()))
+        found = server_unreachable(uri, timeout_s=left)
+        if found is None:
+            log.warning("The MLflow tracking server %s answers again: the job starts", uri)
+            return None
+        reason = found
+    return reason
 
 
 def server_unreachable(uri: str, *, timeout_s: float) -> str | None:

@@ -4,6 +4,7 @@ summarise and end them, and end the children their jobs left RUNNING."""
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -15,9 +16,13 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from framework.contracts.tracker import SUMMARY_SPEC_TAG
+from framework.provenance import run_dir_of
 
 from . import report, seed_summary, sweep_child, sweep_summary
-from .journal_sender import MAX_PARAM_VALUE, MAX_PARAMS_PER_BATCH
+from .journal import Journal, JournalBusy, journals
+from .journal_sender import MAX_PARAM_VALUE, MAX_PARAMS_PER_BATCH, JournalSender
+
+log = logging.getLogger("framework.tracking")
 
 #: Children of one sweep read back for its summary.
 MAX_CHILDREN = 10_000
@@ -158,11 +163,30 @@ class SweepParents:
         )
 
     def _end_orphans(self, parent_id: str, status: str, end_time: float | None) -> None:
-        """End, as `status`, the children of the sweep that are still RUNNING."""
+        """End, as `status`, the children of the sweep that are still RUNNING; one whose journal holds
+        its end (its store did not answer as its job ended, and answers now) gets what it holds."""
         for run in self._children(parent_id, running=True):
             child = str(run.info.run_id)
+            if self._send_ended_journal(child, run.data.tags):
+                continue
             self.client.set_tag(child, ENDED_BY_TAG, "sweep parent")
             self.client.set_terminated(child, status, end_time=ms(end_time))
+
+    def _send_ended_journal(self, run_id: str, tags: Mapping[str, str]) -> bool:
+        """Send the journal of a child whose job ended while its store did not answer; whether it did."""
+        run_dir = run_dir_of(tags)
+        for path in journals(Path(run_dir)) if run_dir else ():
+            try:
+                journal = Journal.reopen(path)
+            except (ValueError, JournalBusy, OSError):  # its own tracker holds it: the job goes on
+                continue
+            try:
+                if journal.record.run_id == run_id and journal.ended():
+                    sender = JournalSender(journal, self.client, notify=log.info, say_outages=False)
+                    return sender.send_pending()
+            finally:
+                journal.close()
+        return False
 
     def _summarise(
         self,

@@ -97,7 +97,7 @@ def resume_point(cfg: DictConfig, tracker: Tracker, overrides: Sequence[str], ru
         if checkpoint is None:
             refuse_if_held(Path(target), _in_use)  # a live run that has not checkpointed yet
             jobs = sorted(str(d) for d in Path(target).iterdir() if d.is_dir() and find_latest(d))
-            if (Path(target) / "multirun.yaml").is_file() and jobs:  # a sweep's: its jobs are its runs
+            if jobs:  # a sweep's (Hydra's or a sweeper plugin's): its jobs are its runs
                 raise ConfigError(
                     f"resume={target!r} is a sweep's directory: resume each of its runs, resume=JOB_DIR "
                     f"(or its run id): {', '.join(jobs[:5])}{', ...' if len(jobs) > 5 else ''}"

@@ -4,6 +4,7 @@ its study is resumed."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,7 @@ def test_a_trial_stopped_by_sigterm_ends_killed_tagged_as_the_study_records_it(
 
     from tests.conftest import start_cli
 
-    sweep = ["-m", "progress=log", "hydra/sweeper=optuna", "hydra.sweeper.study_name=stopped", *SPACE]
+    sweep = ["-m", "progress=log", "hydra/sweeper=optuna", *SPACE]  # the study named by the sweep
     p = start_cli(*sweep, "total_steps=1000000", "eval.every_steps=500", cwd=tmp_path)
     assert p.stdout is not None
     for line in p.stdout:  # the trial is training: its first evaluation is logged
@@ -134,12 +135,17 @@ def test_a_trial_stopped_by_sigterm_ends_killed_tagged_as_the_study_records_it(
         "FAIL",
         "0",
     )
+    said = " ".join(out.split())  # what was left undone, and how to do it: the study's name with it
+    found = re.search(
+        r"trials 20 asked, 1 started: the same command with hydra\.sweeper\.study_name=(\S+) adds 20 more "
+        r"to its study (\S+)",
+        said,
+    )
+    assert found is not None and found[1] == found[2], out
     trials = optuna.load_study(
-        study_name="stopped", storage=f"sqlite:///{tmp_path / 'optuna.db'}"
+        study_name=found[1], storage=f"sqlite:///{tmp_path / 'optuna.db'}"
     ).get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL]
-    said = " ".join(out.split())  # what was left undone, and how to do it
-    assert "trials 20 asked; 19 not started: the same command adds 20 more to its study stopped" in said, out
 
 
 @pytest.mark.parametrize(

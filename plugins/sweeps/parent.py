@@ -83,7 +83,8 @@ class SweepParentRun(Callback):
         self._watch: orphans.Watch | None = None
         """In a launcher's worker, while a job runs: its watch on the sweep's process."""
         self._jobs: int | None = None
-        self._trials: tuple[int, str] | None = None  # a sweeper's: the trials it was asked, its study
+        # A sweeper's: the trials it was asked, its study, and whether the command line named it.
+        self._trials: tuple[int, str, bool] | None = None
         self._started = 0  # jobs started in this process
         self._job_list: list[list[str]] = []  # every job's overrides (a grid sweep's)
         self._started_jobs: list[list[str]] = []
@@ -127,9 +128,10 @@ class SweepParentRun(Callback):
                 # callback raises, Hydra only turns into a warning).
                 return
             _refuse_a_bad_job(config, sampled=True)
+            named = OmegaConf.select(config, "hydra.sweeper.study_name", default=None) is not None
             study = sweeper.study()  # the study, and what it searches, name the parent
             trials = OmegaConf.select(config, "hydra.sweeper.n_trials", default=None)
-            self._trials = (trials, study) if isinstance(trials, int) and study else None
+            self._trials = (trials, study, named) if isinstance(trials, int) and study else None
         else:
             self._job_list = _refuse_a_bad_job(config) or []
             # Hydra's own launcher runs them in turn and none after a failed one (joblib, Ray: all).
@@ -243,10 +245,15 @@ class SweepParentRun(Callback):
                     + self._commands_not_started()
                 )
             if said and self._trials and status == "KILLED" and self._started < self._trials[0]:
-                asked, study = self._trials
+                asked, study, named = self._trials
+                # A trial that repeats an earlier one's params is not started, yet done: no count of
+                # those not started here.
+                same = (
+                    "the same command" if named else f"the same command with hydra.sweeper.study_name={study}"
+                )
                 said += (
-                    f"\n  trials            {asked} asked; {asked - self._started} not started: the same "
-                    f"command adds {asked} more to its study {study}"
+                    f"\n  trials            {asked} asked, {self._started} started: {same} adds {asked} "
+                    f"more to its study {study}"
                 )
             if said:
                 print(said, flush=True)

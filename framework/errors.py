@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import sys
 from collections.abc import Iterable
 
 
@@ -68,20 +69,23 @@ _NOT_BOOL = re.compile(r"Value '(?P<value>[^']*)' is not a valid bool")
 def wrong_type(key: str, reason: str) -> str | None:
     """The message for a value of the wrong type (OmegaConf's `reason`): what the key takes, as it is
     written (`1e6` for an integer: the integer to write); None for another refusal."""
-    if found := _NOT_FLOAT.search(reason):
-        return f"{key}={found['value']} must be a number (like {key}=0.5 or {key}=1e-3)"
-    if found := _NOT_BOOL.search(reason):
-        return f"{key}={found['value']} must be true or false"
-    found = _NOT_INT.search(reason)
+    found = _NOT_FLOAT.search(reason) or _NOT_BOOL.search(reason) or _NOT_INT.search(reason)
     if found is None:
         return None
+    # As the command line wrote it (`1e3`, which OmegaConf saw as 1000.0), where it wrote it.
+    given = next((a.partition("=")[2] for a in sys.argv[1:] if a.lstrip("+~").partition("=")[0] == key), "")
+    shown = f"{key}={given or found['value']}"
+    if found.re is _NOT_FLOAT:
+        return f"{shown} must be a number (like {key}=0.5 or {key}=1e-3)"
+    if found.re is _NOT_BOOL:
+        return f"{shown} must be true or false"
     try:
         value = float(found["value"])
     except ValueError:
-        return f"{key}={found['value']} must be an integer (a whole number, like {key}=1000)"
+        return f"{shown} must be an integer (a whole number, like {key}=1000)"
     if math.isfinite(value) and value.is_integer():
-        return f"{key}={found['value']} must be an integer: write {key}={int(value)}"
-    return f"{key}={found['value']} must be an integer"
+        return f"{shown} must be an integer: write {key}={int(value)}"
+    return f"{shown} must be an integer"
 
 
 #: Moved keys' new full names by old (`search.workers`: `agent.workers`), from the schemas' `MOVED` tables.

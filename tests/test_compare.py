@@ -46,6 +46,7 @@ def test_seeds_is_a_sweep_over_the_seed(argv: list[str], expanded: list[str]) ->
         (["seeds=five"], "seeds=five: the number of seeds"),
         (["seeds=2", "seeds=3"], "give seeds= once"),
         (["-m", "seed=1,2", "seeds=3"], "seed=1,2 with seeds=3: seeds= sweeps the seed itself"),
+        (["seeds=2", "seed=-1"], "seed=-1 with seeds=2: a seed is a whole number from 0 to 4294967295"),
         (
             ["-m", "hydra/sweeper=optuna", "seeds=3"],
             "seeds=3 with hydra/sweeper=optuna: a study's trial is one run",
@@ -246,6 +247,17 @@ def test_compare_says_what_it_cannot_compare(tmp_path: Path, cli) -> None:
         and "--metric eval/return_men: no run logged it (did you mean eval/return_mean?)" in r.stderr
     )
     assert "Traceback" not in r.output
+    client.log_metric(client.search_runs([experiment])[0].info.run_id, "train/loss", 0.5)
+    r = cli("compare", "--metric", "train/loss", f"tracking.uri={uri}")  # not the objective: which way?
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 1 and "--metric train/loss is not the runs' objective (objective.metric)" in said
+    killed = _run(client, experiment, {"agent.lr": "0.2", "seed": "0"}, [2.0])
+    client.set_terminated(killed, "KILLED")  # stopped, with a value: named with its status and the resume
+    r = cli("compare", killed, f"tracking.uri={uri}")
+    assert r.returncode == 1 and " ".join(r.stderr.split()) == (
+        f"Error: run {killed} (agent.lr=0.2 seed=0) ended KILLED: compare counts FINISHED runs; finish it "
+        f"with python -m framework resume={killed}"
+    ), r.stderr
     r = cli("compare", "tracking=none")  # a store's override, not a run's name
     assert r.returncode == 1 and r.stderr.strip() == (
         "Error: tracking is off in this config (tracking=none): give tracking=mlflow"
@@ -403,6 +415,7 @@ def test_a_run_is_found_by_the_eight_characters_pages_show_of_its_id(tmp_path: P
     )
     typo = run_id[:-1] + ("0" if run_id[-1] != "0" else "1")  # a character off
     wrong = cli("compare", typo, f"tracking.uri={uri}")
-    assert wrong.returncode == 1 and f"no run {typo} in this store (did you mean {run_id}?)" in " ".join(
-        wrong.stderr.split()
-    ), wrong.stderr
+    said = " ".join(wrong.stderr.split())
+    store = tmp_path / "mlflow.db"
+    assert wrong.returncode == 1 and f"no run {typo} in the tracking store {store} (did " in said
+    assert f"(did you mean {run_id}?). A run tracked in another store is compared with tracking.uri=" in said

@@ -293,7 +293,7 @@ def test_a_policy_or_env_setting_sb3_cannot_build_is_refused_before_any_run(
         (["env=lunarlander", "env.continuous=maybe"], "Error: env.continuous=maybe must be true or false"),
         (
             ["agent.batch_size=1e2"],
-            "Error: agent.batch_size=100.0 must be an integer: write agent.batch_size=100",
+            "Error: agent.batch_size=1e2 must be an integer: write agent.batch_size=100",
         ),
     ],
 )

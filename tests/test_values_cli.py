@@ -62,8 +62,8 @@ def out_of_range(key: Key) -> str:
         (("tracking.uri=bogus://x",), ("tracking.uri=bogus://x: MLflow does not track to bogus: URIs",)),
         (("tracking.uri=./runs",), ("tracking.uri=./runs: MLflow no longer tracks to a folder",)),
         (("resume=",), ("resume= is empty (an unset shell variable?): give the run directory",)),
-        (("total_steps=1e6",), ("total_steps=1000000.0 must be an integer: write total_steps=1000000",)),
-        (("env.n_envs=1e9",), ("env.n_envs=1000000000.0 must be an integer: write env.n_envs=1000000000",)),
+        (("total_steps=1e6",), ("total_steps=1e6 must be an integer: write total_steps=1000000",)),
+        (("env.n_envs=1e9",), ("env.n_envs=1e9 must be an integer: write env.n_envs=1000000000",)),
         (
             ("experiment=gomoku_6x6", "objective.metric=eval/mcts100/score"),
             ("Did you mean eval/mcts1000/score?", "for each of heuristic, mcts1000, random"),

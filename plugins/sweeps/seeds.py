@@ -16,6 +16,8 @@ KEY = "seeds"
 #: The most seeds `seeds=` takes: a sweep's jobs are runs of their own.
 MOST = 1000
 MULTIRUN = ("-m", "--multirun")
+#: The largest seed (the root config's `seed` bound).
+SEED_MOST = 2**32 - 1
 #: Hydra's flags that show a job's config, or help, rather than run: a sweep has nothing to add there.
 SHOWING = ("--cfg", "-c", "--info", "-i", "--help", "-h", "--hydra-help", "--resolve")
 OPTUNA = "hydra/sweeper=optuna"
@@ -34,6 +36,11 @@ def expand(argv: Sequence[str]) -> list[str]:
     seed_args = [a for a in argv if a.partition("=")[0].lstrip("+") == "seed"]
     if seed_args:
         given = seed_args[-1].partition("=")[2].strip()
+        if given.startswith("-") and given[1:].isdigit():
+            raise ConfigError(
+                f"{seed_args[-1]} with seeds={value}: a seed is a whole number from 0 to {SEED_MOST}; give "
+                f"the first of the {n} seeds (seed=10 seeds={n} runs seeds 10..{9 + n})"
+            )
         if not given.isdigit():
             raise ConfigError(
                 f"{seed_args[-1]} with seeds={value}: seeds= sweeps the seed itself; give the first "

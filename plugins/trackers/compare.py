@@ -11,6 +11,7 @@ import difflib
 import os
 import re
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from framework.provenance import TOTAL_STEPS_TAG
 from . import local_views, report, seed_summary, summary_page
 from .run_names import NOT_CONFIG
 from .seed_summary import SEED
+from .store_checks import store_name
 from .sweep_child import Child, child_from_run
 from .sweep_parents import history, run_fragment
 from .sweep_summary import TABLE_CSV, TABLE_HTML
@@ -96,8 +98,7 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     columns = [*keys, SEED]  # the seed shown beside the settings, never one of them
     children = counted_once([child_from_run(run, columns, metric) for run in runs], columns)
     if not any(c.finished and c.objective is not None for c in children):
-        which = "the run did not finish" if len(runs) == 1 else f"none of the {len(runs)} runs finished"
-        raise LookupError(f"{which} with a value of {metric}")
+        raise LookupError(_none_finished(runs, metric))
     folder = args.out or Path("outputs") / "compare" / time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -182,6 +183,26 @@ def counted_once(children: Sequence[Child], columns: Sequence[str]) -> list[Chil
     ]
 
 
+def _none_finished(runs: Sequence[Any], metric: str) -> str:
+    """Why no run can be compared: each run's status, and what finishes one."""
+    if len(runs) > 1:
+        statuses = ", ".join(f"{n} {s}" for s, n in sorted(Counter(r.info.status for r in runs).items()))
+        return (
+            f"none of the {len(runs)} runs finished with a value of {metric} ({statuses}): compare counts "
+            "FINISHED runs; one stopped goes on with python -m framework resume=RUN_ID"
+        )
+    run = runs[0]
+    which = f"run {run.info.run_id} ({run.info.run_name})"
+    if run.info.status == "RUNNING":
+        return f"{which} is RUNNING: compare counts FINISHED runs; compare it once it ends"
+    if run.info.status != "FINISHED":
+        return (
+            f"{which} ended {run.info.status}: compare counts FINISHED runs; finish it with "
+            f"python -m framework resume={run.info.run_id}"
+        )
+    return f"{which} finished without a value of {metric}: name a metric it logged with --metric"
+
+
 def _runs(client: Any, targets: Sequence[str]) -> list[Any]:
     """Each target's runs: a run id's run, or a sweep parent's children; an experiment's runs but
     its sweep parents. Each run once."""
@@ -261,7 +282,9 @@ def _runs_of(client: Any, target: str) -> list[Any]:
             ids = [str(r.info.run_id) for r in client.search_runs(experiments, max_results=MOST_RUNS)]
             close = difflib.get_close_matches(target, ids, n=1)
             raise LookupError(
-                f"no run {target} in this store{f' (did you mean {close[0]}?)' if close else ''}"
+                f"no run {target} in {store_name(client.tracking_uri)}"
+                f"{f' (did you mean {close[0]}?)' if close else ''}. A run tracked in another store is "
+                "compared with tracking.uri=THAT_STORE (sqlite:///PATH/mlflow.db, or a server's address)"
             ) from None
         children = client.search_runs(
             [run.info.experiment_id], f"tags.mlflow.parentRunId = '{target}'", max_results=MOST_RUNS
@@ -312,7 +335,16 @@ def _objective(runs: Sequence[Any], metric: str | None, mode: str | None) -> tup
             for r in runs
             if r.data.params.get("objective.metric") == metric
         }
-        mode = modes.pop() if len(modes) == 1 else "max"
+        if not modes:  # no run's objective: which way is better is the user's to say
+            raise ValueError(
+                f"--metric {metric} is not the runs' objective (objective.metric): say which way is "
+                f"better, --mode max (higher) or --mode min (lower, as for a loss)"
+            )
+        if len(modes) > 1:
+            raise ValueError(
+                f"the runs judge {metric} both ways (objective.mode max and min): say which (--mode)"
+            )
+        mode = str(modes.pop())
     return metric, mode
 
 

@@ -16,6 +16,25 @@ from framework import registry
 from framework.config import plugin_sections
 from framework.errors import MOVED, did_you_mean, moved_message, wrong_type
 
+#: The sweep functions of Hydra's override grammar, each as it is written.
+GRAMMAR = {
+    "choice": "choice(a,b,c) (or a,b,c)",
+    "range": "range(START,STOP[,STEP])",
+    "interval": "interval(LOW,HIGH)",
+    "tag": "tag(log,interval(LOW,HIGH)) for a log scale",
+}
+#: Other libraries' names of those (Optuna's, Ray Tune's, scipy's), by their name in lower case.
+GRAMMAR_NAMES = {
+    "uniform": "interval(LOW,HIGH)",
+    "loguniform": "tag(log,interval(LOW,HIGH))",
+    "reciprocal": "tag(log,interval(LOW,HIGH))",
+    "randint": "range(START,STOP)",
+    "categorical": "choice(a,b,c)",
+    "choices": "choice(a,b,c)",
+    "grid": "choice(a,b,c)",
+    "gridsearch": "choice(a,b,c)",
+}
+
 #: Hydra's launchers the `launchers` extra installs, by their option, and the package of each.
 LAUNCHERS = {"joblib": "hydra-joblib-launcher", "ray": "hydra-ray-launcher"}
 
@@ -75,6 +94,15 @@ def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | N
         if cause.full_key:
             return wrong_type(str(cause.full_key), reason) or f"Invalid value for {cause.full_key}: {reason}"
         return f"{_first_line(error)}: {reason}"
+    unknown = re.search(r"Unknown function '(\w+)'", str(error))
+    if isinstance(error, OverrideParseException) and unknown:
+        name = unknown[1]
+        like = GRAMMAR_NAMES.get(name.lower().replace("_", ""))
+        hint = f" For {name}, write {like}." if like else did_you_mean(name, GRAMMAR)
+        return (
+            f"{error.override}: {name}() is not a function of Hydra's override grammar.{hint} A sweep's "
+            f"values: {', '.join(GRAMMAR.values())}"
+        )
     if isinstance(error, OverrideParseException) and "=" not in error.override:
         hint = did_you_mean(error.override, commands, prefix="python -m framework ")
         return (

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf, read_write
 
-from framework.errors import ConfigError
+from framework.errors import ConfigError, did_you_mean
 
 if TYPE_CHECKING:
     import optuna
@@ -128,6 +128,14 @@ def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.RD
             if attempt < 3 and re.search(r"already exists|UNIQUE constraint|[Dd]uplicate", str(e)):
                 time.sleep(0.2)  # another sweep made a new store's tables at the same moment: they are there
                 continue
+            dialect = re.search(r"Can't load plugin: sqlalchemy\.dialects:(\w+)", str(e))
+            if dialect:  # `postgres://`: SQLAlchemy knows the dialect as postgresql
+                known = ("sqlite", "postgresql", "mysql", "mariadb", "oracle", "mssql")
+                schemes = [f"{k}://" for k in known]
+                raise ConfigError(
+                    f"hydra.sweeper.storage={shown(url)}: SQLAlchemy has no database {dialect[1]}:// "
+                    f"(it knows {', '.join(schemes)}).{did_you_mean(f'{dialect[1]}://', schemes)}"
+                ) from None
             raise ConfigError(f"hydra.sweeper.storage={shown(url)} cannot be opened: {e}") from None
 
 

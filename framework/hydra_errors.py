@@ -161,6 +161,8 @@ def _unknown_key(full_key: str, keys: list[str], open_section: bool, inside: Seq
     section, _, leaf = full_key.rpartition(".")
     where = f"{section}." if section else ""
     hint = did_you_mean(leaf, keys, prefix=where) or "".join(f" Did you mean {m}.{leaf}?" for m in inside[:1])
+    if full_key == "hydra.sweeper.direction":  # Hydra's Optuna and Nevergrad sweepers' key
+        hint = " The direction a sweep optimises is the objective's: objective.mode=max or min."
     listing = f" Keys of {section or 'the config'}: {', '.join(keys)}." if keys else ""
     adding = "" if hint or not open_section else f" `+{full_key}=VALUE` adds a key the config does not have."
     return (

@@ -5,7 +5,7 @@ start with `_` hold the rest, which Hydra's scan does not import."""
 
 # Optional[...] and Dict[...] in schemas: OmegaConf 2.3 cannot read PEP 604 unions.
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -75,6 +75,7 @@ class OptunaSweeper(Sweeper):
         from hydra_plugins.framework_optuna_sweeper._impl import StudySweep
 
         assert self.config is not None and self.launcher is not None
+        _check_keys(self.settings)
         sweep = StudySweep(
             self.settings,
             self.config,
@@ -101,6 +102,7 @@ class OptunaSweeperPlugin:
         from hydra_plugins.framework_optuna_sweeper import _study
         from hydra_plugins.framework_optuna_sweeper._search_space import search_space
 
+        _check_keys(self.cfg)
         _study.check(self.cfg)
         params = self.cfg.get("params")
         search_space(overrides, OmegaConf.to_container(params) if params is not None else None)  # type: ignore[arg-type]
@@ -119,6 +121,23 @@ class OptunaSweeperPlugin:
         from hydra_plugins.framework_optuna_sweeper import _trial
 
         return _trial.from_spec(spec, metric)
+
+
+def _check_keys(settings: Mapping[str, Any]) -> None:
+    """Refuse a key of the sweeper's section that is none of its settings (one added with `+`)."""
+    from framework.errors import ConfigError, did_you_mean
+
+    known = [f.name for f in fields(OptunaSweeperConf) if not f.name.startswith("_")]
+    for key in (str(k) for k in settings if str(k) not in known and not str(k).startswith("_")):
+        if key == "direction":  # hydra-optuna-sweeper's: here the objective's own
+            raise ConfigError(
+                "hydra.sweeper.direction: the study's direction is the objective's, objective.mode=max "
+                "(the default) or objective.mode=min"
+            )
+        raise ConfigError(
+            f"hydra.sweeper.{key} is not a setting of hydra/sweeper=optuna."
+            f"{did_you_mean(key, known, prefix='hydra.sweeper.')} Its settings: {', '.join(known)}"
+        )
 
 
 if TYPE_CHECKING:

@@ -77,3 +77,32 @@ def test_a_failed_run_resumed_and_failing_again_at_once_stays_failed(
     session.end_run("FAILED")
     run = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").get_run(run_id)
     assert run.info.status == "FAILED" and run.data.tags["framework.error"] == "ValueError: again"
+
+
+def test_a_resumed_runs_duration_counts_its_parts_not_the_pause_between_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MLflow's own duration of a resumed run spans the pause; the summaries' (duration_s) do not."""
+    import time
+
+    from framework_plugins.trackers.mlflow_session import MlflowSession
+    from framework_plugins.trackers.sweep_child import child_from_run
+
+    monkeypatch.chdir(tmp_path)
+    session = MlflowSession(f"sqlite:///{tmp_path / 'mlflow.db'}", "framework", flush_every_s=0.0)
+    began = time.time() - 1000  # ran 10 s, then stayed ended for 990 s before its resume
+    tags = run_tags({}, tmp_path / "first", [])
+    run_id = session.start_run(run_name="r", tags=tags, start_time=began)["run_id"]
+    session.log_metrics({"eval/return_mean": 200.0}, 1000)
+    assert session.end_run("FINISHED", end_time=began + 10)["unsent"] == ""
+    session.start_run(
+        run_name="r", tags=resume_tags(1, tmp_path / "second", [], 1000, 2000), resume_run_id=run_id
+    )
+    session.log_metrics({"eval/return_mean": 300.0}, 2000)
+    assert session.end_run("FINISHED", end_time=time.time() + 5)["unsent"] == ""
+    run = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").get_run(run_id)
+    assert 985 <= float(run.data.tags["framework.paused_s"]) <= 1000
+    assert (run.info.end_time - run.info.start_time) / 1000 > 1000  # MLflow's: from start to end
+    assert (
+        10 <= child_from_run(run, [], "eval/return_mean").duration_s <= 25
+    )  # 10 s, then 5 s and the resume's

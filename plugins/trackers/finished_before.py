@@ -14,6 +14,8 @@ from framework.provenance import RESUMES_TAG, TOTAL_STEPS_TAG
 ERROR_TAG = "framework.error"
 #: MLflow's tag of a run's name: setting it renames the run.
 NAME_TAG = "mlflow.runName"
+#: Seconds a resumed run spent ended between its parts: its duration is its end less its start less these.
+PAUSED_TAG = "framework.paused_s"
 
 
 @dataclass
@@ -24,6 +26,7 @@ class FinishedBefore:
     name: str
     end_time_ms: int | None
     total_steps: str
+    paused_s: str = "0"
     went_on: bool = False
     """Whether the resumed part logged a metric point: the run is then what the part made of it."""
 
@@ -34,7 +37,8 @@ class FinishedBefore:
             return None
         total = run.data.tags.get(TOTAL_STEPS_TAG) or run.data.params.get("total_steps", "")
         part = str(tags.get(RESUMES_TAG, "0"))
-        return cls(int(part) if part.isdigit() else 0, run.info.run_name, run.info.end_time, total)
+        paused = run.data.tags.get(PAUSED_TAG, "0")
+        return cls(int(part) if part.isdigit() else 0, run.info.run_name, run.info.end_time, total, paused)
 
     def tags(self, tags: Mapping[str, str]) -> dict[str, str]:
         """`tags` to set, with the error of a part that logged nothing as that part's own."""
@@ -48,7 +52,7 @@ class FinishedBefore:
         nothing; None where the run is what the part made of it."""
         if self.went_on or status == "FINISHED":
             return None
-        tags = {NAME_TAG: self.name, f"framework.resume{self.part}.ended": status}
+        tags = {NAME_TAG: self.name, f"framework.resume{self.part}.ended": status, PAUSED_TAG: self.paused_s}
         if self.total_steps:
             tags[TOTAL_STEPS_TAG] = self.total_steps
         return tags

@@ -23,7 +23,7 @@ from mlflow.tracking import MlflowClient
 from framework.provenance import RESUMES_TAG, run_dir_of
 
 from . import store_template
-from .finished_before import ERROR_TAG, FinishedBefore
+from .finished_before import ERROR_TAG, PAUSED_TAG, FinishedBefore
 from .journal import FOLDER, SUFFIX, Journal, JournalBusy, RunRecord, sync_notice
 from .journal_sender import JournalSender, say, short_reason
 from .mlflow_quiet import quiet_libraries
@@ -153,6 +153,9 @@ class MlflowSession:
             self._logged_through = self._last_steps(resume_run_id)
             # its name follows its budget where the resume changed it (`steps=8k` to `steps=10k`)
             renamed = run_name if run_name and run_name != run.info.run_name else None
+            if run.info.end_time:  # the time it spent ended is no part of its duration
+                paused = time.time() - run.info.end_time / 1000 + float(run.data.tags.get(PAUSED_TAG) or 0)
+                self.client.set_tag(resume_run_id, PAUSED_TAG, f"{max(paused, 0.0):.1f}")
             self.client.update_run(resume_run_id, status="RUNNING", name=renamed)
             if ERROR_TAG in run.data.tags:  # its earlier part's error: no filter on it finds this part
                 part = run.data.tags.get(RESUMES_TAG, "0")

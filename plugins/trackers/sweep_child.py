@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .finished_before import PAUSED_TAG
+
 #: A child's Optuna trial state (hydra_plugins.framework_optuna_sweeper._trial.STATE_TAG).
 TRIAL_STATE_TAG = "framework.trial_state"
 #: A run's command line (framework.provenance.run_tags).
@@ -47,6 +49,8 @@ class Child:
 def child_from_run(run: Any, swept_keys: Sequence[str], objective: str, also: Sequence[str] = ()) -> Child:
     info, data = run.info, run.data
     duration = (info.end_time - info.start_time) / 1000 if info.end_time and info.start_time else None
+    if duration is not None:  # a resumed run's: its parts, not the pauses between them
+        duration = max(0.0, duration - float(data.tags.get(PAUSED_TAG) or 0))
     return Child(
         run_id=str(info.run_id),
         name=str(info.run_name),

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from framework.provenance import TOTAL_STEPS_TAG
+
 from .finished_before import PAUSED_TAG
 
 #: A child's Optuna trial state (hydra_plugins.framework_optuna_sweeper._trial.STATE_TAG).
@@ -63,9 +65,16 @@ def child_from_run(run: Any, swept_keys: Sequence[str], objective: str, also: Se
     )
 
 
+def value_of(run: Any, key: str) -> str:
+    """The run's value of `key`, as a sweep's summary reads it (a resumed run's budget its latest)."""
+    return _value(run.data, key)
+
+
 def _value(data: Any, key: str) -> str:
     """The run's value of a swept key: its param, else (a config group, `agent=ppo,a2c`, which no
     param holds) the option its command line chose."""
+    if key == "total_steps" and TOTAL_STEPS_TAG in data.tags:  # a resumed run's budget (params stay)
+        return str(data.tags[TOTAL_STEPS_TAG])
     if key in data.params:
         return str(data.params[key])
     for item in str(data.tags.get(OVERRIDES_TAG, "")).split():

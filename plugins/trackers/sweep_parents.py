@@ -198,6 +198,9 @@ class SweepParents:
         study_dir: str | None = None,
     ) -> dict[str, Any]:
         runs = self._children(parent_id)
+        budgets = {sweep_child.value_of(r, "total_steps") for r in runs}
+        if len(budgets) > 1 and "total_steps" not in swept_keys:  # a child resumed to a larger budget
+            swept_keys = [*swept_keys, "total_steps"]  # is a configuration of its own, as compare has it
         children = [sweep_child.child_from_run(r, swept_keys, objective, also) for r in runs]
         if not children:
             return {"runs": 0}

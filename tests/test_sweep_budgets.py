@@ -1,0 +1,48 @@
+"""A sweep's child resumed to a larger budget (total_steps) is a configuration of its own in the
+sweep's summary, as in `compare`: its seed is not folded into its setting's statistics at the budget
+the others ran."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from framework.contracts import SweepSummarySpec
+from framework.provenance import TOTAL_STEPS_TAG
+
+OBJECTIVE = "eval/return_mean"
+
+
+def test_a_child_resumed_to_a_larger_budget_is_summarised_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from framework_plugins.trackers.mlflow_session import MlflowSession
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    session = MlflowSession(uri, "framework", flush_every_s=0.0)
+    parent = session.start_parent(run_name="sweep", tags={}, params={}, start_time=time.time())
+    client = MlflowClient(tracking_uri=uri)
+    for lr in ("0.1", "0.01"):
+        for seed in ("0", "1", "2"):
+            run_id = client.create_run(
+                session._experiment_id(), run_name=f"lr={lr} s{seed}", tags={"mlflow.parentRunId": parent}
+            ).info.run_id
+            for key, value in {"agent.lr": lr, "seed": seed, "total_steps": "3000"}.items():
+                client.log_param(run_id, key, value)
+            if (lr, seed) == ("0.1", "2"):  # resumed to 6000 steps: its param still says 3000
+                client.set_tag(run_id, TOTAL_STEPS_TAG, "6000")
+            client.log_metric(run_id, OBJECTIVE, float(lr) * 1000 + int(seed), step=3000)
+            client.set_terminated(run_id, "FINISHED")
+    spec = SweepSummarySpec(swept_keys=("agent.lr", "seed"), objective=OBJECTIVE, mode="max")
+    found = session.end_parent(parent, "FINISHED", dataclasses.asdict(spec), end_time=time.time())
+    assert "lr=0.1 total_steps=6k has a single run" in found["seeds"], found
+    metrics = client.get_run(parent).data.metrics
+    assert metrics[f"iqm/{OBJECTIVE}/lr 0.1 total_steps 3000"] == 100.5  # seeds 0 and 1 only
+    assert metrics[f"iqm/{OBJECTIVE}/lr 0.1 total_steps 6000"] == 102
+    table = Path(client.download_artifacts(parent, "sweep_summary.csv", str(tmp_path))).read_text()
+    assert table.splitlines()[0].startswith("row,run,run_id,agent.lr,seed,total_steps,"), table

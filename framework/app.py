@@ -153,7 +153,10 @@ def _main() -> None:
         hydra.main(version_base="1.3", config_path=None, config_name="config")(task)()
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM before a run existed (a run ends KILLED itself)
         forget_caught_interrupt()
-        if {"-m", "--multirun"} & set(sys.argv[1:]):
+        if {"-m", "--multirun"} & set(sys.argv[1:]) and parent_run_of_this_job() is None:
+            run_dirs.forget_claimed()  # its first job had not started: nothing was tracked
+            print("Sweep stopped before its first run started: nothing was tracked.", file=sys.stderr)
+        elif {"-m", "--multirun"} & set(sys.argv[1:]):
             JOB_INTERRUPTED.set()  # the sweep's parent ends KILLED (on exit), and its children with it
             print("Sweep stopped: its runs end KILLED.", file=sys.stderr)
         else:

@@ -330,15 +330,21 @@ def interrupted(*args, **kwargs):
     exec("raise KeyboardInterrupt", {})
 
 
-if sys.argv.pop(1) == "learn":
+where = sys.argv.pop(1)
+if where == "learn":
     DQNAgent.learn = interrupted
+elif where == "sweep":  # a sweep stopped before its parent run is opened (its study made, say)
+    from framework_plugins.sweeps.parent import SweepParentRun
+
+    SweepParentRun.on_multirun_start = interrupted
+    sys.argv[1:1] = ["-m", "seed=1,2"]
 else:
     framework.run._seed_everything = interrupted
 main()
 """
 
 
-@pytest.mark.parametrize("where", ["learn", "prepare"])
+@pytest.mark.parametrize("where", ["learn", "prepare", "sweep"])
 def test_an_interrupt_that_leaves_a_string_exec_still_exits_130(tmp_path: Path, where: str) -> None:
     """CPython marks such an interrupt unhandled even once caught, and under `python -m` would end the
     process by SIGINT (-2) instead of 130: a SIGTERM sent while torch imported did that."""
@@ -353,12 +359,18 @@ def test_an_interrupt_that_leaves_a_string_exec_still_exits_130(tmp_path: Path, 
         assert "Run KILLED at step 0" in r.stdout
         assert only_run(store(tmp_path)).info.status == "KILLED"
     else:  # before the run existed: one line, nothing tracked
-        assert r.stderr.strip().splitlines()[-1] == "Stopped before the run started: nothing was tracked."
+        said = (
+            "Sweep stopped before its first run started"
+            if where == "sweep"
+            else "Stopped before the run started"
+        )
+        assert r.stderr.strip().splitlines()[-1] == f"{said}: nothing was tracked."
         if (tmp_path / "mlflow.db").exists():
             client = store(tmp_path)
             assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
         # Nor a run directory holding only Hydra's files and an empty log.
         assert not (tmp_path / "outputs").exists(), sorted(map(str, (tmp_path / "outputs").rglob("*")))
+        assert not (tmp_path / "multirun").exists(), sorted(map(str, (tmp_path / "multirun").rglob("*")))
 
 
 def test_a_sweeps_run_resumed_keeps_its_name_among_its_siblings(cli, tmp_path: Path) -> None:

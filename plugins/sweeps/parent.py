@@ -35,7 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from framework import config
-from framework.columns import refuse
+from framework.columns import WIDTH, refuse, wrap
 from framework.config import named_overrides, task_overrides
 from framework.contracts import SweepSummarySpec, Tracker
 from framework.contracts.sweeper import PARENT_RUN_ENV, RUN_NAME_ENV, trial_spec
@@ -251,10 +251,9 @@ class SweepParentRun(Callback):
                 same = (
                     "the same command" if named else f"the same command with hydra.sweeper.study_name={study}"
                 )
-                said += (
-                    f"\n  trials            {asked} asked, {self._started} started: {same} adds {asked} "
-                    f"more to its study {study}"
-                )
+                text = f"{asked} asked, {self._started} started: {same} adds {asked} more to its study "
+                text += study
+                said += "\n" + "\n".join(wrap(text, WIDTH, first="  trials            ", indent=" " * 20))
             if said:
                 print(said, flush=True)
         finally:

@@ -441,30 +441,3 @@ def test_trials_added_to_a_study_keep_its_fixed_overrides(tmp_path: Path) -> Non
     ) as e:  # gamma no longer searched: its preset's, in trials beside the study's
         _study.recorded_parent(sweeper, cfg("total_steps=30000", lr))
     assert "searched: the study's (agent.gamma,agent.lr), this command's (agent.lr)" in str(e.value)
-
-
-def test_a_search_space_mapping_on_the_command_line_is_its_keys_overrides() -> None:
-    """Hydra cannot merge a mapping given on the command line into hydra.sweeper.params (a traceback):
-    each of its keys becomes the override that sweeps it, as the search space is written there."""
-    from hydra_plugins.framework_optuna_sweeper.command_line import expand
-
-    line = [
-        "-m",
-        "hydra/sweeper=optuna",
-        "hydra.sweeper.params={agent.gamma:'interval(0.9,0.99)',seed:'choice(1,2)'}",
-    ]
-    assert expand(line) == [
-        "-m",
-        "hydra/sweeper=optuna",
-        "agent.gamma=interval(0.9,0.99)",
-        "seed=choice(1,2)",
-    ]
-    assert expand(["+hydra.sweeper.params.agent.gamma=interval(0.9,0.99)"]) == [
-        "agent.gamma=interval(0.9,0.99)"
-    ]
-    assert expand(["agent.gamma=0.9", "hydra.sweeper.n_trials=2"]) == [
-        "agent.gamma=0.9",
-        "hydra.sweeper.n_trials=2",
-    ]
-    with pytest.raises(ConfigError, match=r"hydra\.sweeper\.params=5: a mapping of each swept key"):
-        expand(["hydra.sweeper.params=5"])

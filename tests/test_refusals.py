@@ -432,35 +432,3 @@ def test_a_key_given_outside_the_mapping_that_takes_it_is_pointed_there(cli, tmp
         "Error: Unknown config key agent.learning_starts. Did you mean agent.hyperparams.learning_starts?"
     ), said
     assert_no_run(tmp_path)
-
-
-@pytest.mark.parametrize(
-    ("override", "said"),
-    [
-        ("lr=uniform(1e-5,1e-2)", "uniform() is not a function of Hydra's override grammar. For uniform, "
-         "write interval(LOW,HIGH)."),
-        ("lr=logUniform(1e-5,1e-2)", "For logUniform, write tag(log,interval(LOW,HIGH))."),
-        ("lr=chioce(1,2)", "chioce() is not a function of Hydra's override grammar. Did you mean choice?"),
-    ],
-)  # fmt: skip
-def test_another_librarys_sweep_function_is_named_with_hydras_own(override: str, said: str) -> None:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
-    from framework.hydra_errors import hydra_message
-
-    with pytest.raises(OverrideParseException) as refused:
-        OverridesParser.create().parse_overrides([override])
-    message = hydra_message(refused.value)
-    assert message is not None and message.startswith(f"{override}: ") and said in message, message
-    assert message.endswith("tag(log,interval(LOW,HIGH)) for a log scale"), message
-
-
-def test_a_storage_url_of_a_database_sqlalchemy_lacks_is_named_with_the_close_one() -> None:
-    from framework.errors import ConfigError
-    from hydra_plugins.framework_optuna_sweeper._study import open_storage
-
-    with pytest.raises(ConfigError) as refused:
-        open_storage("postgres://nohost/db")
-    assert str(refused.value).startswith("hydra.sweeper.storage=postgres://nohost/db: SQLAlchemy has no ")
-    assert str(refused.value).endswith("Did you mean postgresql://?")

@@ -27,6 +27,9 @@ from framework.summary import say
 # A launcher's worker resolves its job's directory too, having imported nothing but this module.
 run_dirs.register_resolver()
 
+#: A sweep's parent run this process was started under (a job's process), not one it opened.
+INHERITED_PARENT = parent_run_of_this_job()
+
 #: Hydra's variable for showing whole tracebacks; without it a user's mistake is one message.
 FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
 #: The user's own setting of it (Hydra's is set for the duration of main()).
@@ -153,7 +156,7 @@ def _main() -> None:
         hydra.main(version_base="1.3", config_path=None, config_name="config")(task)()
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM before a run existed (a run ends KILLED itself)
         forget_caught_interrupt()
-        if {"-m", "--multirun"} & set(sys.argv[1:]) and parent_run_of_this_job() is None:
+        if {"-m", "--multirun"} & set(sys.argv[1:]) and parent_run_of_this_job() in (None, INHERITED_PARENT):
             run_dirs.forget_claimed()  # its first job had not started: nothing was tracked
             print("Sweep stopped before its first run started: nothing was tracked.", file=sys.stderr)
         elif {"-m", "--multirun"} & set(sys.argv[1:]):

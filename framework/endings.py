@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from framework.building import untracked
@@ -127,10 +128,13 @@ def log_artifacts(tracker: Tracker, run_dir: Path, checkpoint: Path | None) -> N
         tracker.log_artifact(videos, "videos")
 
 
-def end_started_run(tracker: Tracker, status: str) -> str | None:
-    """End with `status` the run a tracker began before a stop (Ctrl-C as a trial starts); its id, or None."""
+def end_started_run(tracker: Tracker, status: str, tags: Mapping[str, str]) -> str | None:
+    """End with `status` (and `tags`) the run a tracker began before a stop (Ctrl-C as a trial starts);
+    its id, or None."""
     try:
         run_id = tracker.run_id
+        if tags:
+            tracker.set_tags(dict(tags))
         tracker.end_run(status, end_time=time.time())
     except Exception as e:  # it made no run: nothing to end
         log.debug("no run to end %s: %s", status, e)

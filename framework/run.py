@@ -137,6 +137,8 @@ def _execute(
             tags = run_tags(plan.plugins, run_dir, overrides)
         else:  # the run's own tags (its first directory, command line) stay; this resume's go beside
             tags = resume_tags(resume.number, run_dir, overrides, resume.step, int(cfg.total_steps))
+        if ctx.trial is not None:  # a run killed outright still says which trial it was
+            tags = {**tags, **ctx.trial.tags("RUNNING")}
         tracker.start_run(
             run_name=name,
             tags=tags,
@@ -147,7 +149,7 @@ def _execute(
         run_id = tracker.run_id  # a tracker that cannot create its run stops here, before training
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM while the tracked run was being made
         forget_caught_interrupt()
-        started = endings.end_started_run(tracker, "KILLED")
+        started = endings.end_started_run(tracker, "KILLED", ctx.trial.tags("FAIL") if ctx.trial else {})
         ctx.close()
         say(f"Run KILLED as it started{f' ({started})' if started else ''}: nothing to continue from.")
         raise RunKilled(EXIT_KILLED) from None

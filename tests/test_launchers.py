@@ -261,8 +261,9 @@ def test_the_callback_a_launcher_pickles_hands_its_job_the_parent_run_and_the_la
     callback._launch_dir = str(tmp_path)
     data = pickle.dumps(callback)
 
-    monkeypatch.delenv(PARENT_RUN_ENV, raising=False)
-    monkeypatch.delenv(SWEPT_KEYS_ENV, raising=False)
+    for name in (PARENT_RUN_ENV, SWEPT_KEYS_ENV):  # set, then removed: undone (removed) after the test,
+        monkeypatch.setenv(name, "")  # as the copy sets them (a later test's run would take them)
+        monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path.parent)
     copy = pickle.loads(data)
     assert copy._tracker is None and copy._run_id is None  # only the launching process ends the parent

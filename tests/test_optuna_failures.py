@@ -104,6 +104,16 @@ def test_a_sweep_killed_outright_leaves_no_trial_running_once_its_study_is_resum
     assert "1 trial(s) a stopped sweep left RUNNING are FAIL now" in r.output
     trials = optuna.load_study(study_name="killed", storage=storage).get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]
+    # The killed trial's run says which trial it was, and that it failed, as the study does.
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
+    tagged = {
+        r.data.tags.get("framework.trial_number"): r for r in runs if "mlflow.parentRunId" in r.data.tags
+    }
+    assert set(tagged) == {"0", "1"}, [r.data.tags for r in runs]
+    assert tagged["0"].info.status == "FAILED" and tagged["0"].data.tags["framework.trial_state"] == "FAIL"
 
 
 @pytest.mark.slow

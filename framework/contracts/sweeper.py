@@ -36,7 +36,7 @@ class Trial(Protocol):
         ...
 
     def tags(self, state: str) -> dict[str, str]:
-        """The run's tags for its trial ending in `state` (COMPLETE, PRUNED, FAIL)."""
+        """The run's tags for its trial in `state`: RUNNING as it starts, then COMPLETE, PRUNED or FAIL."""
         ...
 
 

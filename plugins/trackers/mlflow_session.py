@@ -29,6 +29,7 @@ from .journal_sender import JournalSender, say, short_reason
 from .mlflow_quiet import quiet_libraries
 from .store_checks import store_name
 from .summary_page import address_of
+from .sweep_child import TRIAL_STATE_TAG
 from .sweep_parents import (  # noqa: F401 - the names a sweep's tests rely on here
     ENDED_BY_TAG,
     ORPHAN_GRACE_S,
@@ -76,6 +77,8 @@ class MlflowSession:
         self.finish_timeout_s = finish_timeout_s
         self.run_id: str | None = None
         self._resumed = False
+        self._trial_state: str | None = None
+        """The run's trial's state as its tags last said (a sweeper's trial), None for no trial."""
         self._finished_before: FinishedBefore | None = None
         self.experiment_id: str | None = None
         self._sweeps = SweepParents(
@@ -175,6 +178,7 @@ class MlflowSession:
             run_id = str(run.info.run_id)
         self._open_journal(run_id, run_dir_of(tags))
         self.run_id, self._resumed = run_id, resume_run_id is not None
+        self._trial_state = tags.get(TRIAL_STATE_TAG)
         if resume_run_id is not None:
             self.set_tags(tags)
         return {"run_id": run_id, "experiment_id": self._experiment_id()}
@@ -238,6 +242,7 @@ class MlflowSession:
     def set_tags(self, tags: Mapping[str, str]) -> None:
         if self._finished_before is not None:
             tags = self._finished_before.tags(tags)
+        self._trial_state = tags.get(TRIAL_STATE_TAG, self._trial_state)
         self._append("tags", tags={k: str(v) for k, v in tags.items()})
 
     def _append(self, op: str, **data: Any) -> None:
@@ -327,7 +332,10 @@ class MlflowSession:
         its summary (the sweep's launching process was killed: SIGTERM, say)."""
         try:
             if self.run_id is not None:
-                self.set_tags({ERROR_TAG: reason})
+                tags = {ERROR_TAG: reason}
+                if self._trial_state == "RUNNING":  # a sweep's trial: its study marks it FAIL as well
+                    tags[TRIAL_STATE_TAG] = "FAIL"
+                self.set_tags(tags)
                 left = self.end_run("FAILED")
                 if left["unsent"]:
                     say(sync_notice(left))

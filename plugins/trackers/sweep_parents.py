@@ -21,6 +21,7 @@ from framework.provenance import run_dir_of
 from . import report, seed_summary, sweep_child, sweep_summary
 from .journal import Journal, JournalBusy, journals
 from .journal_sender import MAX_PARAM_VALUE, MAX_PARAMS_PER_BATCH, JournalSender
+from .sweep_child import TRIAL_STATE_TAG
 
 log = logging.getLogger("framework.tracking")
 
@@ -170,6 +171,8 @@ class SweepParents:
             if self._send_ended_journal(child, run.data.tags):
                 continue
             self.client.set_tag(child, ENDED_BY_TAG, "sweep parent")
+            if run.data.tags.get(TRIAL_STATE_TAG) == "RUNNING":  # its study marks it FAIL as well
+                self.client.set_tag(child, TRIAL_STATE_TAG, "FAIL")
             self.client.set_terminated(child, status, end_time=ms(end_time))
 
     def _send_ended_journal(self, run_id: str, tags: Mapping[str, str]) -> bool:

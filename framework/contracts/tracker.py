@@ -27,6 +27,9 @@ class SweepSummarySpec:
     study_dir: str | None = None
     """A folder of the sweeper's own results (hydra/sweeper=optuna: study.json and Optuna's plots),
     logged on the parent under its name; its study.json's best trial becomes the parent's `best.*` tags."""
+    jobs: int | None = None
+    """The jobs of a grid sweep (None: a sampler's, which a later sweep adds trials to): once resumes
+    have finished every one, a stopped sweep's parent is FINISHED too."""
 
 
 @runtime_checkable

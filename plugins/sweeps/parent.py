@@ -159,6 +159,7 @@ class SweepParentRun(Callback):
             study_dir=os.path.abspath(os.path.join(str(config.hydra.sweep.dir), sweeper.results_dir))
             if sweeper is not None
             else None,
+            jobs=self._jobs if sweeper is None and self._jobs else None,
         )
         self._tracker = tracker
         overrides = " ".join(task_overrides(config.hydra.overrides.task))

@@ -29,6 +29,8 @@ log = logging.getLogger("framework.tracking")
 MAX_CHILDREN = 10_000
 #: The tag on a run that another than its own tracker ended, saying who.
 ENDED_BY_TAG = "framework.ended_by"
+#: The tag on a stopped sweep's parent that a resume made FINISHED: the child whose resume did.
+FINISHED_BY_TAG = "framework.finished_by_resume_of"
 #: The status a sweep's child still RUNNING when the sweep ends gets, by the sweep's status.
 ORPHAN_STATUS = {"KILLED": "KILLED", "FAILED": "FAILED", "FINISHED": "FAILED"}
 #: How long the parent of a sweep whose launching process is gone waits for its RUNNING children's own
@@ -123,7 +125,8 @@ class SweepParents:
 
     def resummarise(self, child_id: str) -> None:
         """A child resumed after its sweep ended: its parent's summary (table, plots, best) is made
-        again with the child's new result; the parent keeps its status."""
+        again with the child's new result; the parent keeps its status, bar a stopped grid sweep's
+        whose every job is FINISHED now (FINISHED_BY_TAG)."""
         tags = self.client.get_run(child_id).data.tags
         parent_id = tags.get("mlflow.parentRunId")
         if not parent_id or parent_id in self._open:
@@ -132,6 +135,12 @@ class SweepParents:
         spec = _summary_spec(parent.data.tags.get(SUMMARY_SPEC_TAG))
         if spec is not None and parent.info.status != "RUNNING":
             self._summarise_as(parent_id, spec)
+            jobs = spec.get("jobs")
+            children = self._children(parent_id) if jobs and parent.info.status != "FINISHED" else []
+            if jobs and len(children) >= int(jobs) and all(c.info.status == "FINISHED" for c in children):
+                # A stopped sweep whose every job its resumes have finished: finished, as a whole.
+                self.client.set_tag(parent_id, FINISHED_BY_TAG, child_id)
+                self.client.set_terminated(parent_id, "FINISHED", end_time=ms(time.time()))
 
     def _summarise_as(self, parent_id: str, spec: Mapping[str, Any]) -> dict[str, Any]:
         """The sweep's summary on its parent, as its SUMMARY_SPEC_TAG says."""

@@ -18,13 +18,12 @@ from typing import Any
 
 from framework.columns import WIDTH, refuse, wrap
 from framework.commands import Parser
-from framework.provenance import TOTAL_STEPS_TAG
 
 from . import local_views, report, seed_summary, summary_page
 from .run_names import NOT_CONFIG
 from .seed_summary import SEED
 from .store_checks import store_name
-from .sweep_child import Child, child_from_run
+from .sweep_child import Child, child_from_run, value_of
 from .sweep_parents import history, run_fragment
 from .sweep_summary import TABLE_CSV, TABLE_HTML
 
@@ -213,8 +212,8 @@ def _runs(client: Any, targets: Sequence[str]) -> list[Any]:
     if not found:
         raise LookupError(f"no runs in {', '.join(targets)}")
     for run in found.values():  # a resumed run's budget is its last part's (params cannot change)
-        if TOTAL_STEPS_TAG in run.data.tags and "total_steps" in run.data.params:
-            run.data.params["total_steps"] = run.data.tags[TOTAL_STEPS_TAG]
+        if "total_steps" in run.data.params:
+            run.data.params["total_steps"] = value_of(run, "total_steps")
     return list(found.values())
 
 

@@ -126,7 +126,7 @@ class StudySweep:
                 raise ConfigError(
                     f"hydra/sweeper=optuna: {failures} of {done} trials failed, more than "
                     f"hydra.sweeper.max_failure_rate={self.sweeper.max_failure_rate} of {n_trials} allows "
-                    "(their runs say why)"
+                    "(why: above, trial by trial)"
                 )
         self._write_results(study)
         return returns

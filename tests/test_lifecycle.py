@@ -18,6 +18,10 @@ from tests.conftest import FAST, run_cli, start_cli
 
 pytestmark = pytest.mark.slow
 
+#: FAST with DQN's train phases cut from 128 updates to 8: a phase of 128 took most of a FAST
+#: run's CPU time, and no test here reads what the updates learn, only that they were made.
+DQN_FAST = [*FAST, "agent.gradient_steps=8"]
+
 
 def store(tmp_path: Path) -> MlflowClient:
     return MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -33,6 +37,7 @@ def only_run(client: MlflowClient):
 def test_sigint_ends_killed_with_checkpoint_and_resume_continues_the_step_count(tmp_path: Path) -> None:
     args = [
         "total_steps=400000",
+        "agent.gradient_steps=8",
         "checkpoint.every_steps=2048",
         "eval.every_steps=0",
         "hydra.run.dir=outputs/first",
@@ -74,9 +79,31 @@ def test_sigint_ends_killed_with_checkpoint_and_resume_continues_the_step_count(
     assert resumed.data.tags["framework.resumed_from_step"] == str(killed_step)
 
 
-def test_resume_from_a_run_directory(cli, tmp_path: Path) -> None:
-    first = cli(*FAST, "tracking=none", "hydra.run.dir=outputs/a")
+def test_resume_from_a_run_directory_refuses_another_env_seed_or_network_and_goes_on(
+    cli, tmp_path: Path
+) -> None:
+    first = cli(*DQN_FAST, "tracking=none", "hydra.run.dir=outputs/a")
     assert first.returncode == 0, first.output[-3000:]
+    r = cli(f"resume={tmp_path / 'outputs/a'}", "env=lunarlander", "tracking=none")
+    assert r.returncode == 1
+    said = "Cannot change env on resume: the run used the env plugin 'cartpole', this command names"
+    assert f"{said} 'lunarlander'" in r.stderr
+    # Nor its seed, which its name and params say, and were silently kept while the rest changed.
+    r = cli(f"resume={tmp_path / 'outputs/a'}", "seed=3", "tracking=none", "total_steps=2048")
+    assert r.returncode == 1 and "Traceback" not in r.output
+    assert "Cannot change seed on resume: the run is seed 0's" in " ".join(r.stderr.split()), r.stderr
+    r = cli(
+        f"resume={tmp_path / 'outputs/a'}", "agent.hidden_sizes=[32]", "tracking=none", "total_steps=2048"
+    )
+    assert r.returncode == 1 and "Traceback" not in r.output
+    said = " ".join(r.stderr.split())
+    assert (
+        "cannot be loaded with agent.hidden_sizes=[32]: Error(s) in loading state_dict for MLPQNetwork: "
+        in said
+    )
+    assert "leave those out" in said
+    assert len(r.stderr.strip().splitlines()) <= 5, r.stderr  # of torch's list, a line per tensor, the first
+    # Refused, the run goes on from its directory as it was.
     again = cli(
         f"resume={tmp_path / 'outputs/a'}", "total_steps=2048", "tracking=none", "hydra.run.dir=outputs/b"
     )
@@ -98,40 +125,13 @@ def test_resume_from_a_run_directory(cli, tmp_path: Path) -> None:
     assert "the run is at its total_steps=2048: it is evaluated and ends" in " ".join(done.output.split())
 
 
-def test_resume_refuses_to_change_the_env(cli, tmp_path: Path) -> None:
-    assert cli(*FAST, "tracking=none", "hydra.run.dir=outputs/a").returncode == 0
-    r = cli(f"resume={tmp_path / 'outputs/a'}", "env=lunarlander", "tracking=none")
-    assert r.returncode == 1
-    said = "Cannot change env on resume: the run used the env plugin 'cartpole', this command names"
-    assert f"{said} 'lunarlander'" in r.stderr
-
-
-def test_resume_that_would_change_the_network_is_one_line_naming_the_override(cli, tmp_path: Path) -> None:
-    assert cli(*FAST, "tracking=none", "hydra.run.dir=outputs/a").returncode == 0
-    # Nor its seed, which its name and params say, and were silently kept while the rest changed.
-    r = cli(f"resume={tmp_path / 'outputs/a'}", "seed=3", "tracking=none", "total_steps=2048")
-    assert r.returncode == 1 and "Traceback" not in r.output
-    assert "Cannot change seed on resume: the run is seed 0's" in " ".join(r.stderr.split()), r.stderr
-    r = cli(
-        f"resume={tmp_path / 'outputs/a'}", "agent.hidden_sizes=[32]", "tracking=none", "total_steps=2048"
-    )
-    assert r.returncode == 1 and "Traceback" not in r.output
-    said = " ".join(r.stderr.split())
-    assert (
-        "cannot be loaded with agent.hidden_sizes=[32]: Error(s) in loading state_dict for MLPQNetwork: "
-        in said
-    )
-    assert "leave those out" in said
-    assert len(r.stderr.strip().splitlines()) <= 5, r.stderr  # of torch's list, a line per tensor, the first
-
-
 def test_resume_takes_keys_of_the_runs_own_plugins_that_the_default_plugins_lack(cli, tmp_path: Path) -> None:
     """The command composes the default env (cartpole), which has no `continuous`: the key is checked
     against, and goes to, the resumed run's own env (lunarlander)."""
     from omegaconf import OmegaConf
 
     lunar = ["env=lunarlander", "env.max_episode_steps=100", "eval.at_start=false", "tracking=none"]
-    first = cli(*FAST, *lunar, "hydra.run.dir=outputs/a")
+    first = cli(*DQN_FAST, *lunar, "hydra.run.dir=outputs/a")
     assert first.returncode == 0, first.output[-3000:]
     resume = f"resume={tmp_path / 'outputs/a'}"
     again = cli(
@@ -148,11 +148,13 @@ def test_resume_takes_keys_of_the_runs_own_plugins_that_the_default_plugins_lack
     )
 
 
-def test_exception_ends_failed_with_the_traceback(cli, tmp_path: Path) -> None:
+def test_exception_ends_failed_with_one_message_and_the_traceback(cli, tmp_path: Path) -> None:
     # Observations SB3's policies cannot read (Blackjack's Tuple): found as its model is made, once
     # the run has started.
-    r = cli(*FAST, "env=gym", "env.id=Blackjack-v1", "agent=ppo")
-    assert r.returncode == 1
+    r = cli("env=gym", "env.id=Blackjack-v1", "agent=ppo", "total_steps=300", "eval.episodes=1")
+    assert r.returncode == 1 and "Traceback" not in r.output
+    assert r.stderr.startswith("Error: agent.algo=PPO cannot learn on this env's observations, Tuple(")
+    assert "Run FAILED at step 0 of 300." in r.stderr and r.stderr.count("observation space is not") == 1
     run = only_run(store(tmp_path))
     assert run.info.status == "FAILED"
     assert "observation space is not supported" in run.data.tags["framework.error"]
@@ -165,7 +167,7 @@ def test_identical_seeds_give_identical_metrics_and_different_seeds_different_on
     cli, tmp_path: Path
 ) -> None:
     for name, seed in (("a", 7), ("b", 7), ("c", 8)):
-        r = cli(*FAST, f"seed={seed}", f"tracking.run_name={name}")
+        r = cli(*DQN_FAST, f"seed={seed}", f"tracking.run_name={name}")
         assert r.returncode == 0, r.output[-3000:]
         (line,) = [line for line in r.stdout.splitlines() if line.startswith("  run  ")]
         assert line.split()[1] == name, line  # the last lines say the name MLflow shows
@@ -181,6 +183,13 @@ def test_identical_seeds_give_identical_metrics_and_different_seeds_different_on
         hb = [(m.step, m.value) for m in client.get_metric_history(b.info.run_id, key)]
         assert ha == hb, key
     assert runs["c"].data.metrics["train/loss"] != a.data.metrics["train/loss"]
+    # An unknown run id, in a store that holds runs: said so, with the newest of them.
+    r = cli("resume=0123456789abcdef0123456789abcdef")
+    assert r.returncode == 1
+    assert r.stderr.startswith("Error: resume='0123456789abcdef0123456789abcdef' is neither a run directory")
+    assert "no MLflow run '0123456789abcdef0123456789abcdef'" in r.stderr and "Newest runs" in r.stderr
+    assert "goes on with tracking.uri=THAT_STORE" in " ".join(r.stderr.split())  # tracked elsewhere
+    assert "Traceback" not in r.output
 
 
 def test_resume_by_run_id_fetches_the_checkpoint_artifact_when_the_run_dir_is_gone(
@@ -188,7 +197,7 @@ def test_resume_by_run_id_fetches_the_checkpoint_artifact_when_the_run_dir_is_go
 ) -> None:
     import shutil
 
-    assert cli(*FAST, "hydra.run.dir=outputs/a").returncode == 0
+    assert cli(*DQN_FAST, "hydra.run.dir=outputs/a").returncode == 0
     run = only_run(store(tmp_path))
     shutil.rmtree(tmp_path / "outputs/a")
     r = cli(f"resume={run.info.run_id}", "total_steps=2048", "hydra.run.dir=outputs/b")
@@ -200,32 +209,12 @@ def test_resume_by_run_id_fetches_the_checkpoint_artifact_when_the_run_dir_is_go
     assert "Downloading artifacts" not in r.output + (tmp_path / "outputs/b/framework.log").read_text()
 
 
-def test_resume_of_an_unknown_run_id_says_so(cli, tmp_path: Path) -> None:
-    assert cli(*FAST).returncode == 0
-    r = cli("resume=0123456789abcdef0123456789abcdef")
-    assert r.returncode == 1
-    assert r.stderr.startswith("Error: resume='0123456789abcdef0123456789abcdef' is neither a run directory")
-    assert "no MLflow run '0123456789abcdef0123456789abcdef'" in r.stderr and "Newest runs" in r.stderr
-    assert "goes on with tracking.uri=THAT_STORE" in " ".join(r.stderr.split())  # tracked elsewhere
-    assert "Traceback" not in r.output
-
-
-def test_resume_of_a_sweeps_parent_run_says_to_resume_one_of_its_runs(cli, tmp_path: Path) -> None:
-    assert cli("-m", *FAST, "seed=1,2").returncode == 0
-    runs = store(tmp_path).search_runs([store(tmp_path).get_experiment_by_name("framework").experiment_id])
-    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
-    r = cli(f"resume={parent.info.run_id}")
-    assert r.returncode == 1 and "Traceback" not in r.output
-    said = " ".join(r.stderr.split())
-    assert f"resume={parent.info.run_id} is a sweep's parent run, which holds no training of its own" in said
-    assert f"python -m framework ui --run {parent.info.run_id}" in said
-
-
 def test_a_killed_untracked_run_prints_a_resume_command_that_works(tmp_path: Path) -> None:
     p = start_cli(
         "tracking=none",
         "total_steps=400000",
-        "checkpoint.every_steps=2048",
+        "agent.gradient_steps=8",
+        "checkpoint.every_steps=512",
         "eval.every_steps=0",
         cwd=tmp_path,
     )
@@ -241,10 +230,7 @@ def test_a_killed_untracked_run_prints_a_resume_command_that_works(tmp_path: Pat
     )
     assert command[:3] == ["python", "-m", "framework"] and command[3].startswith("resume=/")
     killed = int(re.search(r"Run KILLED at step (\d+)", out).group(1))  # type: ignore[union-attr]
-    r = subprocess.run(
-        [sys.executable, *command[1:], f"total_steps={killed + 1024}"],  # the command as printed
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    r = run_cli(*command[3:], f"total_steps={killed + 1024}", cwd=tmp_path)  # the command as printed
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"Run FINISHED at step {killed + 1024} of {killed + 1024}." in r.stdout
     assert f"resumed at step {killed}" in r.stdout + r.stderr
@@ -252,12 +238,12 @@ def test_a_killed_untracked_run_prints_a_resume_command_that_works(tmp_path: Pat
 
 def test_a_run_directory_resumed_tracks_where_its_run_did(cli, tmp_path: Path) -> None:
     """Its run's tracking=none, or a server's tracking.uri, gave way to this command's default store."""
-    assert cli(*FAST, "tracking=none", "hydra.run.dir=outputs/a").returncode == 0
+    assert cli(*DQN_FAST, "tracking=none", "hydra.run.dir=outputs/a").returncode == 0
     r = cli(f"resume={tmp_path / 'outputs/a'}", "total_steps=1536")
     assert r.returncode == 0, r.output[-3000:]
     assert "Run FINISHED at step 1536 of 1536." in r.stdout
     assert not (tmp_path / "mlflow.db").exists()
-    assert cli(*FAST, "tracking.uri=sqlite:///other.db", "hydra.run.dir=outputs/b").returncode == 0
+    assert cli(*DQN_FAST, "tracking.uri=sqlite:///other.db", "hydra.run.dir=outputs/b").returncode == 0
     r = cli(f"resume={tmp_path / 'outputs/b'}", "total_steps=1536")
     assert r.returncode == 0, r.output[-3000:]
     assert not (tmp_path / "mlflow.db").exists()
@@ -285,7 +271,7 @@ def test_resuming_an_older_directory_of_a_run_that_went_on_is_refused_with_its_l
     """Going on again from an older part's checkpoint left the later part's points in the run's history
     beside the new ones (a requeue script that keeps the first printed command): refused, before
     anything starts, naming where the run goes on from."""
-    assert cli(*FAST, "hydra.run.dir=outputs/a").returncode == 0
+    assert cli(*DQN_FAST, "hydra.run.dir=outputs/a").returncode == 0
     run = only_run(store(tmp_path))
     b = cli(f"resume={run.info.run_id}", "total_steps=2048", "checkpoint.keep=3", "hydra.run.dir=outputs/b")
     assert b.returncode == 0, b.output[-3000:]
@@ -323,7 +309,6 @@ import sys
 
 import framework.run
 from framework.__main__ import main
-from framework_plugins.dqn.agent import DQNAgent
 
 
 def interrupted(*args, **kwargs):
@@ -331,7 +316,9 @@ def interrupted(*args, **kwargs):
 
 
 where = sys.argv.pop(1)
-if where == "learn":
+if where == "learn":  # imported here only: the others stop before the run would import torch
+    from framework_plugins.dqn.agent import DQNAgent
+
     DQNAgent.learn = interrupted
 elif where == "sweep":  # a sweep stopped before its parent run is opened (its study made, say)
     from framework_plugins.sweeps.parent import SweepParentRun
@@ -373,8 +360,10 @@ def test_an_interrupt_that_leaves_a_string_exec_still_exits_130(tmp_path: Path, 
         assert not (tmp_path / "multirun").exists(), sorted(map(str, (tmp_path / "multirun").rglob("*")))
 
 
-def test_a_sweeps_run_resumed_keeps_its_name_among_its_siblings(cli, tmp_path: Path) -> None:
-    r = cli(*FAST, "seeds=2", "seed=20")
+def test_a_sweeps_run_resumed_keeps_its_name_and_its_parent_says_to_resume_one_of_its_runs(
+    cli, tmp_path: Path
+) -> None:
+    r = cli(*DQN_FAST, "seeds=2", "seed=20")  # a sweep: `-m seed=20,21`
     assert r.returncode == 0, r.output[-3000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("framework").experiment_id
@@ -384,6 +373,11 @@ def test_a_sweeps_run_resumed_keeps_its_name_among_its_siblings(cli, tmp_path: P
     for run in (parent, child):  # MLflow's runs table shows who ran it, and with what
         assert run.data.tags["mlflow.source.name"] == "python -m framework" and run.data.tags["mlflow.user"]
         assert not [k for k, v in run.data.params.items() if "${" in v], run.data.params  # as resolved
+    r = cli(f"resume={parent.info.run_id}")
+    assert r.returncode == 1 and "Traceback" not in r.output
+    said = " ".join(r.stderr.split())
+    assert f"resume={parent.info.run_id} is a sweep's parent run, which holds no training of its own" in said
+    assert f"python -m framework ui --run {parent.info.run_id}" in said
     again = cli(f"resume={child.info.run_id}")  # at its budget: evaluated, and ended
     assert again.returncode == 0, again.output[-3000:]
     assert client.get_run(child.info.run_id).info.run_name == child.info.run_name

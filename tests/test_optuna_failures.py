@@ -55,12 +55,15 @@ def _check_max_failure_rate(cli: Any, tmp_path: Path, place: list[str], env: dic
     assert "agent.batch_size=0 must be >= 1" in r.output
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     trials = optuna.load_study(study_name="allowed", storage=storage).get_trials()
+    # The grid sampler ran each point once and ended the sweep, n_trials (20) more than its points.
+    assert sorted(t.params["agent.batch_size"] for t in trials) == [0, 16]
     assert {t.params["agent.batch_size"]: t.state for t in trials} == {
         0: TrialState.FAIL,
         16: TrialState.COMPLETE,
     }
-    # By default the first failure ends the sweep, with one message.
-    r = cli(*sweep, "hydra.sweeper.study_name=strict", timeout=240, env=env)
+    # By default the first failure ends the sweep, with one message. Seed 1 asks batch_size=0 first:
+    # one job fewer where they run one at a time (either order passes).
+    r = cli(*sweep, "hydra.sweeper.study_name=strict", "hydra.sweeper.seed=1", timeout=240, env=env)
     assert r.returncode == 1
     said = "more than hydra.sweeper.max_failure_rate=0.0 of 2 allows (why: above, trial by trial)"
     assert said in r.stderr
@@ -79,7 +82,8 @@ def test_a_sweep_killed_outright_leaves_no_trial_running_once_its_study_is_resum
 
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     sweep = ["-m", "progress=log", "hydra/sweeper=optuna", "hydra.sweeper.study_name=killed", *SPACE]
-    p = start_cli(*sweep, "total_steps=1000000", "hydra.sweeper.heartbeat_s=1", cwd=tmp_path)
+    long = ["total_steps=1000000", "log_every_s=0.5"]  # its first progress line 0.5 s in, not 10 s
+    p = start_cli(*sweep, *long, "hydra.sweeper.heartbeat_s=1", cwd=tmp_path)
     assert p.stdout is not None
     for line in p.stdout:  # the trial is training
         if "| eval/" in line:

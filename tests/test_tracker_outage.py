@@ -1,5 +1,5 @@
 """A tracking server lost mid-run loses nothing: a real `mlflow server` killed and restarted on the
-same port and store while a real run goes on (issue 38, point 4)."""
+same port and store while a real run or sweep goes on (issue 38, point 4)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from framework_plugins.trackers.mlflow_session import MlflowSession
 from framework_plugins.trackers.ui import server_env
 from tests.conftest import _health, free_port, run_cli, start_cli
 
-pytestmark = pytest.mark.slow
+# One worker runs them all, so that they share the module's server.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tracker-outage")]
 
 #: A DQN run on CartPole long enough to lose its server and get it back while it trains.
 RUN = [
@@ -35,6 +36,12 @@ RUN = [
     "checkpoint.every_steps=4000",
     "log_every_s=0.5",
 ]
+#: A quarter of the training's CPU, and a lost server said at the first request refused, not after
+#: MLflow's own retries (seconds): the run goes on as many steps past the notice as at full cost.
+BRISK = ["agent.gradient_steps=32", "tracking.http_retries=0"]
+#: For a run that need not outlast any wait of the test (it is held while its server is killed): the
+#: same steps, evaluations and checkpoints, a sixteenth of the training's CPU.
+CHEAP = ["agent.gradient_steps=8"]
 PROGRESS = re.compile(r"\bstep \d+/\d+")
 RUN_ID = re.compile(r"^\s*run\s+.+ \(([0-9a-f]{32})\)$", re.MULTILINE)
 RUN_DIR = re.compile(r"^\s*run dir\s+(\S.*)$", re.MULTILINE)
@@ -55,17 +62,11 @@ class RestartableServer:
         with open(self.root / "server.log", "ab") as log:
             self.process = subprocess.Popen(
                 [
-                    sys.executable, "-m", "mlflow", "server",
-                    "--host", "127.0.0.1",
-                    "--port", str(self.port),
+                    sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
                     "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
-                    "--artifacts-destination", str(self.root / "artifacts"),
-                    "--workers", "1",
+                    "--artifacts-destination", str(self.root / "artifacts"), "--workers", "1",
                 ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.root,
-                env=server_env(),
+                stdout=log, stderr=subprocess.STDOUT, cwd=self.root, env=server_env(),
                 start_new_session=True,  # its workers die with it
             )  # fmt: skip
         deadline = time.monotonic() + timeout_s
@@ -96,17 +97,20 @@ class RestartableServer:
         return MlflowClient(tracking_uri=self.uri)
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[RestartableServer]:
-    yield from running_server(tmp_path)
-
-
-def running_server(tmp_path: Path) -> Iterator[RestartableServer]:
-    """A RestartableServer started in `tmp_path`, stopped once the test is done (a fixture's body)."""
-    srv = RestartableServer(tmp_path / "server")
-    srv.start()
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestartableServer]:
+    """One server for the module's tests (each start costs ~10 s of CPU); each test's runs are its own."""
+    srv = RestartableServer(tmp_path_factory.mktemp("outage") / "server")
     yield srv
     srv.stop()
+
+
+@pytest.fixture
+def server(shared_server: RestartableServer) -> RestartableServer:
+    """The module's server, up: started where no test has yet, or the test before left it down."""
+    if shared_server.process is None or shared_server.process.poll() is not None:
+        shared_server.start()
+    return shared_server
 
 
 class Output:
@@ -185,17 +189,29 @@ def assert_every_point_once(client, *journals: Path) -> str:
     return run_id
 
 
+def kill_as_it_runs(server: RestartableServer, p: Any, out: Output) -> None:
+    """Kill `server` once the run has printed its first progress line; the run is held meanwhile, so
+    that however fast it trains, it goes on (and logs) after its server is gone."""
+    out.wait_for(PROGRESS.search, "a progress line")
+    p.send_signal(signal.SIGSTOP)
+    try:
+        server.kill()
+    finally:
+        p.send_signal(signal.SIGCONT)
+
+
 @contextlib.contextmanager
 def losing_its_server(
-    server: RestartableServer, tmp_path: Path, *, outage_wait_s: int
+    server: RestartableServer, tmp_path: Path, *args: str, outage_wait_s: int
 ) -> Iterator[tuple[Any, Output]]:
-    """A run tracked to `server`, which is killed once the run has printed its first progress line;
-    the run is killed where the test leaves it going."""
-    p = start_cli(*RUN, f"tracking.uri={server.uri}", f"tracking.outage_wait_s={outage_wait_s}", cwd=tmp_path)
+    """A run (RUN, then `args`) tracked to `server`, which is killed as it runs; the run is killed
+    where the test leaves it going."""
+    p = start_cli(
+        *RUN, *args, f"tracking.uri={server.uri}", f"tracking.outage_wait_s={outage_wait_s}", cwd=tmp_path
+    )
     out = Output(p)
     try:
-        out.wait_for(PROGRESS.search, "a progress line")
-        server.kill()
+        kill_as_it_runs(server, p, out)
         yield p, out
     finally:
         if p.poll() is None:
@@ -212,7 +228,7 @@ def journal_of(out: str) -> Path:
 def test_a_run_outlives_a_lost_server_and_ends_finished_with_every_point(
     server: RestartableServer, tmp_path: Path
 ) -> None:
-    with losing_its_server(server, tmp_path, outage_wait_s=300) as (p, out):
+    with losing_its_server(server, tmp_path, *BRISK, outage_wait_s=300) as (p, out):
         lost_at = time.time()
         steps_since = 0  # the run goes on, and logs, while its server is gone (and before it says so)
 
@@ -239,9 +255,7 @@ def test_a_run_outlives_a_lost_server_and_ends_finished_with_every_point(
     text = out.text
     assert code == 0, text[-3000:]
     assert "Traceback" not in text
-    assert (
-        text.count("does not answer") == 1 and text.count("answers again") == 1
-    )  # once each, not each retry
+    assert text.count("does not answer") == 1 and text.count("answers again") == 1  # not each retry
     # The run outlived the outage (its tracking process may say the server is back after the run's
     # last line: on a quiet machine the steps left run out before its next try).
     assert outlived and "Run FINISHED at step 12000" in text
@@ -261,7 +275,7 @@ def test_a_run_outlives_a_lost_server_and_ends_finished_with_every_point(
 def test_a_run_that_ends_before_its_server_returns_says_the_command_that_sends_the_rest(
     server: RestartableServer, tmp_path: Path
 ) -> None:
-    with losing_its_server(server, tmp_path, outage_wait_s=1) as (_, out):
+    with losing_its_server(server, tmp_path, *CHEAP, outage_wait_s=1) as (_, out):
         code = out.finish()
     text = out.text
     assert code == 0, text[-3000:]
@@ -295,36 +309,18 @@ def test_a_run_that_ends_before_its_server_returns_says_the_command_that_sends_t
     assert_every_point_once(client, journal)
 
 
-def test_ctrl_c_as_a_finished_run_waits_for_its_server_stops_the_wait_and_keeps_it_finished(
-    server: RestartableServer, tmp_path: Path
-) -> None:
-    with losing_its_server(server, tmp_path, outage_wait_s=300) as (p, out):
-        out.wait_for(lambda line: "Ctrl-C stops waiting" in line, "the line that says it waits", 240)
-        stopped_at = time.monotonic()
-        p.send_signal(signal.SIGINT)
-        code = out.finish()
-    text = out.text
-    assert code == 0 and time.monotonic() - stopped_at < 60, text[-3000:]  # not its 300 s
-    assert "Run FINISHED at step 12000" in text and "KILLED" not in text, text[-3000:]
-    assert "Traceback" not in text and "failed" not in text, text[-3000:]
-    assert "python -m framework sync" in text, text[-3000:]
-    ends = [json.loads(line) for line in journal_of(text).read_text().splitlines() if '"op": "end"' in line]
-    assert [e["status"] for e in ends] == ["FINISHED"]  # what `sync` sends
-
-
 def test_a_run_stopped_while_its_server_is_down_sends_the_rest_when_it_is_resumed(
     server: RestartableServer, tmp_path: Path
 ) -> None:
     """Ctrl-C during the outage: KILLED, with the sync command; `resume=` sends the first part's
     rest (its end included) before it reopens the run, and the whole run ends with every point."""
     p = start_cli(
-        *RUN, f"tracking.uri={server.uri}", "tracking.outage_wait_s=1", "hydra.run.dir=outputs/first",
-        cwd=tmp_path,
+        *RUN, *BRISK, f"tracking.uri={server.uri}", "tracking.outage_wait_s=1",
+        "hydra.run.dir=outputs/first", cwd=tmp_path,
     )  # fmt: skip
     out = Output(p)
     try:
-        out.wait_for(PROGRESS.search, "a progress line")
-        server.kill()
+        kill_as_it_runs(server, p, out)
         out.wait_for(lambda line: "does not answer" in line, "the notice that the server is lost")
         out.wait_for(PROGRESS.search, "progress during the outage")
         p.send_signal(signal.SIGINT)
@@ -349,6 +345,62 @@ def test_a_run_stopped_while_its_server_is_down_sends_the_rest_when_it_is_resume
     assert server.client().get_run(run_id).info.status == "FINISHED"
     r = run_cli("sync", str(first.parent.parent), cwd=tmp_path, timeout=120)
     assert r.returncode == 0 and "Nothing to send" in r.stdout, r.output  # the first part was sent
+
+
+def test_a_sweep_ending_while_its_server_is_down_is_ended_by_the_sync_it_prints(
+    server: RestartableServer, tmp_path: Path
+) -> None:
+    """The parent's end is kept with the one command that sends it (it stayed RUNNING for good, and a
+    traceback ended the sweep); `sync SWEEP_DIR` sends the journals, then ends it with its summary."""
+    shorter = [o for o in RUN if not o.startswith("total_steps=")] + ["total_steps=6000", *CHEAP]
+    uri, experiment = f"tracking.uri={server.uri}", "tracking.experiment=sweep-outage"  # its runs alone
+    p = start_cli("-m", "seed=1", *shorter, uri, experiment, "tracking.outage_wait_s=1", cwd=tmp_path)
+    out = Output(p)
+    try:
+        kill_as_it_runs(server, p, out)
+        code = out.finish()
+    finally:
+        if p.poll() is None:
+            p.kill()
+    text = out.text
+    assert code == 0 and "Traceback" not in text and "Exception ignored" not in text, text[-3000:]
+    assert all(len(line) <= 100 or "/" in line for line in text.splitlines()[-8:]), text[-3000:]
+    said = " ".join(text.split())
+    assert re.search(r"Sweep FINISHED: its parent run \w+ is not ended yet", said), text[-3000:]
+    commands = [line.strip() for line in text.splitlines() if "python -m framework sync" in line]
+    sweep_dir = next((tmp_path / "multirun").glob("*/*"))
+    assert f"python -m framework sync {sweep_dir}" in commands, text[-3000:]
+
+    server.start()
+    r = run_cli("sync", str(sweep_dir), cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.output[-3000:]
+    assert "Ended the sweep's parent run" in " ".join(r.stdout.split()), r.stdout
+    client = server.client()
+    runs = client.search_runs([client.get_experiment_by_name("sweep-outage").experiment_id])
+    (parent,) = [run for run in runs if "mlflow.parentRunId" not in run.data.tags]
+    (child,) = [run for run in runs if run is not parent]
+    assert parent.info.status == child.info.status == "FINISHED", (parent.info, child.info)
+    assert "best/eval/return_mean" in parent.data.metrics, parent.data.metrics  # its summary made
+    assert not list((sweep_dir / "tracking").glob("parent-*.json"))
+    again = run_cli(*shlex.split(f"sync {sweep_dir}"), cwd=tmp_path, timeout=120)
+    assert again.returncode == 0 and "Nothing to send" in again.stdout, again.output
+
+
+def test_ctrl_c_as_a_finished_run_waits_for_its_server_stops_the_wait_and_keeps_it_finished(
+    server: RestartableServer, tmp_path: Path
+) -> None:
+    with losing_its_server(server, tmp_path, *CHEAP, outage_wait_s=300) as (p, out):
+        out.wait_for(lambda line: "Ctrl-C stops waiting" in line, "the line that says it waits", 240)
+        stopped_at = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        code = out.finish()
+    text = out.text
+    assert code == 0 and time.monotonic() - stopped_at < 60, text[-3000:]  # not its 300 s
+    assert "Run FINISHED at step 12000" in text and "KILLED" not in text, text[-3000:]
+    assert "Traceback" not in text and "failed" not in text, text[-3000:]
+    assert "python -m framework sync" in text, text[-3000:]
+    ends = [json.loads(line) for line in journal_of(text).read_text().splitlines() if '"op": "end"' in line]
+    assert [e["status"] for e in ends] == ["FINISHED"]  # what `sync` sends
 
 
 def test_sync_of_a_folder_that_does_not_exist_says_so_in_one_line(tmp_path: Path) -> None:

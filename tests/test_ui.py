@@ -19,15 +19,25 @@ from typing import Any
 
 import pytest
 
+from framework_plugins.trackers import store_template
 from framework_plugins.trackers.mlflow_session import MlflowSession
-from tests.conftest import chromium_env, descendants, run_cli
+from tests.conftest import chromium_env, descendants, run_cli, start_cli
 
 OPEN = re.compile(r"^  open\s+(http://127\.0\.0\.1:(\d+)/\S+)$", re.MULTILINE)
+
+
+def seeded(cache: Path) -> None:
+    """`cache` given the suite's empty store schema, so that a store made with it as the cache is a
+    copy (store_template), not the seconds of CPU MLflow's migrations take."""
+    template = store_template._template()
+    cache.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template, cache / template.name)
 
 
 @pytest.fixture
 def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A store with one run named `first-run` in the experiment `framework`; the ui's records in tmp."""
+    seeded(tmp_path / "cache")
     monkeypatch.setenv("FRAMEWORK_CACHE_DIR", str(tmp_path / "cache"))
     session = MlflowSession(f"sqlite:///{tmp_path / 'mlflow.db'}", "framework", flush_every_s=1.0)
     session.start_run(run_name="first-run", tags={})
@@ -36,15 +46,12 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _start(cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "framework", "ui", "--no-browser"],
-        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+def _start(cwd: Path) -> Any:
+    """`python -m framework ui --no-browser` in `cwd`, forked by the zygote (its MLflow imported)."""
+    return start_cli("ui", "--no-browser", cwd=cwd)
 
 
-def _address(process: subprocess.Popen[str], timeout: float = 240) -> str:
+def _address(process: Any, timeout: float = 240) -> str:
     assert process.stdout is not None
     seen = ""
     deadline = time.monotonic() + timeout
@@ -59,7 +66,7 @@ def _address(process: subprocess.Popen[str], timeout: float = 240) -> str:
     raise AssertionError(f"no address printed: {seen}")
 
 
-def _ctrl_c(process: subprocess.Popen[str]) -> str:
+def _ctrl_c(process: Any) -> str:
     """Stop a `ui` as Ctrl-C does; its output (killed where it has not ended in 60 s)."""
     process.send_signal(signal.SIGINT)
     try:
@@ -305,6 +312,7 @@ def _swept_store(root: Path) -> str:
     (its parent tagged as SweepParentRun tags it); returns the experiment's id."""
     from mlflow.tracking import MlflowClient
 
+    store_template.place(root / "mlflow.db")  # the empty schema copied, as a run makes a new store
     client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
     experiment = client.create_experiment("framework")
     single = client.create_run(experiment, run_name="cartpole-dqn-s0")
@@ -350,9 +358,10 @@ def test_ui_opens_the_runs_sorted_by_the_objective_with_the_swept_params_as_colu
     from mlflow.tracking import MlflowClient
 
     from tests.fighter.cdp import InspectedPage
+    from tests.test_run_names import wait_in_page
 
+    experiment = _swept_store(tmp_path)  # from the suite's cache, before this test's is set
     monkeypatch.setenv("FRAMEWORK_CACHE_DIR", str(tmp_path / "cache"))
-    experiment = _swept_store(tmp_path)
     first = _start(tmp_path)
     try:
         address = _address(first)
@@ -366,7 +375,7 @@ def test_ui_opens_the_runs_sorted_by_the_objective_with_the_swept_params_as_colu
         page = InspectedPage(address, width=1400, height=900)
         try:
             rows = f"document.querySelectorAll('.ag-center-cols-container .ag-row [col-id=\"{metric}\"]')"
-            page.wait_for(f"{rows}.length >= 5", timeout=120)
+            wait_in_page(page, f"{rows}.length >= 5", timeout=120)
             headers = page.steady(
                 "Array.from(document.querySelectorAll('.ag-header-cell')).map(h => h.getAttribute('col-id'))"
             )

@@ -34,7 +34,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from framework import config
+from framework import config, run_dirs
 from framework.columns import WIDTH, refuse, wrap
 from framework.config import named_overrides, task_overrides
 from framework.contracts import SweepSummarySpec, Tracker
@@ -78,18 +78,18 @@ class SweepParentRun(Callback):
         self._job_env: dict[str, str] = {}
         """What a job needs from the environment: the parent run and the swept keys."""
         self._launch_dir: str | None = None
-        self._sweep_dir = ""
         """The launching process's working directory (relative paths in the config start there)."""
+        self._sweep_dir = ""
         self._watch: orphans.Watch | None = None
         """In a launcher's worker, while a job runs: its watch on the sweep's process."""
         self._jobs: int | None = None
+        """A grid sweep's number of jobs."""
         # A sweeper's: the trials it was asked, its study, and whether the command line named it.
         self._trials: tuple[int, str, bool] | None = None
         self._started = 0  # jobs started in this process
         self._job_list: list[list[str]] = []  # every job's overrides (a grid sweep's)
         self._started_jobs: list[list[str]] = []
         self._elsewhere = False  # jobs run in a launcher's processes (joblib, Ray): not counted here
-        """A grid sweep's number of jobs."""
 
     def __getstate__(self) -> dict[str, Any]:
         """The copy a launcher pickles with each job (joblib, Ray): without the parent run's tracker,
@@ -234,6 +234,8 @@ class SweepParentRun(Callback):
                 print(f"Sweep {status}: its parent run {run_id} was not ended ({e})", file=sys.stderr)
                 return
             if self._elsewhere:  # a stopped sweep's jobs that never started have no run to count
+                if status == "KILLED":
+                    self._forget_jobs_not_started()
                 ran = re.match(r"Sweep \w+: (\d+) run", said or "")
                 self._started = int(ran.group(1)) if ran else self._jobs or 0
                 if status == "FAILED":  # its launcher ran every job: none was held back by a failed one
@@ -260,6 +262,14 @@ class SweepParentRun(Callback):
         finally:
             self._tracker.close()
             end_this_process_ray()  # the Ray launcher's own Ray, and its session directory
+
+    def _forget_jobs_not_started(self) -> None:
+        """The directories of jobs a stopped launcher's worker began and was ended in before it saw the
+        sweep stopping: Hydra's files only, no run (a started job's directory keeps its run)."""
+        with contextlib.suppress(OSError):
+            for job_dir in Path(self._sweep_dir).iterdir():
+                if job_dir.is_dir():
+                    run_dirs.forget_if_unused(job_dir)
 
     def _commands_not_started(self) -> str:
         """The commands that run the jobs of this process's sweep that did not start (a few)."""

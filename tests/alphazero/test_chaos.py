@@ -245,6 +245,7 @@ def test_a_run_whose_actors_are_killed_alone_and_together_finishes_counting_each
     finally:
         chaos.end()
     client, run = finished_run(tmp_path, r, chaos)
+    assert "self-play: 2 Ray worker(s) on 1 node" in r.output  # (on 2 nodes: test_ray_async_cli.py)
     assert [kinds for kinds, *_ in seen] == SCENES
     for kinds, before, keeper, inference in seen:
         # Nothing holds weights older than the run had published before the kills: a restarted keeper

@@ -127,9 +127,10 @@ def test_ctrl_c_during_self_play_on_two_threads_stops_the_run_within_seconds(tmp
     try:
         log = tmp_path / "run/framework.log"
         deadline = time.monotonic() + 180
-        # Two progress lines: the kernels compiled, moves made; the next search (32 x 3,000
-        # simulations, seconds) is under way as the second is written, and Ctrl-C lands in it.
-        while not (log.exists() and log.read_text().count("] - step ") >= 2):
+        # A progress line: the kernels compiled, moves made (a line is written after a step, its
+        # search done); the next search (32 x 3,000 simulations, seconds) is under way as it is
+        # written, and Ctrl-C lands in it.
+        while not (log.exists() and "] - step " in log.read_text()):
             assert p.poll() is None and time.monotonic() < deadline
             time.sleep(0.1)
         assert p.poll() is None
@@ -144,7 +145,9 @@ def test_ctrl_c_during_self_play_on_two_threads_stops_the_run_within_seconds(tmp
             p.communicate()
 
 
-def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -> None:
+def test_resume_refuses_another_game_or_network_and_continues_the_step_count_games_and_replay(
+    cli, tmp_path: Path
+) -> None:
     # With a Gumbel root, playout cap randomisation and random openings, which the resumed run keeps.
     learning = [
         "search.root=gumbel",
@@ -172,23 +175,9 @@ def test_resume_continues_the_step_count_games_and_replay(cli, tmp_path: Path) -
         assert len(steps) == len(set(steps)), (key, steps)
     games = run.data.metrics["selfplay/games"]
     positions = run.data.metrics["train/replay_positions"]
-    again = cli(f"resume={run.info.run_id}", "total_steps=960", "hydra.run.dir=outputs/b")
-    assert again.returncode == 0, again.output[-3000:]
-    assert "resumed at step 640" in again.output and "FINISHED at step 960" in again.output
-    run = client.get_run(run.info.run_id)
-    assert run.data.metrics["selfplay/games"] > games
-    # The replay came back with the checkpoint (games in progress at the stop are not in it).
-    assert run.data.metrics["train/replay_positions"] > positions
-
-
-def test_resume_that_would_change_the_game_or_the_network_is_refused_and_leaves_the_run_as_it_was(
-    cli, tmp_path: Path
-) -> None:
-    """Found only as the resumed run trained: a FINISHED run turned FAILED, its config artifact said
-    the new board, and its printed `continue with` failed again, as did `play RUN`."""
-    first = cli(*SHORT, "hydra.run.dir=outputs/a")
-    assert first.returncode == 0, first.output[-3000:]
-    client, run = only_run(tmp_path)
+    # A resume that would change the game or the network was found only as the resumed run trained:
+    # a FINISHED run turned FAILED, its config artifact said the new board, and its printed
+    # `continue with` failed again, as did `play RUN`. Refused, the run is as it was, and goes on.
     for change in ("env.board_size=7", "env.n_in_row=3", "agent.channels=16"):
         r = cli(f"resume={run.info.run_id}", change, "total_steps=960", "hydra.run.dir=outputs/b")
         assert r.returncode == 1 and "Traceback" not in r.output, r.output[-3000:]
@@ -197,6 +186,13 @@ def test_resume_that_would_change_the_game_or_the_network_is_refused_and_leaves_
         assert not (tmp_path / "outputs/b").exists()
     after = client.get_run(run.info.run_id)
     assert after.info.status == "FINISHED" and after.data.params == run.data.params
+    again = cli(f"resume={run.info.run_id}", "total_steps=960", "hydra.run.dir=outputs/b")
+    assert again.returncode == 0, again.output[-3000:]
+    assert "resumed at step 640" in again.output and "FINISHED at step 960" in again.output
+    run = client.get_run(run.info.run_id)
+    assert run.data.metrics["selfplay/games"] > games
+    # The replay came back with the checkpoint (games in progress at the stop are not in it).
+    assert run.data.metrics["train/replay_positions"] > positions
 
 
 def test_training_and_gates_in_the_background_train_gate_checkpoint_and_resume(cli, tmp_path: Path) -> None:

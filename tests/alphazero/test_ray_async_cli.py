@@ -1,6 +1,6 @@
-"""search=ray_async end to end through `python -m framework`: self-play in Ray workers with the tuning
-figures in MLflow, a 2-node cluster that gets a worker on each node, and a run's local Ray leaving
-neither a process nor a session directory behind, whether the run ends, is stopped or is killed."""
+"""search=ray_async end to end through `python -m framework`: self-play in Ray workers, one on each
+node of a 2-node cluster, with the tuning figures in MLflow, and a run's local Ray leaving neither a
+process nor a session directory behind, whether the run ends, is stopped or is killed."""
 
 from __future__ import annotations
 
@@ -48,22 +48,6 @@ def only_run(tmp_path: Path) -> tuple[MlflowClient, Any]:
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     (run,) = client.search_runs([client.get_experiment_by_name("framework").experiment_id])
     return client, run
-
-
-def test_self_play_in_ray_workers_trains_gates_evaluates_and_logs_the_tuning_figures(
-    cli: Any, tmp_path: Path, ray_session: Any
-) -> None:
-    r = cli(*RAY_ASYNC, f"ray.address={ray_session.address}", "agent.workers=2", "hydra.run.dir=outputs/run")
-    assert r.returncode == 0, r.output[-3000:]
-    assert "self-play: 2 Ray worker(s) on 1 node" in r.output
-    _, run = only_run(tmp_path)
-    assert run.info.status == "FINISHED"
-    assert run.data.params["search.name"] == "ray_async"
-    assert set(run.data.metrics) >= PERF, sorted(set(run.data.metrics))
-    metrics = run.data.metrics
-    assert 0 < metrics["perf/batch_fill"] <= 1
-    assert metrics["perf/selfplay_workers"] == 2
-    assert {"gate/score", "eval/mcts50/score", "train/policy_loss"} <= set(metrics)
 
 
 #: A run that starts a local Ray, plays a few moves in the run's process and ends.
@@ -245,7 +229,10 @@ def test_a_run_killed_outright_leaves_no_ray_process_or_session_directory_behind
     assert sessions_left(ray_tmp) == []
 
 
-def test_a_two_node_cluster_gets_a_self_play_worker_on_each_node(cli: Any, tmp_path: Path) -> None:
+def test_self_play_in_ray_workers_one_on_each_node_trains_gates_evaluates_and_logs_the_tuning_figures(
+    cli: Any, tmp_path: Path
+) -> None:
+    """A cluster the run joins, of two nodes: a worker on each (one node's line: test_chaos.py)."""
     from ray.cluster_utils import Cluster  # RAY_AUTH_MODE=token: tests/conftest.py
 
     cluster = Cluster(
@@ -257,19 +244,23 @@ def test_a_two_node_cluster_gets_a_self_play_worker_on_each_node(cli: Any, tmp_p
     try:
         cluster.add_node(num_cpus=2)
         cluster.wait_for_nodes()
-        brief = [a for a in BRIEF if not a.startswith(("total_steps=", "agent.workers="))]
         r = cli(
-            *brief,  # a few moves: where the workers land is what this run shows
-            "total_steps=64",
-            "search.batch_size=8",
+            *RAY_ASYNC,
             f"ray.address={cluster.address}",
             "agent.workers=2",
+            "hydra.run.dir=outputs/run",
             env={"RAY_AUTH_MODE": "token"},
         )
-        assert r.returncode == 0, r.output[-3000:]
-        assert "self-play: 2 Ray worker(s) on 2 node(s)" in r.output
-        _, run = only_run(tmp_path)
-        assert run.info.status == "FINISHED"
     finally:
         cluster.shutdown()
         ray_reaper.remove_session(session)  # its logs and sockets in /tmp/ray, as a run's own Ray does
+    assert r.returncode == 0, r.output[-3000:]
+    assert "self-play: 2 Ray worker(s) on 2 node(s)" in r.output
+    _, run = only_run(tmp_path)
+    assert run.info.status == "FINISHED"
+    assert run.data.params["search.name"] == "ray_async"
+    assert set(run.data.metrics) >= PERF, sorted(set(run.data.metrics))
+    metrics = run.data.metrics
+    assert 0 < metrics["perf/batch_fill"] <= 1
+    assert metrics["perf/selfplay_workers"] == 2
+    assert {"gate/score", "eval/mcts50/score", "train/policy_loss"} <= set(metrics)

@@ -41,16 +41,6 @@ def transport():
     t.close()
 
 
-def test_browser_transport_passes_the_env_checkers(transport: WebRTCTransport) -> None:
-    assert transport.connection.client_kind == "browser"
-    assert_passes_env_checkers(transport)
-
-
-def test_the_page_plays_exactly_like_the_python_twin(transport: WebRTCTransport) -> None:
-    actions = np.random.default_rng(1).integers(0, 9, 300)
-    assert_plays_like_the_twin(transport, opponent="aggressive", seed=9, actions=actions)
-
-
 def test_a_reloaded_page_reconnects_and_play_goes_on(transport: WebRTCTransport) -> None:
     env = FightingEnv(transport=transport, reconnect_timeout_s=60)
     env.reset(seed=0)
@@ -70,71 +60,15 @@ def test_a_reloaded_page_reconnects_and_play_goes_on(transport: WebRTCTransport)
     assert not env.step(0)[3]
 
 
-def _cpus_of_group(group: int) -> dict[int, set[int]]:
-    """The CPUs each process of process group `group` may run on."""
-    found: dict[int, set[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if os.getpgid(int(entry)) == group:
-                found[int(entry)] = os.sched_getaffinity(int(entry))
-        except OSError:  # ended meanwhile
-            continue
-    return found
-
-
-def _distinct(cpus: dict[int, set[int]]) -> set[frozenset[int]]:
-    return {frozenset(c) for c in cpus.values()}
-
-
-def _cpus_of_browser(browser: HeadlessChromium) -> set[frozenset[int]]:
-    """The distinct CPU sets of a headless Chromium's processes and its guard's."""
-    deadline = time.monotonic() + 30
-    while browser.pid is None or len(_cpus_of_group(browser.pid)) < 2:  # started, and started its own
-        assert time.monotonic() < deadline, "Chromium did not start"
-        time.sleep(0.1)
-    return _distinct(_cpus_of_group(browser.pid) | _cpus_of_group(browser.guard.pid))
-
-
-def test_headless_chromium_runs_on_one_cpu_of_its_own_and_the_trainer_keeps_them_all(
-    transport: WebRTCTransport,
-) -> None:
-    allowed = os.sched_getaffinity(0)
-    assert transport.browser is not None
-    assert transport.browser.pid is not None
-    first = _cpus_of_group(transport.browser.pid) | _cpus_of_group(transport.browser.guard.pid)
-    assert len(first) >= 3  # the browser, its zygote, network service, renderer...
-    if len(allowed) < 2:  # nothing to keep apart
-        assert transport.browser.cpu is None
-        assert _distinct(first) == {frozenset(allowed)}
-        return
-    assert transport.browser.cpu == max(allowed)
-    assert _distinct(first) == {frozenset({max(allowed)})}, first
-    assert os.sched_getaffinity(0) == allowed  # the thread that started it was let go again
-    # A second Chromium of the same trainer takes the next CPU down; unpinned, one takes them all.
-    second = HeadlessChromium("about:blank")
-    unpinned = HeadlessChromium("about:blank", pin=False)
-    try:
-        assert second.cpu == sorted(allowed)[-2]
-        assert _cpus_of_browser(second) == {frozenset({second.cpu})}
-        assert unpinned.cpu is None
-        assert _cpus_of_browser(unpinned) == {frozenset(allowed)}
-    finally:
-        second.close()
-        unpinned.close()
-    assert transport.browser.cpu == max(allowed)
-    # Two steps still go through: the pinned page answers.
-    transport.reset([0], "idle")
-    assert transport.step([0]).shape == (1, 30)
-
-
 def test_ppo_trains_over_the_browser_page_through_the_cli(tmp_path: Path) -> None:
     require_tool("chromium")
     r = run_cli(
         "env=fighter", "env.transport=browser", "env.headless=true", "env.n_envs=1", "agent=ppo",
         "agent.hyperparams.n_steps=128", "agent.hyperparams.batch_size=64", "total_steps=384",
         "eval.episodes=1", "eval.every_steps=0", "tracking=none",
+        # Evaluations play on the in-process twin, not over the page: one opponent, not three (of
+        # the run's ~30 s, its two evaluations took ~15).
+        "env.eval_opponents=[aggressive]",
         cwd=tmp_path, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.output[-3000:]
@@ -214,12 +148,42 @@ def test_the_page_shows_the_trainers_figures_and_phases_without_answering_them(
     assert (tmp_path / "page.png").stat().st_size > 10_000
 
 
-def test_before_its_first_step_the_page_says_starting_never_updating(watched) -> None:
+#: Draws the agent against each wall in every state (knocked out, lying either way) on a 400x200
+#: canvas, and lists where the agent's blue (its figure, its label) touches the canvas's edge.
+AGENT_AT_THE_EDGES = """(() => {
+  const C = %s, R = window.FighterRules, D = window.FighterDraw, touching = [];
+  const walls = [[C.fighter_width / 2, 1], [C.stage_width - C.fighter_width / 2, -1]];
+  for (const [x, facing] of walls) for (let state = 0; state < 10; state++) {
+    for (const faces of state === 9 ? [facing, -facing] : [facing]) {
+      const g = R.newGame(C, 0, "idle");
+      Object.assign(g.fighters[0], { x: x, facing: faces, state: state, elapsed: 3, timer: 10 });
+      const c = document.createElement("canvas");
+      c.width = 400; c.height = 200;
+      const ctx = c.getContext("2d");
+      D.drawArena(ctx, 400, 200, C, g, { flash: [0, 0], sparks: [], frame: -1 }, ["agent", "idle"]);
+      for (const col of [0, 399]) {
+        const d = ctx.getImageData(col, 0, 1, 200).data;
+        for (let i = 0; i < d.length; i += 4) {
+          if (d[i] < 140 && d[i + 1] > 130 && d[i + 2] > 200) { touching.push([x, state, faces]); break; }
+        }
+      }
+    }
+  }
+  return touching;
+})()"""
+
+
+def test_before_its_first_step_the_page_says_starting_and_draws_a_fighter_at_a_wall_whole(watched) -> None:
+    from framework_plugins.fighter import rules
+
     transport, pages, _ = watched
     page = pages[0]
     assert page.wait_for(
         "window.fighterState && document.getElementById('phase').textContent === 'starting'", 30
     )
+    assert page.wait_for("fighterState.connection === 'connected'", 30)
+    # The agent against each wall, in each state, is drawn whole with its label (on canvases apart).
+    assert page.evaluate(AGENT_AT_THE_EDGES % json.dumps(rules.load_constants())) == []
     # Connected, no step asked for (the agent being built, say) for well past IDLE_S: "starting".
     deadline = time.monotonic() + 2
     while time.monotonic() < deadline:
@@ -256,40 +220,6 @@ def test_a_page_whose_run_ended_says_how_and_does_not_reconnect(watched, tmp_pat
         time.sleep(0.2)
     page.screenshot(tmp_path / "ended.png")
     assert (tmp_path / "ended.png").stat().st_size > 10_000
-
-
-#: Draws the agent against each wall in every state (knocked out, lying either way) on a 400x200
-#: canvas, and lists where the agent's blue (its figure, its label) touches the canvas's edge.
-AGENT_AT_THE_EDGES = """(() => {
-  const C = %s, R = window.FighterRules, D = window.FighterDraw, touching = [];
-  const walls = [[C.fighter_width / 2, 1], [C.stage_width - C.fighter_width / 2, -1]];
-  for (const [x, facing] of walls) for (let state = 0; state < 10; state++) {
-    for (const faces of state === 9 ? [facing, -facing] : [facing]) {
-      const g = R.newGame(C, 0, "idle");
-      Object.assign(g.fighters[0], { x: x, facing: faces, state: state, elapsed: 3, timer: 10 });
-      const c = document.createElement("canvas");
-      c.width = 400; c.height = 200;
-      const ctx = c.getContext("2d");
-      D.drawArena(ctx, 400, 200, C, g, { flash: [0, 0], sparks: [], frame: -1 }, ["agent", "idle"]);
-      for (const col of [0, 399]) {
-        const d = ctx.getImageData(col, 0, 1, 200).data;
-        for (let i = 0; i < d.length; i += 4) {
-          if (d[i] < 140 && d[i + 1] > 130 && d[i + 2] > 200) { touching.push([x, state, faces]); break; }
-        }
-      }
-    }
-  }
-  return touching;
-})()"""
-
-
-def test_a_fighter_against_a_wall_is_drawn_whole_with_its_label(watched) -> None:
-    from framework_plugins.fighter import rules
-
-    _, pages, _ = watched
-    page = pages[0]
-    assert page.wait_for("fighterState.connection === 'connected'", 30)
-    assert page.evaluate(AGENT_AT_THE_EDGES % json.dumps(rules.load_constants())) == []
 
 
 def test_the_page_reconnects_by_itself_when_its_connection_drops(watched) -> None:
@@ -341,30 +271,111 @@ def test_a_second_tab_takes_over_and_the_first_says_so_and_stays_away(watched) -
     assert text(second, "phase") == "the trainer is gone"
 
 
-def test_a_killed_headless_chromium_is_started_anew_and_training_goes_on(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+# -- one headless page's transport, shared (a Chromium's start and end took seconds each) -------
+
+
+@pytest.fixture(scope="module")
+def shared_transport():
+    """A headless page's transport for the tests that only play over it, made once: the module's
+    last tests, so that its Chromium is gone with them."""
     require_tool("chromium")
-    caplog.set_level(logging.WARNING)
-    t = WebRTCTransport("browser", headless=True, connect_timeout_s=60, step_timeout_s=10)
+    t = WebRTCTransport("browser", connect_timeout_s=60, step_timeout_s=10)
+    yield t
+    t.close()
+
+
+def test_browser_transport_passes_the_env_checkers(shared_transport: WebRTCTransport) -> None:
+    assert shared_transport.connection.client_kind == "browser"
+    assert_passes_env_checkers(shared_transport)
+
+
+def test_the_page_plays_exactly_like_the_python_twin(shared_transport: WebRTCTransport) -> None:
+    actions = np.random.default_rng(1).integers(0, 9, 300)
+    assert_plays_like_the_twin(shared_transport, opponent="aggressive", seed=9, actions=actions)
+
+
+def _cpus_of_group(group: int) -> dict[int, set[int]]:
+    """The CPUs each process of process group `group` may run on."""
+    found: dict[int, set[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry)) == group:
+                found[int(entry)] = os.sched_getaffinity(int(entry))
+        except OSError:  # ended meanwhile
+            continue
+    return found
+
+
+def _distinct(cpus: dict[int, set[int]]) -> set[frozenset[int]]:
+    return {frozenset(c) for c in cpus.values()}
+
+
+def _cpus_of_browser(browser: HeadlessChromium) -> set[frozenset[int]]:
+    """The distinct CPU sets of a headless Chromium's processes and its guard's."""
+    deadline = time.monotonic() + 30
+    while browser.pid is None or len(_cpus_of_group(browser.pid)) < 2:  # started, and started its own
+        assert time.monotonic() < deadline, "Chromium did not start"
+        time.sleep(0.1)
+    return _distinct(_cpus_of_group(browser.pid) | _cpus_of_group(browser.guard.pid))
+
+
+def test_headless_chromium_runs_on_one_cpu_of_its_own_and_the_trainer_keeps_them_all(
+    shared_transport: WebRTCTransport,
+) -> None:
+    transport = shared_transport
+    allowed = os.sched_getaffinity(0)
+    assert transport.browser is not None
+    assert transport.browser.pid is not None
+    first = _cpus_of_group(transport.browser.pid) | _cpus_of_group(transport.browser.guard.pid)
+    assert len(first) >= 3  # the browser, its zygote, network service, renderer...
+    if len(allowed) < 2:  # nothing to keep apart
+        assert transport.browser.cpu is None
+        assert _distinct(first) == {frozenset(allowed)}
+        return
+    assert transport.browser.cpu == max(allowed)
+    assert _distinct(first) == {frozenset({max(allowed)})}, first
+    assert os.sched_getaffinity(0) == allowed  # the thread that started it was let go again
+    # A second Chromium of the same trainer takes the next CPU down; unpinned, one takes them all.
+    second = HeadlessChromium("about:blank")
+    unpinned = HeadlessChromium("about:blank", pin=False)
     try:
-        env = FightingEnv(transport=t, reconnect_timeout_s=60)
-        env.reset(seed=0)
-        env.step(0)
-        assert t.browser is not None
-        first = t.browser.pid
-        assert first is not None
-        os.killpg(first, signal.SIGKILL)  # Chromium's processes: its guard is left to notice
-        t0, wall0 = time.monotonic(), time.time()
-        _, _, _, truncated, info = env.step(0)
-        assert truncated and info["reconnected"] and time.monotonic() - t0 < 30
-        said = [r for r in caplog.records if "lost the headless Chromium page" in r.getMessage()]
-        assert said and "exited with code -9" in said[0].getMessage(), [r.getMessage() for r in said]
-        assert said[0].created - wall0 < 5  # said at once, before the new one starts
-        assert t.restarts == 1 and t.browser.pid != first
-        assert "the headless Chromium exited" in t.lost_reasons[0]
-        env.reset(seed=1)
-        for _ in range(10):
-            assert not env.step(0)[3]
+        assert second.cpu == sorted(allowed)[-2]
+        assert _cpus_of_browser(second) == {frozenset({second.cpu})}
+        assert unpinned.cpu is None
+        assert _cpus_of_browser(unpinned) == {frozenset(allowed)}
     finally:
-        t.close()
+        second.close()
+        unpinned.close()
+    assert transport.browser.cpu == max(allowed)
+    # Two steps still go through: the pinned page answers.
+    transport.reset([0], "idle")
+    assert transport.step([0]).shape == (1, 30)
+
+
+def test_a_killed_headless_chromium_is_started_anew_and_training_goes_on(
+    shared_transport: WebRTCTransport, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The module's last: its transport goes on with the new Chromium, and it ends with the module."""
+    t = shared_transport
+    caplog.set_level(logging.WARNING)
+    env = FightingEnv(transport=t, reconnect_timeout_s=60)
+    env.reset(seed=0)
+    env.step(0)
+    assert t.browser is not None
+    first = t.browser.pid
+    assert first is not None
+    assert t.restarts == 0 and not t.lost_reasons  # the tests before it lost nothing
+    os.killpg(first, signal.SIGKILL)  # Chromium's processes: its guard is left to notice
+    t0, wall0 = time.monotonic(), time.time()
+    _, _, _, truncated, info = env.step(0)
+    assert truncated and info["reconnected"] and time.monotonic() - t0 < 30
+    said = [r for r in caplog.records if "lost the headless Chromium page" in r.getMessage()]
+    assert said and "exited with code -9" in said[0].getMessage(), [r.getMessage() for r in said]
+    assert said[0].created - wall0 < 5  # said at once, before the new one starts
+    assert t.restarts == 1 and t.browser.pid != first
+    assert "the headless Chromium exited" in t.lost_reasons[0]
+    env.reset(seed=1)
+    for _ in range(10):
+        assert not env.step(0)[3]

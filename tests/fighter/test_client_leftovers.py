@@ -4,13 +4,13 @@ temporary directory left behind (the Python peer and a headless Chromium alike).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,10 @@ from tests.conftest import descendants, require_tool
 from tests.fighter.transport_checks import wait_for
 
 pytestmark = pytest.mark.slow
+
+
+#: A progress line's step.
+STEP = re.compile(r"\bstep (\d+)/1000000\b")
 
 
 def mentions(pid: int, path: Path) -> bool:
@@ -56,7 +60,8 @@ def test_a_stopped_or_killed_run_leaves_no_client_or_temporary_directory(
     tmp = Path(tempfile.mkdtemp(prefix="fw-", dir="/tmp"))  # short: Chromium's socket paths are limited
     process = subprocess.Popen(
         [sys.executable, "-m", "framework", "env=fighter", *transport_args, "env.n_envs=1", "agent=ppo",
-         "total_steps=1000000", "eval.every_steps=0", "tracking=none"],
+         "total_steps=1000000", "eval.every_steps=0", "eval.at_start=false", "log_every_s=0",
+         "tracking=none"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
         env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)},
         start_new_session=True,  # a terminal of its own: Ctrl-C reaches its whole process group
@@ -68,7 +73,8 @@ def test_a_stopped_or_killed_run_leaves_no_client_or_temporary_directory(
     try:
         wait_for(lambda: any("run started" in line for line in lines), 120, "the run's start")
         wait_for(lambda: len(descendants(process.pid)) > 0, 60, "the game client's start")
-        time.sleep(3)  # training
+        # Training over the client: its steps' progress lines (log_every_s=0: one a step).
+        wait_for(lambda: any(int(n) >= 3 for line in lines for n in STEP.findall(line)), 120, "training")
         children = descendants(process.pid)
         if stop == signal.SIGINT:
             os.killpg(process.pid, stop)  # as a terminal sends Ctrl-C

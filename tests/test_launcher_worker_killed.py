@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import start_cli
-from tests.test_launchers import PID_LOG_FORMAT, _ppid
+from tests.test_launchers import PID_LOG_FORMAT, _started_by
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ def test_a_killed_joblib_worker_stops_the_sweep_in_one_line(tmp_path: Path) -> N
             assert p.poll() is None and time.monotonic() < deadline, "no job trained within 120 s"
             time.sleep(0.2)
         worker = int(pids[0])  # a loky worker running a job
-        assert _ppid(worker) == str(p.pid)
+        assert _started_by(p.pid, worker, tmp_path.resolve())  # the sweep's own worker
         os.kill(worker, signal.SIGKILL)
         out = p.communicate(timeout=120)[0]
     finally:

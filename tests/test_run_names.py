@@ -7,9 +7,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from omegaconf import DictConfig
@@ -254,29 +252,6 @@ def test_values_are_written_short(value: str, shown: str) -> None:
     assert short_value(value) == shown
 
 
-def wait_in_page(page: Any, condition: str, timeout: float) -> None:
-    """Wait for the JavaScript `condition` to hold, checked by the page itself ten times a second:
-    one DevTools call per 10 s, where `InspectedPage.wait_for` connects ten times a second (each
-    connection is CPU that the page, loading on a loaded machine, does not get)."""
-    check = (
-        "new Promise(done => { const until = Date.now() + 10000; (function check() {"
-        f" let held = false; try {{ held = Boolean({condition}); }} catch (e) {{}}"
-        " if (held || Date.now() > until) done(held); else setTimeout(check, 100); })(); })"
-    )
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            reply = page._command(
-                "Runtime.evaluate", {"expression": check, "awaitPromise": True, "returnByValue": True}
-            )
-            if reply["result"].get("value"):
-                return
-        except RuntimeError:  # the page's document replaced as it loads: asked again in the new one
-            time.sleep(0.1)
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{condition} stayed false for {timeout} s")
-
-
 @pytest.mark.slow
 def test_in_mlflows_runs_table_at_1400_px_the_names_show_what_tells_them_apart(
     mlflow_server, tmp_path: Path
@@ -309,12 +284,12 @@ def test_in_mlflows_runs_table_at_1400_px_the_names_show_what_tells_them_apart(
     )
     try:
         cells = "document.querySelectorAll('[col-id=\"attributes.`Run Name`\"] a span')"
-        wait_in_page(page, f"{cells}.length >= {len(singles) + 1}", timeout=120)
+        page.wait_in_page(f"{cells}.length >= {len(singles) + 1}", timeout=120)
         page.evaluate(  # the parent opened, as a person would
             'document.querySelector(\'[col-id="attributes.`Run Name`"] button'
             "[data-component-id*=runnamecellrenderer]').click()"
         )
-        wait_in_page(page, f"{cells}.length >= {len(singles) + 1 + len(children)}", timeout=60)
+        page.wait_in_page(f"{cells}.length >= {len(singles) + 1 + len(children)}", timeout=60)
         found = {  # the rows' layout once it stops changing
             text: (need, room)
             for text, need, room in page.steady(

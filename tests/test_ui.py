@@ -358,7 +358,6 @@ def test_ui_opens_the_runs_sorted_by_the_objective_with_the_swept_params_as_colu
     from mlflow.tracking import MlflowClient
 
     from tests.fighter.cdp import InspectedPage
-    from tests.test_run_names import wait_in_page
 
     experiment = _swept_store(tmp_path)  # from the suite's cache, before this test's is set
     monkeypatch.setenv("FRAMEWORK_CACHE_DIR", str(tmp_path / "cache"))
@@ -375,7 +374,7 @@ def test_ui_opens_the_runs_sorted_by_the_objective_with_the_swept_params_as_colu
         page = InspectedPage(address, width=1400, height=900)
         try:
             rows = f"document.querySelectorAll('.ag-center-cols-container .ag-row [col-id=\"{metric}\"]')"
-            wait_in_page(page, f"{rows}.length >= 5", timeout=120)
+            page.wait_in_page(f"{rows}.length >= 5", timeout=120)
             headers = page.steady(
                 "Array.from(document.querySelectorAll('.ag-header-cell')).map(h => h.getAttribute('col-id'))"
             )

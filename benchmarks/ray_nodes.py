@@ -52,7 +52,7 @@ def measure(nodes: int, args: argparse.Namespace, cores: list[int]) -> tuple[flo
                 cluster = Cluster(
                     initialize_head=True,
                     connect=False,
-                    head_node_args={"num_cpus": 2, "_system_config": ray_runtime.SYSTEM_CONFIG},
+                    head_node_args={"num_cpus": 2, "_system_config": dict(ray_runtime.SYSTEM_CONFIG)},
                 )
             else:
                 cluster.add_node(num_cpus=2)

@@ -18,8 +18,9 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from types import MappingProxyType
 from typing import Any
 
 from framework import machine
@@ -264,7 +265,8 @@ def _own_sigterm() -> Iterator[None]:
 #: The Ray settings of a Ray the run starts. Ray starts its workers at nice 15, below every other
 #: process: beside another job (a second run, a test process) a run's actors, which are its work,
 #: then get a few percent of a core, and a restart takes minutes. They compete as the run does.
-SYSTEM_CONFIG = {"worker_niceness": 0}
+#: Read-only: Ray adds its session's spilling directory to the dict it is given, so each Ray gets a copy.
+SYSTEM_CONFIG: Mapping[str, Any] = MappingProxyType({"worker_niceness": 0})
 
 
 def _ray_init_local(ray: Any, *, num_cpus: int | None, num_gpus: int | None) -> Any:
@@ -277,8 +279,8 @@ def _ray_init_local(ray: Any, *, num_cpus: int | None, num_gpus: int | None) -> 
         _node_ip_address=LOCAL_HOST,
         logging_level=logging.WARNING,
         log_to_driver=True,
-        # A copy: ray.init adds its session's spilling directory to the dict it is given, which the
-        # next run's Ray of this process (a sweep's next job) would then spill into, with a warning.
+        # A copy: the next run's Ray of this process (a sweep's next job) would otherwise spill into
+        # this one's session, with a warning.
         _system_config=dict(SYSTEM_CONFIG),
     )
 

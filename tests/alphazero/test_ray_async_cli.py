@@ -238,7 +238,7 @@ def test_self_play_in_ray_workers_one_on_each_node_trains_gates_evaluates_and_lo
     cluster = Cluster(
         initialize_head=True,
         connect=False,
-        head_node_args={"num_cpus": 2, "_system_config": ray_runtime.SYSTEM_CONFIG},
+        head_node_args={"num_cpus": 2, "_system_config": dict(ray_runtime.SYSTEM_CONFIG)},
     )
     session = cluster.head_node.get_session_dir_path()
     try:

@@ -62,7 +62,7 @@ def test_each_node_s_worker_feeds_its_own_node_s_inference_actor() -> None:
     cluster = Cluster(
         initialize_head=True,
         connect=False,
-        head_node_args={"num_cpus": 2, "_system_config": ray_runtime.SYSTEM_CONFIG},
+        head_node_args={"num_cpus": 2, "_system_config": dict(ray_runtime.SYSTEM_CONFIG)},
     )
     session = cluster.head_node.get_session_dir_path()
     try:

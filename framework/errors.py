@@ -27,11 +27,29 @@ class RunFailed(RuntimeError):
         self.summary = summary
 
 
+#: A key's other common names (SB3's, CleanRL's, papers'), which share too few letters to be found close.
+SYNONYMS = {
+    "lr": ("learning_rate",),
+    "learning_rate": ("lr",),
+    "discount": ("gamma",),
+    "discount_factor": ("gamma",),
+    "grad_clip": ("max_grad_norm",),
+    "replay_size": ("buffer_size",),
+    "net_arch": ("hidden_sizes",),
+    "hidden_sizes": ("net_arch",),
+}
+
+
 def closest(value: str, choices: Iterable[str], *, n: int = 1, always: bool = False) -> list[str]:
-    """The `n` choices most like `value` (case aside); with `always`, the nearest even if none is close."""
+    """The `n` choices most like `value` (case aside), its other names first (`lr`: `learning_rate`);
+    with `always`, the nearest even if none is close."""
     options = list(choices)
     by_lower = {o.lower(): o for o in options}
-    found = difflib.get_close_matches(value.lower(), list(by_lower), n=n)
+    named = [s for s in SYNONYMS.get(value.lower(), ()) if s in by_lower]
+    found = named + [
+        f for f in difflib.get_close_matches(value.lower(), list(by_lower), n=n) if f not in named
+    ]
+    found = found[:n]
     if not found and always and options:
         found = difflib.get_close_matches(value.lower(), list(by_lower), n=n, cutoff=0.0)
     return [by_lower[f] for f in found]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields, is_dataclass
 
 from hydra.errors import CompactHydraException, MissingConfigException, OverrideParseException
@@ -14,7 +14,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 from framework import registry
 from framework.config import plugin_sections
-from framework.errors import MOVED, did_you_mean, moved_message, wrong_type
+from framework.errors import MOVED, closest, did_you_mean, moved_message, wrong_type
 
 #: The sweep functions of Hydra's override grammar, each as it is written.
 GRAMMAR = {
@@ -84,10 +84,10 @@ def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | N
         full_key = str(cause.full_key)
         section, _, leaf = full_key.rpartition(".")
         nodes = {k: parent.get(k) for k in keys} if isinstance(parent, DictConfig) and section else {}
-        inside = [  # its section's free mappings (agent.hyperparams), where the key may belong
-            f"{section}.{k}" for k, node in nodes.items()
+        inside = {  # its section's free mappings (agent.hyperparams), where the key may belong
+            f"{section}.{k}": [str(key) for key in node] for k, node in nodes.items()
             if isinstance(node, DictConfig) and _takes_any_key(node, f"{section}.{k}.{leaf}")
-        ]  # fmt: skip
+        }  # fmt: skip
         return _unknown_key(full_key, keys, _takes_any_key(parent, full_key), inside)
     if isinstance(cause, OmegaConfBaseException):
         reason = str(cause.msg or cause).strip().splitlines()[0]
@@ -127,6 +127,16 @@ def _installed_without_config(group: str, option: str) -> str:
     )
 
 
+def _inside_hint(leaf: str, inside: Mapping[str, list[str]]) -> str:
+    """The first free mapping's key like `leaf` (`agent.lr`: agent.hyperparams.learning_rate), else `leaf`
+    added to it, said with the `+` that adds a key (without it the key is refused again)."""
+    for mapping, held in inside.items():
+        if found := closest(leaf, held):
+            return f" Did you mean {mapping}.{found[0]}?"
+        return f" Did you mean +{mapping}.{leaf}=VALUE? The + adds a key to {mapping}."
+    return ""
+
+
 def _first_line(error: BaseException) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
@@ -155,12 +165,14 @@ def _takes_any_key(parent: object, full_key: str) -> bool:
     return False
 
 
-def _unknown_key(full_key: str, keys: list[str], open_section: bool, inside: Sequence[str] = ()) -> str:
+def _unknown_key(
+    full_key: str, keys: list[str], open_section: bool, inside: Mapping[str, list[str]] | None = None
+) -> str:
     """An override of a key the composed config does not have, with the keys it does have (and the
-    mappings of its section that take any key, `inside`)."""
+    mappings of its section that take any key, `inside`, with the keys they hold)."""
     section, _, leaf = full_key.rpartition(".")
     where = f"{section}." if section else ""
-    hint = did_you_mean(leaf, keys, prefix=where) or "".join(f" Did you mean {m}.{leaf}?" for m in inside[:1])
+    hint = did_you_mean(leaf, keys, prefix=where) or _inside_hint(leaf, inside or {})
     if full_key == "hydra.sweeper.direction":  # Hydra's Optuna and Nevergrad sweepers' key
         hint = " The direction a sweep optimises is the objective's: objective.mode=max or min."
     listing = f" Keys of {section or 'the config'}: {', '.join(keys)}." if keys else ""

@@ -64,6 +64,20 @@ def test_a_misspelled_override_of_an_existing_section_names_the_closest_key(cli,
     assert_no_run(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [  # another library's name of a key, and where the key goes: the form that is taken, `+` and all
+        (["agent.lr=3e-4"], "Did you mean agent.learning_rate?"),
+        (["agent=ppo", "agent.lr=3e-4"], "Did you mean agent.hyperparams.learning_rate?"),
+        (["agent=sb3", "agent.lr=3e-4"], "Did you mean +agent.hyperparams.lr=VALUE? The + adds"),
+        (["agent=sb3", "+agent.hyperparams.lr=3e-4"], "Did you mean +agent.hyperparams.learning_rate?"),
+    ],
+)
+def test_a_key_by_another_librarys_name_is_pointed_to_ours(cli, tmp_path: Path, args, hint) -> None:
+    assert_refused(cli(*args), hint)
+    assert_no_run(tmp_path)
+
+
 def test_a_misspelled_policy_argument_names_the_closest(cli, tmp_path: Path) -> None:
     r = cli("agent=ppo", "+agent.policy_kwargs.net_arc=[8]")
     assert_refused(r, "agent.policy_kwargs.net_arc", "Did you mean agent.policy_kwargs.net_arch?")

@@ -10,7 +10,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from framework.errors import ConfigError, check_choice, did_you_mean
+from framework.errors import ConfigError, check_choice, closest, did_you_mean
 
 from .ranges import check_range
 
@@ -70,9 +70,15 @@ def check_hyperparams(
     defaults = {name: p.default for name, p in inspect.signature(algo.__init__).parameters.items()}
     for key, value in hyperparams.items():
         if key not in valid:
+            # A key the config lacks is set with the + that adds it (`+agent.hyperparams.lr` for `lr`).
+            found = closest(key, valid)
+            hint = (
+                f" Did you mean {'+' * (found[0] not in hyperparams)}agent.hyperparams.{found[0]}?"
+                if found
+                else ""
+            )
             raise ConfigError(
-                f"agent.hyperparams.{key} is not a {algo.__name__} hyperparameter."
-                f"{did_you_mean(key, valid, prefix='agent.hyperparams.')} "
+                f"agent.hyperparams.{key} is not a {algo.__name__} hyperparameter.{hint} "
                 f"{algo.__name__} takes: {', '.join(valid)}. (An agent=NAME preset sets its own "
                 f"algorithm's; agent=sb3 agent.algo={algo.__name__} starts from {algo.__name__}'s defaults.)"
             )

@@ -52,7 +52,13 @@ def measure(nodes: int, args: argparse.Namespace, cores: list[int]) -> tuple[flo
                 cluster = Cluster(
                     initialize_head=True,
                     connect=False,
-                    head_node_args={"num_cpus": 2, "_system_config": dict(ray_runtime.SYSTEM_CONFIG)},
+                    # No dashboard: it takes CPU the nodes are measured on, and its module
+                    # processes' forkserver leaves a temp folder behind when the cluster ends.
+                    head_node_args={
+                        "num_cpus": 2,
+                        "include_dashboard": False,
+                        "_system_config": dict(ray_runtime.SYSTEM_CONFIG),
+                    },
                 )
             else:
                 cluster.add_node(num_cpus=2)

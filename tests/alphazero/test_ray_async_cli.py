@@ -238,7 +238,13 @@ def test_self_play_in_ray_workers_one_on_each_node_trains_gates_evaluates_and_lo
     cluster = Cluster(
         initialize_head=True,
         connect=False,
-        head_node_args={"num_cpus": 2, "_system_config": dict(ray_runtime.SYSTEM_CONFIG)},
+        # No dashboard: nothing here needs one, it takes CPU, and the forkserver of its module
+        # processes leaves a temp folder (pymp-*) behind when the cluster ends.
+        head_node_args={
+            "num_cpus": 2,
+            "include_dashboard": False,
+            "_system_config": dict(ray_runtime.SYSTEM_CONFIG),
+        },
     )
     session = cluster.head_node.get_session_dir_path()
     try:

@@ -8,7 +8,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 from framework_plugins.ray_runtime import reaper as ray_reaper
 from framework_plugins.ray_runtime import runtime as ray_runtime
@@ -59,10 +61,18 @@ SCRIPT = textwrap.dedent(
 def test_each_node_s_worker_feeds_its_own_node_s_inference_actor() -> None:
     from ray.cluster_utils import Cluster  # RAY_AUTH_MODE=token: tests/conftest.py
 
+    temp_before = set(Path(tempfile.gettempdir()).glob("pymp-*"))  # multiprocessing's temp folders
+
     cluster = Cluster(
         initialize_head=True,
         connect=False,
-        head_node_args={"num_cpus": 2, "_system_config": dict(ray_runtime.SYSTEM_CONFIG)},
+        # No dashboard: nothing here needs one, it takes CPU, and the forkserver of its module
+        # processes leaves a temp folder (pymp-*) behind when the cluster ends.
+        head_node_args={
+            "num_cpus": 2,
+            "include_dashboard": False,
+            "_system_config": dict(ray_runtime.SYSTEM_CONFIG),
+        },
     )
     session = cluster.head_node.get_session_dir_path()
     try:
@@ -82,6 +92,7 @@ def test_each_node_s_worker_feeds_its_own_node_s_inference_actor() -> None:
     finally:
         cluster.shutdown()
         ray_reaper.remove_session(session)
+    assert set(Path(tempfile.gettempdir()).glob("pymp-*")) <= temp_before  # none left behind
     actors = found["actors"]
     assert {a["node"] for a in actors.values()} == set(found["nodes"])  # one actor a node
     for i, (node, turns) in enumerate(found["joined"]):

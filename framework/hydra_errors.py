@@ -14,7 +14,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 from framework import registry
 from framework.config import plugin_sections
-from framework.errors import MOVED, closest, did_you_mean, moved_message, wrong_type
+from framework.errors import MOVED, SYNONYMS, closest, did_you_mean, moved_message, wrong_type
 
 #: The sweep functions of Hydra's override grammar, each as it is written.
 GRAMMAR = {
@@ -88,6 +88,8 @@ def hydra_message(error: BaseException, commands: Sequence[str] = ()) -> str | N
             f"{section}.{k}": [str(key) for key in node] for k, node in nodes.items()
             if isinstance(node, DictConfig) and _takes_any_key(node, f"{section}.{k}.{leaf}")
         }  # fmt: skip
+        if not section and isinstance(parent, DictConfig):  # a section's key given at the root (`n_envs=4`)
+            inside = {k: [str(key) for key in node] for k, node in _sections(parent, keys)}
         return _unknown_key(full_key, keys, _takes_any_key(parent, full_key), inside)
     if isinstance(cause, OmegaConfBaseException):
         reason = str(cause.msg or cause).strip().splitlines()[0]
@@ -125,6 +127,24 @@ def _installed_without_config(group: str, option: str) -> str:
         f"config file {group}/{option}.yaml selects it: its package's `framework.conf` entry point names "
         "the folder that holds one."
     )
+
+
+def _sections(root: DictConfig, keys: Sequence[str]) -> list[tuple[str, DictConfig]]:
+    """The root's sections but Hydra's, then their mappings (`agent.hyperparams`), each read without
+    resolving anything (a value `???` raises)."""
+    found = [(k, node) for k in keys if k != "hydra" and isinstance(node := root._get_node(k), DictConfig)]
+    inner = [(f"{k}.{sub!s}", node._get_node(str(sub))) for k, node in found for sub in node]
+    return found + [(k, node) for k, node in inner if isinstance(node, DictConfig)]
+
+
+def _in_a_section(leaf: str, sections: Mapping[str, list[str]]) -> str:
+    """A root key that is a section's by its name or another name (`n_envs`: env.n_envs, `lr`:
+    agent.learning_rate), said as that section's; '' where none has it."""
+    for name in (leaf, *SYNONYMS.get(leaf.lower(), ())):
+        for section, held in sections.items():
+            if name in held:
+                return f" Did you mean {section}.{name}?"
+    return ""
 
 
 def _inside_hint(leaf: str, inside: Mapping[str, list[str]]) -> str:
@@ -172,7 +192,10 @@ def _unknown_key(
     mappings of its section that take any key, `inside`, with the keys they hold)."""
     section, _, leaf = full_key.rpartition(".")
     where = f"{section}." if section else ""
-    hint = did_you_mean(leaf, keys, prefix=where) or _inside_hint(leaf, inside or {})
+    hint = (_in_a_section(leaf, inside or {}) if not section else "") or did_you_mean(
+        leaf, keys, prefix=where
+    )
+    hint = hint or (_inside_hint(leaf, inside or {}) if section else "")
     if full_key == "hydra.sweeper.direction":  # Hydra's Optuna and Nevergrad sweepers' key
         hint = " The direction a sweep optimises is the objective's: objective.mode=max or min."
     listing = f" Keys of {section or 'the config'}: {', '.join(keys)}." if keys else ""

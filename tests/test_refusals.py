@@ -71,6 +71,8 @@ def test_a_misspelled_override_of_an_existing_section_names_the_closest_key(cli,
         (["agent=ppo", "agent.lr=3e-4"], "Did you mean agent.hyperparams.learning_rate?"),
         (["agent=sb3", "agent.lr=3e-4"], "Did you mean +agent.hyperparams.lr=VALUE? The + adds"),
         (["agent=sb3", "+agent.hyperparams.lr=3e-4"], "Did you mean +agent.hyperparams.learning_rate?"),
+        (["n_envs=4"], "Did you mean env.n_envs?"),  # a section's key given at the root
+        (["agent=ppo", "lr=1e-3"], "Did you mean agent.hyperparams.learning_rate?"),
     ],
 )
 def test_a_key_by_another_librarys_name_is_pointed_to_ours(cli, tmp_path: Path, args, hint) -> None:

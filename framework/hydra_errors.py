@@ -133,7 +133,7 @@ def _sections(root: DictConfig, keys: Sequence[str]) -> list[tuple[str, DictConf
     """The root's sections but Hydra's, then their mappings (`agent.hyperparams`), each read without
     resolving anything (a value `???` raises)."""
     found = [(k, node) for k in keys if k != "hydra" and isinstance(node := root._get_node(k), DictConfig)]
-    inner = [(f"{k}.{sub!s}", node._get_node(str(sub))) for k, node in found for sub in node]
+    inner = [(f"{k}.{sub}", node._get_node(sub)) for k, node in found for sub in map(str, node)]
     return found + [(k, node) for k, node in inner if isinstance(node, DictConfig)]
 
 
@@ -188,14 +188,14 @@ def _takes_any_key(parent: object, full_key: str) -> bool:
 def _unknown_key(
     full_key: str, keys: list[str], open_section: bool, inside: Mapping[str, list[str]] | None = None
 ) -> str:
-    """An override of a key the composed config does not have, with the keys it does have (and the
-    mappings of its section that take any key, `inside`, with the keys they hold)."""
+    """An override of a key the composed config does not have, with the keys it does have; `inside`:
+    the mappings of its section that take any key, or for a root key the sections, by the keys they hold."""
     section, _, leaf = full_key.rpartition(".")
     where = f"{section}." if section else ""
-    hint = (_in_a_section(leaf, inside or {}) if not section else "") or did_you_mean(
-        leaf, keys, prefix=where
-    )
-    hint = hint or (_inside_hint(leaf, inside or {}) if section else "")
+    if section:  # a close key of its own, else one of the mappings that take any key
+        hint = did_you_mean(leaf, keys, prefix=where) or _inside_hint(leaf, inside or {})
+    else:  # a section's key by its name first (`n_envs`: env.n_envs, not env)
+        hint = _in_a_section(leaf, inside or {}) or did_you_mean(leaf, keys)
     if full_key == "hydra.sweeper.direction":  # Hydra's Optuna and Nevergrad sweepers' key
         hint = " The direction a sweep optimises is the objective's: objective.mode=max or min."
     listing = f" Keys of {section or 'the config'}: {', '.join(keys)}." if keys else ""

@@ -150,11 +150,12 @@ def _in_a_section(leaf: str, sections: Mapping[str, list[str]]) -> str:
 def _inside_hint(leaf: str, inside: Mapping[str, list[str]]) -> str:
     """The first free mapping's key like `leaf` (`agent.lr`: agent.hyperparams.learning_rate), else `leaf`
     added to it, said with the `+` that adds a key (without it the key is refused again)."""
-    for mapping, held in inside.items():
-        if found := closest(leaf, held):
-            return f" Did you mean {mapping}.{found[0]}?"
-        return f" Did you mean +{mapping}.{leaf}=VALUE? The + adds a key to {mapping}."
-    return ""
+    if not inside:
+        return ""
+    mapping, held = next(iter(inside.items()))
+    if found := closest(leaf, held):
+        return f" Did you mean {mapping}.{found[0]}?"
+    return f" Did you mean +{mapping}.{leaf}=VALUE? The + adds a key to {mapping}."
 
 
 def _first_line(error: BaseException) -> str:

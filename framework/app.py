@@ -15,7 +15,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
-from framework import STARTED_AT, commands, config, registry, run_dirs
+from framework import STARTED_AT, commands, composes, config, registry, run_dirs
 from framework.columns import refusal
 from framework.conf_packages import EntryPointSearchPath, register_schemas
 from framework.contracts.sweeper import parent_run_of_this_job, run_name_of_this_job
@@ -94,6 +94,7 @@ def _setup() -> None:
     """Register schemas, resolvers and this project's Hydra plugins, which Hydra's own scan misses in an
     editable install (its path hook lists no modules)."""
     register_schemas()
+    composes.install()
     commands.register_help_resolver()
     run_dirs.register_resolver()
     Plugins.instance().register(EntryPointSearchPath)

@@ -20,6 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from framework import composes
 from framework.contracts import Tracker
 from framework.contracts.tracker import NAME_TAG
 from framework.provenance import flatten
@@ -180,6 +181,9 @@ def preset_of(overrides: Sequence[str]) -> DictConfig | None:
 
     if not changed or not GlobalHydra.instance().is_initialized() or HydraConfig.instance().cfg is None:
         return None
+    known = composes.without_values(changed)  # from the job's own compose, where it can be
+    if known is not None:
+        return known
     kept = [o for o in overrides if o.partition("=")[0].lstrip("+~") not in changed]
     try:
         return GlobalHydra.instance().config_loader().load_sweep_config(HydraConfig.instance().cfg, kept)  # type: ignore[arg-type]

@@ -2,15 +2,16 @@
 command line composes without the values it sets, from what that compose saw (a run's name).
 
 Hydra composes a command line to read `hydra.mode` (`Hydra.get_mode`, as a sweep, so that a sweep's
-values pass), then, with `hydra.mode=RUN` added, to run it. Here the first is composed as the run's,
-and the second is that config with `hydra.mode=RUN` applied as Hydra applies it (or that compose's
-error, where Hydra's own reading of the mode fails too). Elsewhere (`-m`, a config that sets the mode,
-a run's compose refused where a sweep's passes) Hydra composes as it does. Hydra is pinned to 1.3.
+values pass), then, with `hydra.mode=RUN` (`-m`: MULTIRUN) added, to run it. Here the first is
+composed as the second, which is then that config with the mode applied as Hydra applies it (or that
+compose's error, where Hydra's own reading of the mode fails too). Where a config sets the mode, or a
+run's compose is refused where a sweep's passes, Hydra composes as it does. Hydra is pinned to 1.3.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import sys
 from collections.abc import Collection
 from typing import Any
@@ -21,11 +22,15 @@ from hydra.core.override_parser.types import Override
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-AS_RUN = "hydra.mode=RUN"
 #: The run's config (or error) composed for get_mode, by the arguments of the compose it serves.
 _composed: dict[tuple[Any, ...], DictConfig | Exception] = {}
 #: The last compose's value overrides and its config before them (its groups chosen).
 _before_values: dict[str, Any] = {}
+#: The composes made, by their arguments, with what `_before_values` held after each (~160 KiB).
+_made: dict[tuple[Any, ...], tuple[DictConfig, dict[str, Any]]] = {}
+#: The most kept: a sweep's jobs are composed three times each (checked by the sweep's parent, by
+#: Hydra's sweeper, and as each starts), the first two before its first job starts.
+MOST_MADE = 128
 _load = ConfigLoaderImpl.load_configuration
 _apply = ConfigLoaderImpl._apply_overrides_to_config
 
@@ -44,21 +49,22 @@ def _load_configuration(
     from_shell: bool = True,
     validate_sweep_overrides: bool = True,
 ) -> DictConfig:
-    key = (id(self), config_name, tuple(overrides), from_shell)
-    ready = _composed.pop(key, None) if run_mode == RunMode.RUN and validate_sweep_overrides else None
+    key = (id(self), config_name, tuple(overrides), from_shell, run_mode)
+    ready = _composed.pop(key, None) if validate_sweep_overrides else None
     _composed.clear()
     if isinstance(ready, Exception):
         raise ready
     if ready is not None:
-        _apply(OverridesParser.create().parse_overrides([AS_RUN]), ready)
-        ready.hydra.overrides.hydra.append(AS_RUN)
+        _apply(OverridesParser.create().parse_overrides(overrides[-1:]), ready)
+        ready.hydra.overrides.hydra.append(overrides[-1])
         return ready
-    sweep = {"-m", "--multirun"} & set(sys.argv[1:])
-    if run_mode != RunMode.MULTIRUN or validate_sweep_overrides or sweep:
+    if run_mode != RunMode.MULTIRUN or validate_sweep_overrides:
         return _compose(self, config_name, overrides, run_mode, from_shell, validate_sweep_overrides)
-    served = (id(self), config_name, (*overrides, AS_RUN), from_shell)
-    try:  # get_mode's
-        cfg = _compose(self, config_name, overrides, RunMode.RUN, from_shell, True)
+    # get_mode's: composed as the command's run or sweep, which Hydra then composes with its mode added
+    mode = RunMode.MULTIRUN if {"-m", "--multirun"} & set(sys.argv[1:]) else RunMode.RUN
+    served = (id(self), config_name, (*overrides, f"hydra.mode={mode.name}"), from_shell, mode)
+    try:
+        cfg = _compose(self, config_name, overrides, mode, from_shell, True)
     except Exception as e:
         refused = e
     else:
@@ -70,7 +76,7 @@ def _load_configuration(
     except Exception:
         _composed[served] = refused
         raise
-    if cfg.hydra.mode is None:  # a run, which the same compose refuses
+    if cfg.hydra.mode is None:  # Hydra adds the mode, and the same compose refuses it then
         _composed[served] = refused
     return cfg
 
@@ -78,10 +84,20 @@ def _load_configuration(
 def _compose(
     self: ConfigLoaderImpl, name: str | None, overrides: list[str], mode: RunMode, shell: bool, validate: bool
 ) -> DictConfig:
-    """Hydra's compose, its values and the config before them kept with its task overrides."""
+    """Hydra's compose (a copy of the same one's, where it was made here), its values and the config
+    before them kept with its task overrides."""
+    key = (id(self), name, tuple(overrides), mode, shell, validate, os.getcwd())
     _before_values.clear()
+    made, before = _made.pop(key, (None, {}))
+    if made is not None and all(os.environ.get(k) == v for k, v in made.hydra.job.env_set.items()):
+        _made[key] = made, before  # the newest
+        _before_values.update(before)
+        return copy.deepcopy(made)
     cfg = _load(self, name, overrides, mode, shell, validate)
     _before_values["task"] = list(cfg.hydra.overrides.task)
+    _made[key] = copy.deepcopy(cfg), dict(_before_values)
+    while len(_made) > MOST_MADE:
+        del _made[next(iter(_made))]
     return cfg
 
 

@@ -23,8 +23,9 @@ from framework.hydra_errors import hydra_message
 #: The Ray launcher's Hydra target (hydra-ray-launcher).
 RAY_LAUNCHER = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
 
-#: Jobs a sweep's start composes at most (some tens of milliseconds each); a grid past it is
-#: checked for its first ones, the rest by each job as it starts.
+#: Jobs a sweep's start composes at most (~0.25 CPU-s each; the newest 128 are kept for Hydra's own
+#: composes of those jobs, framework/composes.py); a grid past it is checked for its first ones, the
+#: rest by each job as it starts.
 MOST_JOBS = 1000
 #: Points of a sampled sweep's space checked at most, before its study starts.
 SAMPLED_JOBS = 4

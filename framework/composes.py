@@ -22,12 +22,14 @@ from hydra.core.override_parser.types import Override
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-#: The run's config (or error) composed for get_mode, by the arguments of the compose it serves.
+#: The run's config (or error) composed for get_mode, by its loader and the arguments of the compose
+#: it serves.
 _composed: dict[tuple[Any, ...], DictConfig | Exception] = {}
 #: The last compose's value overrides and its config before them (its groups chosen).
 _before_values: dict[str, Any] = {}
-#: The composes made, by their arguments, with what `_before_values` held after each (~160 KiB).
-_made: dict[tuple[Any, ...], tuple[DictConfig, dict[str, Any]]] = {}
+#: A loader's attribute: the composes it made, by their arguments, with what `_before_values` held
+#: after each (~160 KiB each).
+MADE = "framework_made"
 #: The most kept: a sweep's jobs are composed three times each (checked by the sweep's parent, by
 #: Hydra's sweeper, and as each starts), the first two before its first job starts.
 MOST_MADE = 128
@@ -49,7 +51,7 @@ def _load_configuration(
     from_shell: bool = True,
     validate_sweep_overrides: bool = True,
 ) -> DictConfig:
-    key = (id(self), config_name, tuple(overrides), from_shell, run_mode)
+    key = (self, config_name, tuple(overrides), from_shell, run_mode)
     ready = _composed.pop(key, None) if validate_sweep_overrides else None
     _composed.clear()
     if isinstance(ready, Exception):
@@ -62,7 +64,7 @@ def _load_configuration(
         return _compose(self, config_name, overrides, run_mode, from_shell, validate_sweep_overrides)
     # get_mode's: composed as the command's run or sweep, which Hydra then composes with its mode added
     mode = RunMode.MULTIRUN if {"-m", "--multirun"} & set(sys.argv[1:]) else RunMode.RUN
-    served = (id(self), config_name, (*overrides, f"hydra.mode={mode.name}"), from_shell, mode)
+    served = (self, config_name, (*overrides, f"hydra.mode={mode.name}"), from_shell, mode)
     try:
         cfg = _compose(self, config_name, overrides, mode, from_shell, True)
     except Exception as e:
@@ -86,18 +88,19 @@ def _compose(
 ) -> DictConfig:
     """Hydra's compose (a copy of the same one's, where it was made here), its values and the config
     before them kept with its task overrides."""
-    key = (id(self), name, tuple(overrides), mode, shell, validate, os.getcwd())
+    key = (name, tuple(overrides), mode, shell, validate, os.getcwd())
+    made_here: dict[tuple[Any, ...], tuple[DictConfig, dict[str, Any]]] = self.__dict__.setdefault(MADE, {})
     _before_values.clear()
-    made, before = _made.pop(key, (None, {}))
+    made, before = made_here.pop(key, (None, {}))
     if made is not None and all(os.environ.get(k) == v for k, v in made.hydra.job.env_set.items()):
-        _made[key] = made, before  # the newest
+        made_here[key] = made, before  # the newest
         _before_values.update(before)
         return copy.deepcopy(made)
     cfg = _load(self, name, overrides, mode, shell, validate)
     _before_values["task"] = list(cfg.hydra.overrides.task)
-    _made[key] = copy.deepcopy(cfg), dict(_before_values)
-    while len(_made) > MOST_MADE:
-        del _made[next(iter(_made))]
+    made_here[key] = copy.deepcopy(cfg), dict(_before_values)
+    while len(made_here) > MOST_MADE:
+        del made_here[next(iter(made_here))]
     return cfg
 
 

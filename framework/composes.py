@@ -20,7 +20,7 @@ from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 #: The run's config (or error) composed for get_mode, by its loader and the arguments of the compose
 #: it serves.
@@ -91,13 +91,15 @@ def _compose(
     key = (name, tuple(overrides), mode, shell, validate, os.getcwd())
     made_here: dict[tuple[Any, ...], tuple[DictConfig, dict[str, Any]]] = self.__dict__.setdefault(MADE, {})
     _before_values.clear()
-    made, before = made_here.pop(key, (None, {}))
-    if made is not None and all(os.environ.get(k) == v for k, v in made.hydra.job.env_set.items()):
-        made_here[key] = made, before  # the newest
-        _before_values.update(before)
-        return copy.deepcopy(made)
+    if key in made_here:
+        made, before = made_here.pop(key)
+        copied = _plain(made.hydra.job.env_set)  # hydra.job.env_copy's, as they were then
+        if copied == {k: os.environ.get(k) for k in copied}:
+            made_here[key] = made, before  # the newest
+            _before_values.update(before)
+            return copy.deepcopy(made)
     cfg = _load(self, name, overrides, mode, shell, validate)
-    _before_values["task"] = list(cfg.hydra.overrides.task)
+    _before_values["task"] = _plain(cfg.hydra.overrides.task)
     made_here[key] = copy.deepcopy(cfg), dict(_before_values)
     while len(made_here) > MOST_MADE:
         del made_here[next(iter(made_here))]
@@ -109,12 +111,19 @@ def _apply_values(overrides: list[Override], cfg: DictConfig) -> None:
     _apply(overrides, cfg)
 
 
+def _plain(node: Any) -> Any:
+    """A node's values as given (`${oc.env:X}` unresolved: an unset one is refused by the run)."""
+    return OmegaConf.to_container(node, resolve=False)
+
+
 def without_values(keys: Collection[str]) -> DictConfig | None:
     """The running job's config as its command line composes it without its values for `keys`; None
     where one of them is not a value there (a group's choice) or the job's compose is not known."""
     from hydra.core.hydra_config import HydraConfig
 
-    if not HydraConfig.initialized() or _before_values.get("task") != list(HydraConfig.get().overrides.task):
+    if not HydraConfig.initialized():
+        return None
+    if _before_values.get("task") != _plain(HydraConfig.get().overrides.task):
         return None
     overrides: list[Override] = _before_values["overrides"]
     if not set(keys) <= {o.key_or_group for o in overrides}:

@@ -96,6 +96,7 @@ def test_a_run_composes_once_what_hydras_three_composes_gave(args: list[str], tm
     [
         ["seed=1,2"],  # a sweep's values without -m
         ["hydra.mode=MULTIRUN", "seed=1,2", "agent.gamma=0.9"],
+        ["-m", "seed=1,2", "agent.gamma=0.9"],
         ["agent.lr=1"],
     ],
 )

@@ -38,7 +38,7 @@ _apply = ConfigLoaderImpl._apply_overrides_to_config
 
 
 def install() -> None:
-    """Hydra's config loader composes as this module says (once per process)."""
+    """Hydra's config loader composes as this module says (again: the same, the originals kept)."""
     ConfigLoaderImpl.load_configuration = _load_configuration  # type: ignore[method-assign]
     ConfigLoaderImpl._apply_overrides_to_config = staticmethod(_apply_values)  # type: ignore[method-assign]
 

@@ -20,7 +20,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from framework.contracts import SweepSummarySpec
-from framework_plugins.trackers.ui import server_env, stop_server
+from framework_plugins.trackers.local_views import stop_server
+from framework_plugins.trackers.ui import server_env
 from plugins.trackers import local_views
 from plugins.trackers.mlflow_session import MlflowSession
 from plugins.trackers.summary_page import UI_ADDRESS

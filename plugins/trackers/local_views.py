@@ -248,6 +248,32 @@ def start_server(uri: str, port: int, log_path: Path, env: dict[str, str]) -> su
         )
 
 
+def stop_server(server: subprocess.Popen[bytes], grace_s: float = 10) -> None:
+    """The server and its workers (its own process group): SIGTERM, SIGKILL after `grace_s`; returns
+    once none is left (`mlflow ui` may exit before the uvicorn it started has)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if server.poll() is not None and not _group_runs(server.pid):
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(server.pid, sig)
+        deadline = time.monotonic() + grace_s
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(timeout=grace_s)
+        while time.monotonic() < deadline and _group_runs(server.pid):
+            time.sleep(0.05)
+
+
+def _group_runs(group: int) -> bool:
+    """Whether a process of process group `group` runs (one that has exited but is not reaped does
+    not); False where there is no /proc to say."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == group and fields[0] != "Z":
+                return True
+    return False
+
+
 def _dies_with_its_parent() -> None:
     """In the child before it runs: SIGTERM to it when its parent dies (prctl PR_SET_PDEATHSIG)."""
     with contextlib.suppress(OSError, AttributeError):

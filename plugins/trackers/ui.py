@@ -189,7 +189,7 @@ def _serve(
         if server is not None:
             with contextlib.suppress(OSError):
                 record.unlink()
-            stop_server(server)
+            local_views.stop_server(server)
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -367,20 +367,6 @@ def _wait_until_it_answers(address: str, server: subprocess.Popen[bytes]) -> boo
             return True
         time.sleep(0.25)
     return False
-
-
-def stop_server(server: subprocess.Popen[bytes], grace_s: float = 10) -> None:
-    """The server and its workers (its own process group): SIGTERM, SIGKILL after `grace_s`."""
-    if server.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(server.pid, signal.SIGTERM)
-    try:
-        server.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGKILL)
-        server.wait(timeout=10)
 
 
 def _free_port() -> int:

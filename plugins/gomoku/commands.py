@@ -9,13 +9,12 @@ searches (`search.num_simulations=800`), its device, threads or seed.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from framework import __version__
 from framework.columns import refuse
@@ -72,8 +71,8 @@ def gomocup(argv: list[str]) -> int:
     if player is None:
         return 1
     try:
-        from .brain_io import ReadAhead
-        from .gomocup import GomocupBrain
+        from .brain_io import ReadAhead, input_lines
+        from .gomocup import MAX_LINE, GomocupBrain
         from .rules import Gomoku
 
         game = player.game
@@ -88,8 +87,9 @@ def gomocup(argv: list[str]) -> int:
             out=protocol,
         )
         brain.warm_up()
-        # unbuffered: a buffered stdin's lock, held by the thread reading it, stops the interpreter's exit
-        reader = ReadAhead(_lines(io.FileIO(sys.stdin.fileno(), closefd=False)))
+        # os.read on the descriptor: a buffered stdin's lock, held by the thread reading it, stops the
+        # interpreter's exit
+        reader = ReadAhead(input_lines(sys.stdin.fileno(), MAX_LINE))
         brain.input_gone = reader.gone
         brain.serve(reader)
         return 0
@@ -236,24 +236,6 @@ def _about(player: Any) -> dict[str, str]:
         "description": f"{game.board_size}x{game.board_size} {game.n_in_row} in a row, "
         f"step {player.step} of {player.label}",
     }
-
-
-def _lines(stream: BinaryIO) -> Any:
-    """Lines as they come (a manager waits for each answer before its next command), decoded whatever
-    their bytes (one that is not UTF-8 becomes U+FFFD); a line longer than MAX_LINE bytes is cut there
-    (the brain answers it ERROR, its rest is skipped)."""
-    from framework_plugins.gomoku.gomocup import MAX_LINE
-
-    while True:
-        line = stream.readline(MAX_LINE + 1)
-        if not line:
-            return
-        if len(line) > MAX_LINE and not line.endswith(b"\n"):
-            while True:  # the rest of the overlong line
-                rest = stream.readline(MAX_LINE)
-                if not rest or rest.endswith(b"\n"):
-                    break
-        yield line.decode("utf-8", errors="replace")
 
 
 def _has_display() -> bool:

@@ -22,7 +22,16 @@ def wheel_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
         REPO,
         source,
         ignore=shutil.ignore_patterns(
-            ".git", "outputs", "multirun", "build", "*.egg-info", "__pycache__", "mlruns"
+            ".git",
+            "outputs",
+            "multirun",
+            "build",
+            "*.egg-info",
+            "__pycache__",
+            "mlruns",
+            # A virtual environment in the checkout (the README's), the PeerJS server's npm packages.
+            ".venv",
+            "node_modules",
         ),
     )
     target = tmp_path_factory.mktemp("site")

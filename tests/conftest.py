@@ -285,10 +285,15 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
     """A command line a test started and left running (it failed before it ended it) is killed once
     the test's fixtures are done, so that it and its local Ray do not run through the next tests
     (killed outright, a run's reaper still ends its Ray); after the last test that asks for the
-    tests' Ray, that Ray ends."""
+    tests' Ray, that Ray ends. One torch thread again after a test that loaded a player or ran a
+    run in this process (each sets torch's threads for its process): the tests after it trained on
+    two threads spinning against the other test process, 3 CPU-s becoming 13."""
     try:
         return (yield)
     finally:
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.get_num_threads() != 1:
+            torch.set_num_threads(1)
         if "ray_session" in getattr(item, "fixturenames", ()):
             _ray_tests_left[0] -= 1
             if _ray_tests_left[0] == 0 and _ray_end:

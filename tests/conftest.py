@@ -20,11 +20,15 @@ from typing import Any
 
 import pytest
 
+from framework.machine import short_openmp_spin
 from tests.zygote_client import ZYGOTE, ForkedCli, shell_env
 
 # Ray's token authentication (its default) spelled out before any test imports Ray: a cluster of
 # several nodes (ray.cluster_utils.Cluster) needs it said, and Ray reads it when it is imported.
 os.environ.setdefault("RAY_AUTH_MODE", "token")
+# libgomp's workers (numba's parallel kernels, torch's) in the test processes spin briefly before they
+# sleep, as a run's do (framework.machine): set before either library loads.
+short_openmp_spin()
 
 REPO = Path(__file__).resolve().parents[1]
 

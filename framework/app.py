@@ -21,7 +21,13 @@ from framework.conf_packages import EntryPointSearchPath, register_schemas
 from framework.contracts.sweeper import parent_run_of_this_job, run_name_of_this_job
 from framework.errors import ConfigError, ExplainedError, JobFailed, RunFailed
 from framework.hydra_errors import hydra_message
-from framework.interrupts import EXIT_KILLED, JOB_INTERRUPTED, STOP_ASKED, forget_caught_interrupt
+from framework.interrupts import (
+    EXIT_KILLED,
+    JOB_INTERRUPTED,
+    STOP_ASKED,
+    forget_caught_interrupt,
+    remember_ctrl_c,
+)
 from framework.summary import say
 
 # A launcher's worker resolves its job's directory too, having imported nothing but this module.
@@ -152,6 +158,7 @@ def _main() -> None:
                 "--experimental-rerun is not supported: resume=RUN_DIR continues a run, and a run "
                 "directory's .hydra/overrides.yaml holds the overrides that run it again"
             )
+        remember_ctrl_c()
         _setup()
         sys.argv[1:] = resumed_overrides(sys.argv[1:])
         hydra.main(version_base="1.3", config_path=None, config_name="config")(task)()

@@ -22,6 +22,23 @@ JOB_INTERRUPTED = threading.Event()
 STOP_ASKED = threading.Event()
 #: What a first Ctrl-C does to the run going on in this process (one at most; a list for the handover).
 _first_stops: list[Callable[[], None]] = []
+#: A Ctrl-C this process took before a run's own handling of it (`remember_ctrl_c`): its interrupt may
+#: have been lost (one that landed as Hydra wrote a sweep job's config.yaml was, and the job trained on),
+#: so a run that starts after it stops as the interrupt would have stopped it.
+CTRL_C = threading.Event()
+
+
+def remember_ctrl_c() -> None:
+    """Ctrl-C interrupts as Python's own handler does, and is remembered (CTRL_C); where it is ignored
+    (a background job's), it stays so."""
+    main = threading.current_thread() is threading.main_thread()
+    if main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _remembered)
+
+
+def _remembered(signum: int, frame: Any) -> None:
+    CTRL_C.set()
+    raise KeyboardInterrupt
 
 
 def forget_caught_interrupt() -> None:
@@ -113,7 +130,7 @@ def stop_on_sigint(
 
     previous = signal.signal(signal.SIGINT, handler)
     _first_stops.append(first_stop)
-    if STOP_ASKED.is_set():
+    if STOP_ASKED.is_set() or CTRL_C.is_set():
         first_stop()
     try:
         yield

@@ -36,6 +36,7 @@ from framework.contracts.sweeper import PRUNED_STATUS
 from framework.contracts.tracker import NAME_TAG
 from framework.errors import ConfigError, ExplainedError, RunFailed
 from framework.interrupts import (
+    CTRL_C,
     EXIT_KILLED,
     STOP_ASKED,
     exit_at_the_next_signal,
@@ -85,6 +86,8 @@ def run(
     with sigterm_as_interrupt(stop):
         try:
             plan = _prepare(cfg, tracker, overrides, run_dir)
+            if CTRL_C.is_set():  # a Ctrl-C taken before, whose interrupt something lost: it stops here
+                raise KeyboardInterrupt
             if STOP_ASKED.is_set():  # its sweep began stopping as it started: nothing was tracked
                 raise RunKilled(EXIT_KILLED)
             # A run directory is its run's alone, for as long as it runs; a resumed run's first one too.

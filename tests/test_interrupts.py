@@ -67,3 +67,29 @@ def test_sigterm_outside_training_or_after_a_ctrl_c_stops_the_run_at_once() -> N
         interrupts.ask_to_stop()
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_ctrl_c_whose_interrupt_was_lost_stops_the_run_that_starts_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Ctrl-C that landed as Hydra wrote a sweep job's config.yaml was lost, and the job trained on:
+    the Ctrl-C is remembered, and the run's own handling, once it begins, stops the run."""
+    monkeypatch.setattr(interrupts, "CTRL_C", threading.Event())
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    lost = []
+    try:
+        interrupts.remember_ctrl_c()
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # delivered before kill returns, taken at once
+        except KeyboardInterrupt:  # lost, as by code that catches what it should not
+            lost.append(1)
+        assert lost == [1] and interrupts.CTRL_C.is_set()
+        stop = threading.Event()
+        with interrupts.stop_on_sigint(stop, "stopping"):
+            assert stop.is_set()
+        # Where Ctrl-C is ignored (a background job), it stays ignored.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        interrupts.remember_ctrl_c()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)

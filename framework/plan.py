@@ -1,16 +1,18 @@
-"""A run's plan: config checked and plugins built before anything starts (by a run, and a sweep per job)."""
+"""A run's plan: config checked and plugins built before anything starts (by a run, and a sweep per
+job); the name it is tracked by."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from omegaconf import DictConfig, OmegaConf
 
 from framework import config
-from framework.building import added_plugins, build_plugin
+from framework.building import added_plugins, build_plugin, untracked
 from framework.checkpoint import AGENT_DIR, CONFIG_FILE
-from framework.contracts import Agent, Buffer, CheckedAgent, EnvPlugin, SpacesEnvPlugin
+from framework.contracts import Agent, Buffer, CheckedAgent, EnvPlugin, SpacesEnvPlugin, Tracker
 from framework.errors import ConfigError
 from framework.resume import ResumePoint
 
@@ -93,6 +95,24 @@ def check_plan(plan: Plan) -> None:
                 f"resume={cfg.resume!r}: the checkpoint {resume.checkpoint} cannot be loaded{changed}: "
                 f"{reason}{hint}"
             ) from e
+
+
+def run_name_of(plan: Plan, tracker: Tracker, overrides: Sequence[str], given: str | None) -> str:
+    """The run's name, its tracker's (`Tracker.name_run`): a name given stays, a resumed run keeps its own."""
+    if plan.resume is None:
+        return given or tracker.name_run(
+            plan.cfg, plan.env_name, config.named_overrides(plan.cfg, overrides), resumes=None
+        )
+    first: list[str] = []  # the overrides its first part was named by, where its directory has them
+    if plan.resume.source is not None:
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            first = [str(o) for o in OmegaConf.load(plan.resume.source / ".hydra" / "overrides.yaml")]
+    # A tracked run keeps its own name (its sweep's, say), bar a budget this resume changes.
+    named = config.named_overrides(plan.cfg, first) if first and untracked(tracker) else []
+    if plan.resume.began_with not in (0, int(plan.cfg.total_steps)):  # a name shows its new budget
+        named = [o for o in named if not o.startswith("total_steps=")]
+        named.append(f"total_steps={int(plan.cfg.total_steps)}")
+    return tracker.name_run(plan.cfg, plan.env_name, named, resumes=plan.resume.run_id or "")
 
 
 def _check_same_spaces(plan: Plan, resume: ResumePoint) -> None:

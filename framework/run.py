@@ -44,7 +44,7 @@ from framework.interrupts import (
     sigterm_as_interrupt,
     stop_on_sigint,
 )
-from framework.plan import Plan, built, check_plan
+from framework.plan import Plan, built, check_plan, run_name_of
 from framework.progress import ProgressDisplay
 from framework.provenance import flatten, resume_tags, run_tags
 from framework.resume import own_tracking, resume_point
@@ -131,7 +131,7 @@ def _execute(
     stop: threading.Event,
 ) -> dict[str, float]:
     cfg, resume = plan.cfg, plan.resume
-    name = _run_name(plan, tracker, overrides, run_name)
+    name = run_name_of(plan, tracker, overrides, run_name)
     ctx = _context(plan, tracker, run_dir, stop)
     if isinstance(plan.env, RunWatchingEnvPlugin):  # its envs show the run's steps and how it ended
         plan.env.watch_run(ctx.stop, start_step=0 if resume is None else resume.step)
@@ -326,24 +326,6 @@ def _parts(plan: Plan, stop: threading.Event) -> dict[str, RunPart]:
         )
         for name, plugin in plan.parts.items()
     }
-
-
-def _run_name(plan: Plan, tracker: Tracker, overrides: Sequence[str], given: str | None) -> str:
-    """The run's name, its tracker's (`Tracker.name_run`): a name given stays, a resumed run keeps its own."""
-    if plan.resume is None:
-        return given or tracker.name_run(
-            plan.cfg, plan.env_name, config.named_overrides(plan.cfg, overrides), resumes=None
-        )
-    first: list[str] = []  # the overrides its first part was named by, where its directory has them
-    if plan.resume.source is not None:
-        with contextlib.suppress(OSError, ValueError, TypeError):
-            first = [str(o) for o in OmegaConf.load(plan.resume.source / ".hydra" / "overrides.yaml")]
-    # A tracked run keeps its own name (its sweep's, say), bar a budget this resume changes.
-    named = config.named_overrides(plan.cfg, first) if first and untracked(tracker) else []
-    if plan.resume.began_with not in (0, int(plan.cfg.total_steps)):  # a name shows its new budget
-        named = [o for o in named if not o.startswith("total_steps=")]
-        named.append(f"total_steps={int(plan.cfg.total_steps)}")
-    return tracker.name_run(plan.cfg, plan.env_name, named, resumes=plan.resume.run_id or "")
 
 
 def _tracking(cfg: DictConfig) -> str:

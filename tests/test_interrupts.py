@@ -1,14 +1,20 @@
-"""A stop asked of a run from another thread (its sweep stopping) is its first Ctrl-C, once."""
+"""A stop asked of a run from another thread (its sweep stopping) is its first Ctrl-C, once; an interrupt
+that leaves a string exec still ends the process with 130."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
 from framework import interrupts
+from tests.conftest import FAST
+from tests.test_lifecycle import only_run, store
 
 
 @pytest.fixture(autouse=True)
@@ -93,3 +99,63 @@ def test_a_ctrl_c_whose_interrupt_was_lost_stops_the_run_that_starts_after_it(
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+# `python -m` this module: the default experiment, its agent's training or the run's preparation
+# ended by a KeyboardInterrupt that leaves a string exec (as a signal landing while dataclasses
+# build their methods during an import does).
+INTERRUPTED_IN_STRING_EXEC = """
+import sys
+
+import framework.run
+from framework.__main__ import main
+
+
+def interrupted(*args, **kwargs):
+    exec("raise KeyboardInterrupt", {})
+
+
+where = sys.argv.pop(1)
+if where == "learn":  # imported here only: the others stop before the run would import torch
+    from framework_plugins.dqn.agent import DQNAgent
+
+    DQNAgent.learn = interrupted
+elif where == "sweep":  # a sweep stopped before its parent run is opened (its study made, say)
+    from framework_plugins.sweeps.parent import SweepParentRun
+
+    SweepParentRun.on_multirun_start = interrupted
+    sys.argv[1:1] = ["-m", "seed=1,2"]
+else:
+    framework.run._seed_everything = interrupted
+main()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["learn", "prepare", "sweep"])
+def test_an_interrupt_that_leaves_a_string_exec_still_exits_130(tmp_path: Path, where: str) -> None:
+    """CPython marks such an interrupt unhandled even once caught, and under `python -m` would end the
+    process by SIGINT (-2) instead of 130: a SIGTERM sent while torch imported did that."""
+    (tmp_path / "interrupted_run.py").write_text(INTERRUPTED_IN_STRING_EXEC)
+    r = subprocess.run(
+        [sys.executable, "-m", "interrupted_run", where, *FAST],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 130, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    if where == "learn":
+        assert "Run KILLED at step 0" in r.stdout
+        assert only_run(store(tmp_path)).info.status == "KILLED"
+    else:  # before the run existed: one line, nothing tracked
+        said = (
+            "Sweep stopped before its first run started"
+            if where == "sweep"
+            else "Stopped before the run started"
+        )
+        assert r.stderr.strip().splitlines()[-1] == f"{said}: nothing was tracked."
+        if (tmp_path / "mlflow.db").exists():
+            client = store(tmp_path)
+            assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
+        # Nor a run directory holding only Hydra's files and an empty log.
+        assert not (tmp_path / "outputs").exists(), sorted(map(str, (tmp_path / "outputs").rglob("*")))
+        assert not (tmp_path / "multirun").exists(), sorted(map(str, (tmp_path / "multirun").rglob("*")))

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -299,65 +297,6 @@ def test_resuming_an_older_directory_of_a_run_that_went_on_is_refused_with_its_l
     said = " ".join(r.stderr.split())
     assert f"the run went on in {tmp_path / 'outputs/c'}, which holds its checkpoints now" in said, said
     assert f"continue it with resume={tmp_path / 'outputs/c'}" in said
-
-
-# `python -m` this module: the default experiment, its agent's training or the run's preparation
-# ended by a KeyboardInterrupt that leaves a string exec (as a signal landing while dataclasses
-# build their methods during an import does).
-INTERRUPTED_IN_STRING_EXEC = """
-import sys
-
-import framework.run
-from framework.__main__ import main
-
-
-def interrupted(*args, **kwargs):
-    exec("raise KeyboardInterrupt", {})
-
-
-where = sys.argv.pop(1)
-if where == "learn":  # imported here only: the others stop before the run would import torch
-    from framework_plugins.dqn.agent import DQNAgent
-
-    DQNAgent.learn = interrupted
-elif where == "sweep":  # a sweep stopped before its parent run is opened (its study made, say)
-    from framework_plugins.sweeps.parent import SweepParentRun
-
-    SweepParentRun.on_multirun_start = interrupted
-    sys.argv[1:1] = ["-m", "seed=1,2"]
-else:
-    framework.run._seed_everything = interrupted
-main()
-"""
-
-
-@pytest.mark.parametrize("where", ["learn", "prepare", "sweep"])
-def test_an_interrupt_that_leaves_a_string_exec_still_exits_130(tmp_path: Path, where: str) -> None:
-    """CPython marks such an interrupt unhandled even once caught, and under `python -m` would end the
-    process by SIGINT (-2) instead of 130: a SIGTERM sent while torch imported did that."""
-    (tmp_path / "interrupted_run.py").write_text(INTERRUPTED_IN_STRING_EXEC)
-    r = subprocess.run(
-        [sys.executable, "-m", "interrupted_run", where, *FAST],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert r.returncode == 130, r.stdout[-2000:] + r.stderr[-3000:]
-    assert "Traceback" not in r.stderr, r.stderr[-3000:]
-    if where == "learn":
-        assert "Run KILLED at step 0" in r.stdout
-        assert only_run(store(tmp_path)).info.status == "KILLED"
-    else:  # before the run existed: one line, nothing tracked
-        said = (
-            "Sweep stopped before its first run started"
-            if where == "sweep"
-            else "Stopped before the run started"
-        )
-        assert r.stderr.strip().splitlines()[-1] == f"{said}: nothing was tracked."
-        if (tmp_path / "mlflow.db").exists():
-            client = store(tmp_path)
-            assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
-        # Nor a run directory holding only Hydra's files and an empty log.
-        assert not (tmp_path / "outputs").exists(), sorted(map(str, (tmp_path / "outputs").rglob("*")))
-        assert not (tmp_path / "multirun").exists(), sorted(map(str, (tmp_path / "multirun").rglob("*")))
 
 
 def test_a_sweeps_run_resumed_keeps_its_name_and_its_parent_says_to_resume_one_of_its_runs(

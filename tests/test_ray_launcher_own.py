@@ -1,6 +1,6 @@
 """A sweep through the Ray launcher that starts its own Ray leaves no session directory behind (Ray
 leaves one in its temp folder at every start: a sweep a day filled /tmp/ray); one that joins a Ray
-leaves that Ray's alone (tests/test_launchers.py)."""
+leaves that Ray's alone (tests/test_ray_launcher.py)."""
 
 from __future__ import annotations
 

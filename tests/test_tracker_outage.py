@@ -5,25 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import queue
 import re
 import shlex
 import signal
-import subprocess
-import sys
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from framework_plugins.trackers.mlflow_session import MlflowSession
-from framework_plugins.trackers.ui import server_env
-from tests.conftest import _health, free_port, run_cli, start_cli
+from tests.conftest import run_cli, start_cli
+from tests.restartable_server import Output, RestartableServer
 
 # One worker runs them all, so that they share the module's server.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tracker-outage")]
@@ -47,56 +41,6 @@ RUN_ID = re.compile(r"^\s*run\s+.+ \(([0-9a-f]{32})\)$", re.MULTILINE)
 RUN_DIR = re.compile(r"^\s*run dir\s+(\S.*)$", re.MULTILINE)
 
 
-class RestartableServer:
-    """`mlflow server` on 127.0.0.1 (as tests/conftest.py's fixture starts it) that a test kills
-    outright and starts again on the same port with the same backend store and artifacts."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.port = free_port()
-        self.uri = f"http://127.0.0.1:{self.port}"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout_s: float = 180.0) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / "server.log", "ab") as log:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
-                    "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
-                    "--artifacts-destination", str(self.root / "artifacts"), "--workers", "1",
-                ],
-                stdout=log, stderr=subprocess.STDOUT, cwd=self.root, env=server_env(),
-                start_new_session=True,  # its workers die with it
-            )  # fmt: skip
-        deadline = time.monotonic() + timeout_s
-        while (state := _health(self.uri)) != "up":
-            log_tail = (self.root / "server.log").read_text(errors="replace")[-2000:]
-            assert self.process.poll() is None, f"mlflow server exited ({state}):\n{log_tail}"
-            assert time.monotonic() < deadline, f"mlflow server not up within {timeout_s:.0f} s:\n{log_tail}"
-            time.sleep(0.5)
-
-    def kill(self) -> None:
-        """SIGKILL to the server and its workers: gone at once, as a crashed machine's would be."""
-        assert self.process is not None
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while _health(self.uri) != "down":
-            assert time.monotonic() < deadline, "the killed server still answers"
-            time.sleep(0.2)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
-
-    def client(self):
-        from mlflow.tracking import MlflowClient
-
-        return MlflowClient(tracking_uri=self.uri)
-
-
 @pytest.fixture(scope="module")
 def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestartableServer]:
     """One server for the module's tests (each start costs ~10 s of CPU); each test's runs are its own."""
@@ -111,46 +55,6 @@ def server(shared_server: RestartableServer) -> RestartableServer:
     if shared_server.process is None or shared_server.process.poll() is not None:
         shared_server.start()
     return shared_server
-
-
-class Output:
-    """A running command's output lines, read as they come; every wait has a deadline."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.process = process
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self._queue.put(line)
-        self._queue.put(None)
-
-    def wait_for(self, found: Callable[[str], bool], what: str, timeout_s: float = 180.0) -> str:
-        """The next line for which `found` holds."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError(f"no {what} within {timeout_s:.0f} s:\n{self.text[-3000:]}") from None
-            if line is None:
-                raise AssertionError(f"the run ended before {what}:\n{self.text[-3000:]}")
-            self.lines.append(line)
-            if found(line):
-                return line
-
-    def finish(self, timeout_s: float = 600.0) -> int:
-        code = self.process.wait(timeout=timeout_s)
-        while (line := self._queue.get(timeout=30)) is not None:
-            self.lines.append(line)
-        return code
-
-    @property
-    def text(self) -> str:
-        return "".join(self.lines)
 
 
 def journal_points(journal: Path) -> tuple[str, Counter[tuple[str, int, int, float]]]:
@@ -401,48 +305,3 @@ def test_ctrl_c_as_a_finished_run_waits_for_its_server_stops_the_wait_and_keeps_
     assert "python -m framework sync" in text, text[-3000:]
     ends = [json.loads(line) for line in journal_of(text).read_text().splitlines() if '"op": "end"' in line]
     assert [e["status"] for e in ends] == ["FINISHED"]  # what `sync` sends
-
-
-def test_sync_of_a_folder_that_does_not_exist_says_so_in_one_line(tmp_path: Path) -> None:
-    r = run_cli("sync", str(tmp_path / "nowhere"), cwd=tmp_path, timeout=120)
-    assert r.returncode == 1 and "Traceback" not in r.output
-    assert (
-        r.stderr.strip()
-        == f"Error: {tmp_path / 'nowhere'} does not exist: give the run's directory (its `run dir` line)"
-    )
-
-
-def test_an_entry_the_store_refuses_is_passed_over_and_those_after_it_are_sent(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Not an outage: MLflow refuses a param whose value changed; the metrics after it still go."""
-    monkeypatch.chdir(tmp_path)  # the store's artifacts (./mlruns) are the test's own
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    session = MlflowSession(uri, "refusals", flush_every_s=0.0, outage_wait_s=5.0)
-    run_id = session.start_run(run_name="r", tags={"framework.run_dir": str(tmp_path / "run")})["run_id"]
-    session.log_params({"lr": 0.1})
-    session.log_params({"lr": 0.2})
-    session.log_params({"lr": 0.3})
-    session.log_metrics({"m": 1.0}, 1)
-    assert session.end_run("FINISHED")["unsent"] == ""
-    said = capfd.readouterr().err
-    assert said.count("refused a params entry") == 1 and "refused 2 params entries in all" in said
-    run = session.client.get_run(run_id)
-    assert (
-        run.info.status == "FINISHED" and run.data.params == {"lr": "0.1"} and run.data.metrics == {"m": 1.0}
-    )
-
-
-def test_sync_to_a_store_that_does_not_hold_the_run_says_which_store_to_serve(cli, tmp_path: Path) -> None:
-    from framework_plugins.trackers.journal import Journal
-
-    r = cli("total_steps=256", "eval.episodes=1", "hydra.run.dir=outputs/run")
-    assert r.returncode == 0, r.output[-3000:]
-    (path,) = (tmp_path / "outputs/run/tracking").glob("*.jsonl")
-    journal = Journal.reopen(path)
-    journal.append("tags", tags={"late": "1"})  # something left to send
-    journal.close()
-    r = cli("sync", "outputs/run", "--uri", f"sqlite:///{tmp_path / 'another.db'}")
-    said = " ".join(r.stderr.split())
-    assert r.returncode == 1 and "Traceback" not in r.output, r.output
-    assert "does not hold run" in said and "mlflow server --backend-store-uri THAT_STORE" in said, said

@@ -3,7 +3,6 @@ call finds the server running; Ctrl-C leaves nothing behind."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
@@ -46,12 +45,12 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _start(cwd: Path) -> Any:
+def start_ui(cwd: Path) -> Any:
     """`python -m framework ui --no-browser` in `cwd`, forked by the zygote (its MLflow imported)."""
     return start_cli("ui", "--no-browser", cwd=cwd)
 
 
-def _address(process: Any, timeout: float = 240) -> str:
+def ui_address(process: Any, timeout: float = 240) -> str:
     assert process.stdout is not None
     seen = ""
     deadline = time.monotonic() + timeout
@@ -66,7 +65,7 @@ def _address(process: Any, timeout: float = 240) -> str:
     raise AssertionError(f"no address printed: {seen}")
 
 
-def _ctrl_c(process: Any) -> str:
+def ctrl_c_ui(process: Any) -> str:
     """Stop a `ui` as Ctrl-C does; its output (killed where it has not ended in 60 s)."""
     process.send_signal(signal.SIGINT)
     try:
@@ -78,9 +77,9 @@ def _ctrl_c(process: Any) -> str:
 
 @pytest.mark.slow
 def test_ui_serves_the_store_opens_the_runs_and_a_second_call_finds_it(store: Path) -> None:
-    first = _start(store)
+    first = start_ui(store)
     try:
-        address = _address(first)
+        address = ui_address(first)
         assert address.endswith("/runs?workflowType=machine_learning") and "#/experiments/1/" in address
         with urllib.request.urlopen(address.split("#")[0], timeout=10) as page:
             assert page.status == 200
@@ -102,7 +101,7 @@ def test_ui_serves_the_store_opens_the_runs_and_a_second_call_finds_it(store: Pa
         assert "running already" in second.stdout and address.split("#")[0] in second.stdout
         server = descendants(first.pid)
     finally:
-        out = _ctrl_c(first)
+        out = ctrl_c_ui(first)
     assert first.returncode == 0, out
     # The server went with it, every process of it by the time `ui` returned, and so did its record.
     # (Its port may serve again already: a test beside this one may start a `ui` on 5000.)
@@ -124,9 +123,9 @@ def test_two_calls_at_once_share_one_server_which_ends_with_the_call_that_starte
 ) -> None:
     """Two `ui` started at the same moment each started a server on the store (5000 and 5796); after
     kill -9 of a `ui` its `mlflow ui` went on serving, an orphan no command stopped."""
-    calls = [_start(store), _start(store)]
+    calls = [start_ui(store), start_ui(store)]
     try:
-        addresses = [_address(call) for call in calls]
+        addresses = [ui_address(call) for call in calls]
         assert addresses[0] == addresses[1]
         record = json.loads(next((store / "cache").glob("ui-*.json")).read_text())
         owner = next(call for call in calls if record["pid"] in descendants(call.pid))
@@ -140,7 +139,7 @@ def test_two_calls_at_once_share_one_server_which_ends_with_the_call_that_starte
     finally:
         for call in calls:
             if call.poll() is None:
-                _ctrl_c(call)
+                ctrl_c_ui(call)
 
 
 #: A server that answers every GET with 200: another program's, on the port `ui` chose.
@@ -192,7 +191,7 @@ def test_a_server_that_takes_the_port_as_ui_starts_is_not_taken_for_its_own(stor
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
     try:
-        address = _address(ours)
+        address = ui_address(ours)
         assert f":{port}/" not in address, address  # not the other server's
         search = urllib.request.Request(
             f"{address.split('#')[0]}ajax-api/2.0/mlflow/runs/search",
@@ -218,7 +217,7 @@ def test_a_server_that_takes_the_port_as_ui_starts_is_not_taken_for_its_own(stor
         record.write_text(own)
     finally:
         try:
-            out = _ctrl_c(ours)
+            out = ctrl_c_ui(ours)
         finally:
             other.kill()
             other.wait(timeout=10)
@@ -257,9 +256,9 @@ def test_with_the_default_port_held_a_stores_link_and_its_ui_agree_on_its_own_po
         try:
             assert ours.stdout is not None
             link = ours.stdout.readline().split()
-            address = _address(ours)
+            address = ui_address(ours)
         finally:
-            out = _ctrl_c(ours)
+            out = ctrl_c_ui(ours)
     assert link == ["link", f"http://127.0.0.1:{local_views.own_port(uri)}"], (link, out)
     assert address.startswith(f"{link[1]}/#/experiments/1/"), (address, out)
 
@@ -290,159 +289,3 @@ def test_an_experiment_the_store_lacks_is_refused_naming_those_it_has(store: Pat
         "Did you mean framework? Its experiments: Default, framework."
     )
     assert not list((store / "cache").glob("ui-*"))  # no server was started
-
-
-def test_ui_without_a_store_says_how_to_make_one(cli: Any, tmp_path: Path) -> None:
-    r = cli("ui", "--no-browser")
-    assert r.returncode == 1 and "Traceback" not in r.output
-    assert "no runs at" in r.stderr and "python -m framework" in r.stderr
-    assert not (tmp_path / "mlflow.db").exists()
-    # A store of another folder: the command that makes it, that folder first where it is missing.
-    elsewhere = cli("ui", "--no-browser", "tracking.uri=sqlite:///runs/mlflow.db")
-    said = " ".join(elsewhere.stderr.split())
-    assert (
-        f"first tracked run: mkdir -p {tmp_path / 'runs'} && python -m framework "
-        f"tracking.uri=sqlite:///{tmp_path / 'runs/mlflow.db'})" in said
-    ), said
-    wrong = cli("ui", "env=cartpole")
-    said = " ".join(wrong.stderr.split())
-    assert wrong.returncode == 1 and said == (
-        "Error: env=cartpole: `ui` takes --port, --no-browser, --run and the overrides tracking.uri=... and "
-        "tracking.experiment=..."
-    ), said
-
-
-LR, EPOCHS = "agent.hyperparams.learning_rate", "agent.hyperparams.n_epochs"
-OBJECTIVE = "eval/return_mean"
-
-
-def _swept_store(root: Path) -> str:
-    """A store whose experiment `framework` holds a run of its own and a sweep over LR and EPOCHS
-    (its parent tagged as SweepParentRun tags it); returns the experiment's id."""
-    from mlflow.tracking import MlflowClient
-
-    store_template.place(root / "mlflow.db")  # the empty schema copied, as a run makes a new store
-    client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
-    experiment = client.create_experiment("framework")
-    single = client.create_run(experiment, run_name="cartpole-dqn-s0")
-    client.log_param(single.info.run_id, "objective.metric", OBJECTIVE)
-    client.log_metric(single.info.run_id, OBJECTIVE, 120.0)
-    client.set_terminated(single.info.run_id)
-    spec = {"swept_keys": [LR, EPOCHS], "objective": OBJECTIVE, "mode": "max", "also": [], "study_dir": None}
-    parent = client.create_run(
-        experiment,
-        run_name="sweep lr=1e-4,1e-3 ne=5,10 cartpole-sb3-ppo-s0",
-        tags={
-            "framework.swept_keys": json.dumps([LR, EPOCHS]),
-            "framework.objective": OBJECTIVE,
-            "framework.summary_spec": json.dumps(spec),
-        },
-    ).info.run_id
-    for (lr, ne), score in zip(
-        itertools.product(("1e-4", "1e-3"), ("5", "10")), (300, 480, 150, 60), strict=True
-    ):
-        child = client.create_run(
-            experiment, run_name=f"lr={lr} ne={ne} cartpole-sb3-ppo-s0", tags={"mlflow.parentRunId": parent}
-        ).info.run_id
-        for key, value in (
-            (LR, lr),
-            (EPOCHS, ne),
-            ("objective.metric", OBJECTIVE),
-            ("objective.mode", "max"),
-        ):
-            client.log_param(child, key, value)
-        client.log_metric(child, OBJECTIVE, float(score))
-        client.set_terminated(child)
-    client.set_terminated(parent)
-    return str(experiment)
-
-
-@pytest.mark.slow
-def test_ui_opens_the_runs_sorted_by_the_objective_with_the_swept_params_as_columns(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """MLflow 3.17 reads no columns from an address: `ui` writes the view as MLflow's Share button does
-    (an experiment tag the address names) and opens it; in Chromium at 1400 px the runs come in the
-    model-training view, best first, with the objective and both swept params as columns."""
-    from mlflow.tracking import MlflowClient
-
-    from tests.fighter.cdp import InspectedPage
-
-    experiment = _swept_store(tmp_path)  # from the suite's cache, before this test's is set
-    monkeypatch.setenv("FRAMEWORK_CACHE_DIR", str(tmp_path / "cache"))
-    first = _start(tmp_path)
-    try:
-        address = _address(first)
-        assert f"#/experiments/{experiment}/runs?workflowType=machine_learning&viewStateShareKey=" in address
-        key = address.rsplit("viewStateShareKey=", 1)[1]
-        tags = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").get_experiment(experiment).tags
-        state = json.loads(tags[f"mlflow.sharedViewState.{key}"])
-        metric = f"metrics.`{OBJECTIVE}`"
-        assert state["selectedColumns"] == [metric, f"params.`{LR}`", f"params.`{EPOCHS}`"]
-        assert state["orderByKey"] == metric and state["orderByAsc"] is False
-        page = InspectedPage(address, width=1400, height=900)
-        try:
-            rows = f"document.querySelectorAll('.ag-center-cols-container .ag-row [col-id=\"{metric}\"]')"
-            page.wait_in_page(f"{rows}.length >= 5", timeout=120)
-            headers = page.steady(
-                "Array.from(document.querySelectorAll('.ag-header-cell')).map(h => h.getAttribute('col-id'))"
-            )
-            scores = page.steady(  # the rows' order once they stop moving
-                "Array.from(document.querySelectorAll('.ag-center-cols-container .ag-row'))"
-                ".sort((a, b) => a.getAttribute('row-index') - b.getAttribute('row-index'))"
-                f".map(r => (r.querySelector('[col-id=\"{metric}\"]') || {{}}).innerText)"
-            )
-            text = page.evaluate("document.body.innerText")
-            page.screenshot(tmp_path / "ui.png")
-        finally:
-            page.close()
-        assert {metric, f"params.`{LR}`", f"params.`{EPOCHS}`"} <= set(headers), headers
-        assert scores[:5] == ["480", "300", "150", "120", "60"], scores  # best first
-        assert "Sort: eval/return_mean" in text and "Model training" in text and "Evaluation runs" not in text
-    finally:
-        _ctrl_c(first)
-
-
-@pytest.mark.slow
-def test_a_store_ui_cannot_write_to_is_opened_sorted_by_the_objective(tmp_path: Path) -> None:
-    """Where the view cannot be written (a read-only store), the address itself sorts the runs, best
-    first: MLflow 3.17 reads `orderByKey` and `orderByAsc` from it (not columns)."""
-    from framework_plugins.trackers.ui import _page
-    from tests.test_readonly_store import read_only
-
-    experiment = _swept_store(tmp_path)
-    with read_only(tmp_path):
-        page = _page(f"sqlite:///{tmp_path / 'mlflow.db'}", "framework", None)
-    assert page == (
-        f"#/experiments/{experiment}/runs?workflowType=machine_learning"
-        "&orderByKey=metrics.%60eval%2Freturn_mean%60&orderByAsc=false"
-    )
-
-
-def test_ui_opens_a_run_by_the_eight_characters_pages_show_of_its_id(tmp_path: Path) -> None:
-    from mlflow.tracking import MlflowClient
-
-    from framework_plugins.trackers.ui import _compared, _page
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
-    experiment = client.create_experiment("cmpE")
-    run = client.create_run(experiment).info.run_id
-    assert (
-        _page(uri, "framework", run[:8])
-        == f"#/experiments/{experiment}/runs/{run}?workflowType=machine_learning"
-    )
-    # Its comparison is of its own experiment's runs, not the config's default experiment's.
-    assert _compared(uri, "framework", run[:8]).startswith("python -m framework compare cmpE ")
-
-
-def test_ui_labels_a_comparison_page_and_the_command_that_would_write_one_apart(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    from framework_plugins.trackers.ui import _show
-
-    _show("http://127.0.0.1:5000", "#/", True, "python -m framework compare framework")
-    _show("http://127.0.0.1:5000", "#/", True, "file:///tmp/compare.html")
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[1] == "  compare with python -m framework compare framework"
-    assert lines[3] == "  compared     file:///tmp/compare.html"

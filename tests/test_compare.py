@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from framework.contracts.tracker import SUMMARY_SPEC_TAG
 from framework.errors import ConfigError
 from framework_plugins.sweeps import seeds
 from plugins.trackers import local_views, ui
@@ -128,8 +129,21 @@ def test_compare_folds_the_seeds_of_two_sweeps_and_a_single_run(tmp_path: Path, 
         "seeds_profile.png",
         "seeds_improvement.png",
     }
-    assert local_views.latest_page(uri, "framework") == (out / "compare.html").resolve()
-    assert ui._compared(uri, "framework") == (out / "compare.html").resolve().as_uri()  # what `ui` names
+    written = (out / "compare.html").resolve()
+    assert local_views.latest_page(uri, "framework") == (written, [*parents, single])
+    assert ui._compared(uri, "framework") == written.as_uri()  # what `ui` names
+    # A run that ends after the page was written is not in it: `ui` says so, and how to write it anew
+    # (a sweep's parent, which trains nothing, is not counted).
+    after = int(written.stat().st_mtime * 1000) + 1000
+    later = client.create_run(experiment, run_name="later").info.run_id
+    client.set_terminated(later, "FINISHED", end_time=after)
+    sweep = client.create_run(experiment, run_name="sweep", tags={SUMMARY_SPEC_TAG: "{}"}).info.run_id
+    client.set_terminated(sweep, "FINISHED", end_time=after)
+    again = f"python -m framework compare {' '.join([*parents, single])} tracking.uri={uri}"
+    assert ui._compared(uri, "framework").splitlines() == [
+        written.as_uri(),
+        f"(1 run ended after it was written: {again} writes it anew)",
+    ]
 
 
 def test_a_seed_run_again_with_the_same_settings_counts_once_by_its_latest_run(tmp_path: Path, cli) -> None:

@@ -186,7 +186,7 @@ def test_identical_seeds_give_identical_metrics_and_different_seeds_different_on
     assert r.returncode == 1
     assert r.stderr.startswith("Error: resume='0123456789abcdef0123456789abcdef' is neither a run directory")
     assert "no MLflow run '0123456789abcdef0123456789abcdef'" in r.stderr and "Newest runs" in r.stderr
-    assert "goes on with tracking.uri=THAT_STORE" in " ".join(r.stderr.split())  # tracked elsewhere
+    assert "is found with tracking.uri=THAT_STORE" in " ".join(r.stderr.split())  # tracked elsewhere
     assert "Traceback" not in r.output
 
 

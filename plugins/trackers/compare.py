@@ -132,7 +132,7 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     (folder / TABLE_CSV).replace(table)
     for experiment_id in sorted({str(r.info.experiment_id) for r in runs}):
         # `ui` names the page for each experiment whose runs it compares (not the default one's).
-        local_views.remember_page(uri, client.get_experiment(experiment_id).name, page)
+        local_views.remember_page(uri, client.get_experiment(experiment_id).name, page, _words(args))
     configs = found.configs or seed_summary.configurations(
         children, keys, mode, labels=labels, most_settings=LABEL_SETTINGS, leading=FIRST
     )
@@ -163,6 +163,12 @@ def _compare(uri: str, experiment: str, args: argparse.Namespace) -> int:
     print(f"  page     {page.resolve()}")
     print(f"  table    {table.resolve()}")
     return 0
+
+
+def _words(args: argparse.Namespace) -> list[str]:
+    """What the command compared (its runs, env, metric and mode), as `compare` takes it again."""
+    options = (("--env", args.env), ("--metric", args.metric), ("--mode", args.mode))
+    return [*args.runs, *(word for name, value in options if value for word in (name, value))]
 
 
 def counted_once(children: Sequence[Child], columns: Sequence[str]) -> list[Child]:

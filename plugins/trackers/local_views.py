@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -199,22 +200,29 @@ def key(uri: str) -> str:
     return hashlib.sha1(uri.encode()).hexdigest()[:12]
 
 
-def remember_page(uri: str, experiment: str, page: Path) -> None:
-    """The latest page for this store and experiment, which `ui` names."""
-    with_key = hashlib.sha1(f"{uri}\n{experiment}".encode()).hexdigest()[:12]
-    record = cache_dir() / f"compare-{with_key}.json"
+def remember_page(uri: str, experiment: str, page: Path, words: Sequence[str] = ()) -> None:
+    """The latest page for this store and experiment, which `ui` names, and the `compare` words that wrote
+    it (its runs, `--env`, ...; not its store nor its folder)."""
+    record = _page_record(uri, experiment)
     record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps({"page": str(page.resolve()), "uri": uri, "experiment": experiment}))
+    record.write_text(
+        json.dumps({"page": str(page.resolve()), "uri": uri, "experiment": experiment, "words": list(words)})
+    )
 
 
-def latest_page(uri: str, experiment: str) -> Path | None:
-    """The page `compare` last wrote for this store and experiment, if it is still there."""
-    with_key = hashlib.sha1(f"{uri}\n{experiment}".encode()).hexdigest()[:12]
+def latest_page(uri: str, experiment: str) -> tuple[Path, list[str]] | None:
+    """The page `compare` last wrote for this store and experiment, if it is still there, and its words."""
     try:
-        page = Path(json.loads((cache_dir() / f"compare-{with_key}.json").read_text())["page"])
-    except (OSError, ValueError, KeyError, TypeError):
+        record = json.loads(_page_record(uri, experiment).read_text())
+        page, words = Path(record["page"]), [str(w) for w in record.get("words", [])]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return page if page.is_file() else None
+    return (page, words) if page.is_file() else None
+
+
+def _page_record(uri: str, experiment: str) -> Path:
+    with_key = hashlib.sha1(f"{uri}\n{experiment}".encode()).hexdigest()[:12]
+    return cache_dir() / f"compare-{with_key}.json"
 
 
 def start_server(uri: str, port: int, log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:

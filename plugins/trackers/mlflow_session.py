@@ -299,7 +299,7 @@ class MlflowSession:
         if _creates_store(self.uri):  # looking would create the store
             raise LookupError(
                 f"no MLflow run {run_id!r}: the store {self.uri} does not exist (no run tracked there yet); "
-                "a run tracked in another store goes on with tracking.uri=THAT_STORE (sqlite:///PATH/mlflow.db)"
+                "a run tracked in another store is found with tracking.uri=THAT_STORE (sqlite:///PATH/mlflow.db)"
             )
         return dict(self._get_run(run_id).data.tags)
 
@@ -346,7 +346,7 @@ class MlflowSession:
         try:
             return self.client.get_run(run_id)
         except MlflowException:
-            elsewhere = " (A run tracked in another store goes on with tracking.uri=THAT_STORE.)"
+            elsewhere = " (A run tracked in another store is found with tracking.uri=THAT_STORE.)"
             raise LookupError(
                 f"no MLflow run {run_id!r} in {self.uri}.{self._recent_runs(run_id)}{elsewhere}"
             ) from None

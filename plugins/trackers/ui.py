@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from framework.columns import refuse
+from framework.columns import WIDTH, refuse, wrap
 from framework.commands import Parser
 
 from . import local_views
@@ -200,9 +200,10 @@ def _show(address: str, page: str, no_browser: bool, compared: str = "") -> int:
     """Print (and open) the page's address; and where the experiment's runs are compared over seeds."""
     print(f"  open         {address}/{page}", flush=True)
     if compared:  # the page `compare` wrote, or the command that writes one
-        print(
-            f"  {'compare with' if compared.startswith('python ') else 'compared':<13}{compared}", flush=True
-        )
+        first, *rest = compared.splitlines()
+        print(f"  {'compare with' if first.startswith('python ') else 'compared':<13}{first}", flush=True)
+        for line in rest:  # what is said of it, in its column
+            print("\n".join(wrap(line, WIDTH, first=" " * 15, indent=" " * 15)), flush=True)
     if not no_browser and _has_display():
         with contextlib.suppress(Exception):
             webbrowser.open(f"{address}/{page}")
@@ -210,24 +211,45 @@ def _show(address: str, page: str, no_browser: bool, compared: str = "") -> int:
 
 
 def _compared(uri: str, experiment: str, run: str | None = None) -> str:
-    """The page `compare` last wrote for this experiment (`run`'s own, given one), else the command that
-    writes one, with the store where it is not ./mlflow.db."""
-    if run is not None:
-        from mlflow.tracking import MlflowClient
+    """The page `compare` last wrote for this experiment (`run`'s own, given one), with how many runs
+    ended since it was written; else the command that writes one, with the store where it is not
+    ./mlflow.db."""
+    from mlflow.tracking import MlflowClient
 
+    client = MlflowClient(tracking_uri=uri)
+    if run is not None:
         from .compare import full_run_id
 
         with contextlib.suppress(Exception):
-            client = MlflowClient(tracking_uri=uri)
             found = client.get_run(full_run_id(client, run))
             experiment = client.get_experiment(found.info.experiment_id).name
-    page = local_views.latest_page(uri, experiment)
-    if page is not None:
-        return page.as_uri()
     store = (
         "" if uri == local_views.absolute_uri("sqlite:///mlflow.db") else f" tracking.uri={shlex.quote(uri)}"
     )
-    return f"python -m framework compare {shlex.quote(experiment)}{store}"
+    latest = local_views.latest_page(uri, experiment)
+    if latest is None:
+        return f"python -m framework compare {shlex.quote(experiment)}{store}"
+    page, words = latest
+    command = f"python -m framework compare {shlex.join(words or [experiment])}{store}"
+    later = _ended_since(client, experiment, page.stat().st_mtime)
+    if later:
+        runs = f"{later} run{'s' * (later > 1)}"
+        return f"{page.as_uri()}\n({runs} ended after it was written: {command} writes it anew)"
+    return page.as_uri()
+
+
+def _ended_since(client: Any, experiment: str, since: float) -> int:
+    """How many of the experiment's runs (a sweep's parent aside: it trains nothing) ended after `since`."""
+    from framework.contracts.tracker import SUMMARY_SPEC_TAG
+
+    with contextlib.suppress(Exception):
+        found = client.get_experiment_by_name(experiment)
+        if found is not None:
+            runs = client.search_runs(
+                [found.experiment_id], f"attributes.end_time > {int(since * 1000)}", max_results=5000
+            )
+            return sum(SUMMARY_SPEC_TAG not in r.data.tags for r in runs)
+    return 0
 
 
 def _page(uri: str, experiment: str, run: str | None) -> str:

@@ -1,13 +1,51 @@
 """`python -m framework [COMMAND ARGS... | OVERRIDES...]`: a registered sub-command, or else a Hydra run."""
 
+import atexit
+import contextlib
 import os
 import sys
+import threading
+from typing import NoReturn
 
 from framework.columns import ReaderMayGo, refuse
 from framework.errors import ConfigError
 
 
 def main() -> None:
+    """Run the command, then end the process as the interpreter would, less its teardown (`_leave`)."""
+    try:
+        _main()
+        code = 0
+    except SystemExit as e:
+        code = _status(e.code)
+    _leave(code)
+
+
+def _status(code: object) -> int:
+    """The exit status of `sys.exit(code)`, as the interpreter gives it (a message: printed, 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _leave(code: int) -> NoReturn:
+    """Other threads joined and atexit handlers run, as at the interpreter's end, then exit at once. Its
+    teardown (a second and more with torch, SB3 and MLflow imported) runs with Ctrl-C and SIGTERM at
+    their defaults: a second SIGTERM then ended a stopped run's process 143, not 130."""
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]  # what the interpreter's end calls first
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
+def _main() -> None:
     from framework.machine import short_openmp_spin
 
     short_openmp_spin()

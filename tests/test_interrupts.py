@@ -3,6 +3,7 @@ that leaves a string exec still ends the process with 130."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -159,3 +160,44 @@ def test_an_interrupt_that_leaves_a_string_exec_still_exits_130(tmp_path: Path, 
         # Nor a run directory holding only Hydra's files and an empty log.
         assert not (tmp_path / "outputs").exists(), sorted(map(str, (tmp_path / "outputs").rglob("*")))
         assert not (tmp_path / "multirun").exists(), sorted(map(str, (tmp_path / "multirun").rglob("*")))
+
+
+@pytest.mark.slow
+def test_a_second_sigterm_as_a_stopped_runs_process_ends_still_exits_130(tmp_path: Path) -> None:
+    """The interpreter's teardown (a second and more with torch and MLflow imported) ran with SIGTERM at
+    its default: a second SIGTERM there (a scheduler's and its wrapper's, each sent once) ended the
+    process 143 (-15 here). One is sent whenever the ending process would not take it. In a new
+    interpreter, as a user's: the tests' zygote always ended its children without that teardown."""
+    run = subprocess.Popen(
+        [sys.executable, "-m", "framework", "total_steps=1000000", "tracking=none", "progress=log"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    said: list[str] = []
+    try:
+        assert run.stdout is not None
+        for line in run.stdout:
+            said.append(line)
+            if "run started" in line:
+                run.send_signal(signal.SIGTERM)
+            if "continue with" in line:  # its end said: the process is ending
+                # A second SIGTERM whenever the process, still there, would not take it.
+                while run.poll() is None:
+                    if not _takes_sigterm(run.pid):
+                        with contextlib.suppress(ProcessLookupError):
+                            run.send_signal(signal.SIGTERM)
+                    threading.Event().wait(0.005)
+        assert run.wait(timeout=120) == 130, "".join(said)[-3000:]
+    finally:
+        run.kill()
+        run.wait()
+    assert any(line.startswith("Run KILLED at step") for line in said), "".join(said)[-3000:]
+
+
+def _takes_sigterm(pid: int) -> bool:
+    """Whether process `pid` has a handler of SIGTERM (True where it has gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        caught = next(line for line in status if line.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return True
+    return bool(int(caught.split()[1], 16) & 1 << (signal.SIGTERM - 1))

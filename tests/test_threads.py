@@ -40,11 +40,10 @@ def test_openmp_workers_spin_briefly_unless_the_user_said_otherwise(
 
 def test_the_command_line_sets_it_before_torch_is_imported() -> None:
     """`python -m framework` (here: --help, which imports no torch) leaves it set for torch's libgomp."""
-    code = (
-        "import os, sys, runpy; sys.argv = ['framework', '--help'];\n"
-        "try: runpy.run_module('framework', run_name='__main__')\n"
-        "except SystemExit: pass\n"
-        "print('spin', os.environ.get('GOMP_SPINCOUNT'), 'torch' in sys.modules)"
+    code = (  # said as the process ends (its atexit handlers run; then it exits, framework.__main__)
+        "import atexit, os, sys, runpy; sys.argv = ['framework', '--help']\n"
+        "atexit.register(lambda: print('spin', os.environ.get('GOMP_SPINCOUNT'), 'torch' in sys.modules))\n"
+        "runpy.run_module('framework', run_name='__main__')"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)

@@ -12,13 +12,13 @@ from framework.errors import ConfigError
 
 
 def main() -> None:
-    """Run the command, then end the process as the interpreter would, less its teardown (`_leave`)."""
+    """Run the command, then end the process as the interpreter would, less its teardown (`leave`)."""
     try:
         _main()
         code = 0
     except SystemExit as e:
         code = _status(e.code)
-    _leave(code)
+    leave(code)
 
 
 def _status(code: object) -> int:
@@ -31,7 +31,7 @@ def _status(code: object) -> int:
     return 1
 
 
-def _leave(code: int) -> NoReturn:
+def leave(code: int) -> NoReturn:
     """Other threads joined and atexit handlers run, as at the interpreter's end, then exit at once. Its
     teardown (a second and more with torch, SB3 and MLflow imported) runs with Ctrl-C and SIGTERM at
     their defaults: a second SIGTERM then ended a stopped run's process 143, not 130."""

@@ -110,7 +110,6 @@ def _run_child(request: dict[str, Any], fds: list[int], zygote: socket.socket) -
     """In the forked child: be `python -m framework ARGS` in the request's directory and environment,
     `fds` its stdin, stdout and stderr, its tracking processes forked by the zygote (`zygote` is its
     socket there)."""
-    import atexit
     import runpy
 
     import framework
@@ -162,15 +161,12 @@ def _run_child(request: dict[str, Any], fds: list[int], zygote: socket.socket) -
 
             traceback.print_exc()
             code = 1
-        # As the interpreter ends: its other threads joined, then its atexit handlers.
-        threading._shutdown()  # type: ignore[attr-defined]
-        atexit._run_exitfuncs()
+        # As `python -m framework` ends (where its main did not: an exception it let through).
+        from framework.__main__ import leave
+
+        leave(code)
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        os._exit(code)  # a request that could not be set up
 
 
 def main() -> None:

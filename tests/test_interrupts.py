@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -181,7 +182,8 @@ def test_a_second_sigterm_as_a_stopped_runs_process_ends_still_exits_130(tmp_pat
                 run.send_signal(signal.SIGTERM)
             if "continue with" in line:  # its end said: the process is ending
                 # A second SIGTERM whenever the process, still there, would not take it.
-                while run.poll() is None:
+                deadline = time.monotonic() + 120
+                while run.poll() is None and time.monotonic() < deadline:
                     if not _takes_sigterm(run.pid):
                         with contextlib.suppress(ProcessLookupError):
                             run.send_signal(signal.SIGTERM)
